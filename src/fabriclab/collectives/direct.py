@@ -1,0 +1,71 @@
+"""Direct (all-to-all) algorithms and the sharded parameter server.
+
+* Direct allreduce: every rank sends block j straight to rank j, which reduces it (a one-step
+  reduce-scatter), then every rank sends its reduced block to all others (a one-step allgather).
+  This is the "reduce-scatter to all, then allgather" pattern of Horovod's and BytePS's
+  all-to-all schemes; it needs P-1 simultaneous connections per rank.
+* Parameter server with `num_servers` servers holding shards (Li et al., OSDI 2014): every worker
+  pushes shard k to server k, servers reduce, then send the reduced shard back to every worker.
+  Servers are spread evenly over the ranks (server k is member floor(k*P/num_servers)) and also act as
+  workers; seed 002 uses P/8 servers.
+
+Try it: `fabriclab collectives show --algo ps:servers=2 --ranks 4`.
+"""
+
+from __future__ import annotations
+
+from fabriclab.collectives.schedule import Builder, split_range
+
+
+def _exchange(b: Builder, ranks: list[int], owners: list[int], pieces: list[tuple[int, int]],
+              reduce: bool) -> None:
+    """One step: piece k goes from every member to `owners[k]` (reduce) or from it to all (copy).
+
+    Each rank starts with the peer after itself so that not everyone talks to the same owner first."""
+    g = len(ranks)
+    steps = {r: b.step(r) for r in ranks}
+    for i, r in enumerate(ranks):
+        for d in range(1, g):
+            peer_pos = (i + d) % g
+            peer = ranks[peer_pos]
+            for k, owner in enumerate(owners):
+                if reduce:
+                    if owner == peer_pos:
+                        steps[r].send(peer, pieces[k])
+                    if owner == i:
+                        steps[r].recv_reduce(ranks[(i - d) % g], pieces[k])
+                else:
+                    if owner == i:
+                        steps[r].send(peer, pieces[k])
+                    if owner == (i - d) % g:
+                        steps[r].recv_copy(ranks[owner], pieces[k])
+
+
+def direct_reduce_scatter(b: Builder, ranks: list[int], rng: tuple[int, int]) -> None:
+    """Every member sends block j to member j, which reduces all of them: one step."""
+    _exchange(b, ranks, list(range(len(ranks))), split_range(*rng, len(ranks)), reduce=True)
+
+
+def direct_allgather(b: Builder, ranks: list[int], rng: tuple[int, int]) -> None:
+    """Every member sends its block to every other member: one step."""
+    _exchange(b, ranks, list(range(len(ranks))), split_range(*rng, len(ranks)), reduce=False)
+
+
+def direct_allreduce(b: Builder, ranks: list[int], rng: tuple[int, int]) -> None:
+    """Direct reduce-scatter followed by direct allgather: two steps, 2(P-1)/P of the buffer each way."""
+    direct_reduce_scatter(b, ranks, rng)
+    direct_allgather(b, ranks, rng)
+
+
+def server_positions(num_ranks: int, num_servers: int) -> list[int]:
+    """Servers spread evenly over the members: server k is member floor(k * P / num_servers)."""
+    return [k * num_ranks // num_servers for k in range(num_servers)]
+
+
+def parameter_server_allreduce(b: Builder, ranks: list[int], rng: tuple[int, int],
+                               num_servers: int = 1) -> None:
+    """Workers push shard k to server k, servers reduce, then send the reduced shard to every worker."""
+    owners = server_positions(len(ranks), num_servers)
+    shards = split_range(*rng, num_servers)
+    _exchange(b, ranks, owners, shards, reduce=True)
+    _exchange(b, ranks, owners, shards, reduce=False)
