@@ -15,8 +15,8 @@ its link. With P ranks, S bytes, p' = the largest power of two <= P, rem = P - p
   T(CC); exact)
 * direct: 2 alpha + 2(P-1)/P S beta + (P-1)/P S gamma                                (exact)
 * parameter server with s servers: 2 alpha + 2(P-1)/s S beta + (P-1)/s S gamma       (exact)
-* double binary tree: (H + D + n - 1) slots of alpha + S/n beta + S/n gamma, with H the height and D
-  the depth of the taller tree (an estimate: a slot may move less)
+* double binary tree: (H + D + n - 1) alpha, with H the height and D the depth of the taller tree,
+  plus the busiest rank's bytes at beta (an estimate)
 * hierarchical: lower reduce on groups of g + upper allreduce on ceil(P/g) leaders + lower broadcast
 
 Try it: `python -c "from fabriclab.collectives.costs import cost; print(cost('allreduce', 'ring', 8, 2**30, 1e-6, 1/4e9, 0))"`.
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from fabriclab.collectives import trees
+from fabriclab.collectives import recursive, trees
 from fabriclab.collectives.registry import parse_spec
 from fabriclab.collectives.schedule import ALLGATHER, ALLREDUCE, BROADCAST, REDUCE, REDUCE_SCATTER
 
@@ -112,18 +112,24 @@ def parameter_server_allreduce(p, s, a, b, c, servers=1):
 
 
 def double_binary_tree_allreduce(p, s, a, b, c, chunks=4):
+    """Estimate: one alpha per pipeline slot, and the bytes of the busiest rank (or of the slots,
+    whichever is larger) at beta; each reduce happens once per received chunk."""
     if p < 2:
         return 0.0
-    slots = 0
+    slots, sent = 0, [0.0] * p
     for parents in trees.dtree_parents(p):
         depth = [0] * p
         for v in range(p):
             u = v
             while parents[u] >= 0:
                 u, depth[v] = parents[u], depth[v] + 1
-        # Height of the root equals the deepest node's depth in a tree.
+            if parents[v] >= 0:
+                # Half the buffer goes up from v and comes down from its parent.
+                sent[v] += s / 2
+                sent[parents[v]] += s / 2
+        # The root's height equals the deepest node's depth: up, then down, plus the pipeline.
         slots = max(slots, 2 * max(depth) + chunks - 1)
-    return slots * (a + s / chunks * (b + c))
+    return slots * a + max(max(sent), slots * s / (2 * chunks)) * b + s * c
 
 
 REDUCE_COSTS = {"chain": chain_reduce, "binomial": binomial_reduce,
@@ -148,18 +154,37 @@ def direct_allgather(p, s, a, b, c):
     return a + (p - 1) / p * s * b
 
 
+def _owned_steps(p: int, s: float) -> list[float]:
+    """Largest bytes any member moves in each halving step under the reduce_scatter block layout
+    (new ranks below rem own two blocks, so halves are uneven when P is not a power of two)."""
+    p2, rem = _pow2(p)
+    sizes = [(2 if j < rem else 1) * s / p for j in range(p2)]
+    masks = recursive._masks(p2, recursive.FAR)
+    out = []
+    for j in range(len(masks)):
+        worst = 0.0
+        for n in range(p2):
+            base, size = recursive._held(n, masks, p2, j)
+            half = size // 2
+            worst = max(worst, sum(sizes[base:base + half]), sum(sizes[base + half:base + size]))
+        out.append(worst)
+    return out
+
+
 def halving_reduce_scatter(p, s, a, b, c):
-    """Fold, halving, and the odd ranks hand back the even ranks' blocks (an estimate when rem > 0)."""
-    t, _, rem = _halving(p, s, a, b, c)
-    return t + (a + s / p * b if rem else 0.0)
+    """Fold, halving on the block layout, and the odd ranks hand the even ranks' blocks back."""
+    _, rem = _pow2(p)
+    steps = _owned_steps(p, s)
+    fold = (a + s * (b + c)) + (a + s / p * b) if rem else 0.0
+    return fold + sum(a + x * (b + c) for x in steps)
 
 
 def doubling_allgather(p, s, a, b, c):
-    """Fold of one block, doubling, unfold of the whole buffer (an estimate when rem > 0)."""
-    p2, rem = _pow2(p)
-    k = p2.bit_length() - 1
+    """Fold of one block, doubling on the block layout, unfold of the whole buffer."""
+    _, rem = _pow2(p)
+    steps = _owned_steps(p, s)
     extra = (a + s / p * b) + (a + s * b) if rem else 0.0
-    return k * a + (p2 - 1) / p2 * s * b + extra
+    return extra + sum(a + x * b for x in steps)
 
 
 def hierarchical(collective, p, s, a, b, c, lower="chain", upper="binomial", group=4, chunks=4):
