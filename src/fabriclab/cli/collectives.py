@@ -1,0 +1,299 @@
+"""`fabriclab collectives`: list the algorithms, show one schedule step by step, verify them in bulk.
+
+`verify` builds every schedule asked for (every collective, algorithm spec, rank count, element count
+and, for reduce and broadcast, root 0 and the last rank), checks each with the symbolic verifier and
+prints one table row per (collective, spec); it exits with 1 when any check fails. `show` prints the
+per-rank operations of one schedule, verifies it, and can save it as JSON or load a saved one.
+
+Try it: `fabriclab collectives verify --algo all --ranks 1-64`.
+"""
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+import fabriclab.collectives.verify as verifier
+from fabriclab.cli.common import (EXIT_FAILED, JsonOption, console, err_console, save_record,
+                                  split_list, user_errors)
+from fabriclab.collectives import registry
+from fabriclab.collectives.schedule import (BROADCAST, RECV_COPY, RECV_REDUCE, REDUCE, SEND, Op,
+                                            Schedule)
+from fabriclab.units import format_int_list, parse_int_list, parse_rank_range
+
+app = typer.Typer(help="Collective algorithms as schedules: list, show and verify them.",
+                  no_args_is_help=True)
+
+MAX_FAILURES_SHOWN = 5
+MAX_FAILURES_RECORDED = 100
+OP_LABELS = {SEND: "send", RECV_REDUCE: "recv+reduce", RECV_COPY: "recv+copy"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Case:
+    """One schedule to build and verify."""
+
+    collective: str
+    """Collective name, e.g. `allreduce`."""
+    spec: str
+    """Algorithm spec, e.g. `chain:chunks=4`."""
+    num_ranks: int
+    """Number of ranks."""
+    count: int
+    """Elements in the buffer."""
+    root: int
+    """Root rank (0 unless the collective is rooted)."""
+    user_spec: bool
+    """True when the spec came from `--algo` (a build error is then bad input, exit 2)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """What building and verifying one case gave: no errors when it verified; no counts when the
+    build failed, else the steps of the longest rank and the number of messages."""
+
+    case: Case
+    errors: list[str]
+    num_steps: int | None = None
+    num_messages: int | None = None
+
+
+@app.command("list")
+def list_algorithms() -> None:
+    """Print every collective's algorithms with their parameters (and defaults) and a one-line doc."""
+    for collective in registry.COLLECTIVE_NAMES:
+        table = Table("algorithm", "parameters", "description", title=collective, title_justify="left")
+        for name, params, doc in registry.describe(collective):
+            table.add_row(name, params or "-", doc)
+        console.print(table)
+
+
+@app.command()
+@user_errors
+def verify(
+    algo: Annotated[str, typer.Option(help="'all' or a comma list of specs, e.g. ring,chain:chunks=8; "
+                                           "a bare name checks all its verify parameterisations.")] = "all",
+    ranks: Annotated[str, typer.Option(help="Rank counts: 3, 1-64 or 1,2,4,8.")] = "1-16",
+    collective: Annotated[str, typer.Option(help="'all' or a comma list, e.g. allreduce,reduce.")] = "all",
+    counts: Annotated[str, typer.Option(help="Element counts per buffer: 0,1,7,1001 or 0-9.")] = "0,1,7,1001",
+    json_path: JsonOption = None,
+) -> None:
+    """Build and symbolically verify schedules for many rank counts and buffer sizes."""
+    collectives = _collectives(collective)
+    algos = None if algo.strip() == "all" else split_list(algo, "algorithm list")
+    rank_counts = parse_rank_range(ranks)
+    element_counts = parse_int_list(counts, minimum=0, what="element count")
+    cases = _cases(collectives, algos, rank_counts, element_counts)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True,
+                  disable=not err_console.is_terminal) as progress:
+        outcomes = [_check(case) for case in progress.track(cases, description="verifying")]
+    rows = _summarise(outcomes)
+    failures = [{**dataclasses.asdict(o.case), "errors": o.errors} for o in outcomes if o.errors]
+    _print_verify_table(rows)
+    _print_failures(failures, len(cases))
+    config = {"algo": algo, "collectives": collectives, "ranks": rank_counts, "counts": element_counts}
+    results = {"num_checked": len(cases), "num_failed": len(failures), "rows": rows,
+               "failures": failures[:MAX_FAILURES_RECORDED]}
+    save_record(json_path, "collectives.verify", config, results)
+    if failures:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+@user_errors
+def show(
+    algo: Annotated[Optional[str], typer.Option(help="Algorithm spec, e.g. ring or chain:chunks=4.")] = None,
+    ranks: Annotated[Optional[str], typer.Option(help="Number of ranks, e.g. 4.")] = None,
+    collective: Annotated[Optional[str], typer.Option(help="Collective.", show_default="allreduce")] = None,
+    count: Annotated[Optional[int], typer.Option(help="Elements in the buffer.",
+                                                 show_default="2 x ranks")] = None,
+    root: Annotated[Optional[int], typer.Option(help="Root of reduce/broadcast.", show_default="0")] = None,
+    save: Annotated[Optional[Path], typer.Option(metavar="PATH", help="Save the schedule as JSON.")] = None,
+    load: Annotated[Optional[Path], typer.Option(metavar="PATH", help="Show a saved schedule.")] = None,
+    trace: Annotated[bool, typer.Option(help="Also print what each rank holds after each step.")] = False,
+) -> None:
+    """Print one schedule step by step (per rank: send / recv+reduce / recv+copy) and verify it."""
+    if load is not None:
+        if any(x is not None for x in (algo, ranks, collective, count, root)):
+            raise ValueError("--load shows the schedule saved in the file; drop --algo, --ranks, "
+                             "--collective, --count and --root")
+        schedule = load_schedule(load)
+    elif algo is None or ranks is None:
+        raise ValueError("give --algo and --ranks (e.g. --algo ring --ranks 4), or --load PATH")
+    else:
+        num_ranks = parse_rank_range(ranks)
+        if len(num_ranks) != 1:
+            raise ValueError(f"--ranks {ranks!r} names {len(num_ranks)} rank counts; show takes one, e.g. 4")
+        schedule = registry.build_schedule(collective or "allreduce", algo.strip(), num_ranks[0],
+                                           2 * num_ranks[0] if count is None else count, root or 0)
+    if save is not None:
+        save.parent.mkdir(parents=True, exist_ok=True)
+        save.write_text(schedule.to_json() + "\n")
+        err_console.print(f"schedule saved to {save}", markup=False, soft_wrap=True)
+    for line in format_schedule(schedule):
+        typer.echo(line)
+    result = verifier.verify(schedule, trace=trace)
+    if trace:
+        typer.echo("\n".join(["trace (what each rank holds after each of its steps):", *result.trace]))
+    if result.ok:
+        console.print(f"verify: ok ({result.num_steps} steps, {result.num_messages} messages)",
+                      style="green", markup=False)
+        return
+    console.print("verify: FAILED", style="bold red", markup=False)
+    for error in result.errors:
+        typer.echo(f"  {error}")
+    raise typer.Exit(EXIT_FAILED)
+
+
+def load_schedule(path: Path) -> Schedule:
+    """A schedule read from a JSON file written by `show --save`; ValueError says what is wrong."""
+    try:
+        return Schedule.from_json(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read schedule file {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def format_schedule(s: Schedule) -> list[str]:
+    """Readable lines: a header, then per step index the ops of every rank that has that step."""
+    lines = [f"{s.collective} {s.algorithm}: {s.num_ranks} ranks, count {s.count}, root {s.root}, "
+             f"{len(s.chunks)} chunks, {s.max_steps} steps, {s.num_messages} messages",
+             "(step k is each rank's own k-th step; ranks do not synchronise between steps)"]
+    for k in range(s.max_steps):
+        lines.append(f"step {k}")
+        for r in range(s.num_ranks):
+            if k < len(s.steps[r]):
+                lines.append(f"  r{r}: " + "; ".join(_format_op(s, op) for op in s.steps[r][k]))
+    return lines
+
+
+def _format_op(s: Schedule, op: Op) -> str:
+    exists = 0 <= op.chunk < len(s.chunks)
+    where = f"[{s.chunks[op.chunk][0]}:{sum(s.chunks[op.chunk])}]" if exists else "[missing]"
+    arrow = "->" if op.kind == SEND else "<-"
+    return f"{OP_LABELS.get(op.kind, op.kind)} chunk {op.chunk} {where} {arrow} r{op.peer}"
+
+
+def _collectives(text: str) -> list[str]:
+    if text.strip() == "all":
+        return list(registry.COLLECTIVE_NAMES)
+    names = split_list(text, "collective list")
+    for name in names:
+        if name not in registry.COLLECTIVE_NAMES:
+            raise ValueError(f"unknown collective {name!r}: expected 'all' or a comma list of "
+                             f"{', '.join(registry.COLLECTIVE_NAMES)}")
+    return names
+
+
+def _cases(collectives: list[str], algos: list[str] | None, rank_counts: list[int],
+           counts: list[int]) -> list[Case]:
+    """Every (collective, spec, ranks, count, root) to check; `algos=None` means all verify specs."""
+    known = {c: registry.algorithm_names(c) for c in collectives}
+    for spec in algos or []:
+        base = _base_name(spec)
+        if not any(base in names for names in known.values()):
+            choices = sorted({n for names in known.values() for n in names})
+            raise ValueError(f"unknown algorithm {base!r} for {', '.join(collectives)}: "
+                             f"expected one of {', '.join(choices)}")
+    cases = []
+    for c in collectives:
+        for n in rank_counts:
+            roots = sorted({0, n - 1}) if c in (REDUCE, BROADCAST) else [0]
+            if algos is None:
+                specs = [(s, False) for s in registry.verify_specs(c, n)]
+            else:
+                specs = [(s, True) for spec in algos for s in _expand(c, n, spec, known[c])]
+            cases += [Case(collective=c, spec=s, num_ranks=n, count=k, root=root, user_spec=user)
+                      for s, user in specs for k in counts for root in roots]
+    return cases
+
+
+def _expand(collective: str, num_ranks: int, spec: str, known: list[str]) -> list[str]:
+    """A bare name stands for its verify parameterisations; a spec with parameters for itself."""
+    base = _base_name(spec)
+    if base not in known:
+        return []
+    if ":" in registry.ALIASES.get(spec, spec):
+        return [spec]
+    matches = [s for s in registry.verify_specs(collective, num_ranks) if _base_name(s) == base]
+    return matches or [spec]
+
+
+def _base_name(spec: str) -> str:
+    """Algorithm name of a spec, aliases resolved: `rhd` -> `butterfly`, `cb:group=8` -> `hierarchical`."""
+    name = spec.split(":")[0].strip()
+    return registry.ALIASES.get(name, name).split(":")[0]
+
+
+def _check(case: Case) -> Outcome:
+    """Build and verify one case; a build error of a spec given by the user is bad input (exit 2)."""
+    try:
+        schedule = registry.build_schedule(case.collective, case.spec, case.num_ranks, case.count,
+                                           case.root)
+    except ValueError as exc:
+        if case.user_spec:
+            raise ValueError(f"{case.collective} {case.spec} (ranks={case.num_ranks} count={case.count}"
+                             f"): {exc}") from None
+        return Outcome(case=case, errors=[f"build failed: {exc}"])
+    except Exception as exc:  # a bug in an algorithm: report it as a failed check, keep sweeping
+        return Outcome(case=case, errors=[f"build crashed: {type(exc).__name__}: {exc}"])
+    try:
+        result = verifier.verify(schedule)
+    except Exception as exc:  # the verifier tripped over a malformed schedule
+        return Outcome(case=case, errors=[f"verify crashed: {type(exc).__name__}: {exc}"])
+    return Outcome(case=case, errors=[] if result.ok else list(result.errors),
+                   num_steps=result.num_steps, num_messages=result.num_messages)
+
+
+def _summarise(outcomes: list[Outcome]) -> list[dict]:
+    """One row per (collective, spec): ranks and counts checked, step and message ranges, failures."""
+    groups: dict[tuple[str, str], list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault((o.case.collective, o.case.spec), []).append(o)
+    rows = []
+    for (collective, spec), group in groups.items():
+        built = [o for o in group if o.num_steps is not None]
+        rows.append({"collective": collective, "algorithm": spec,
+                     "ranks": format_int_list([o.case.num_ranks for o in group]),
+                     "counts": sorted({o.case.count for o in group}),
+                     "steps": _span([o.num_steps for o in built]),
+                     "messages": _span([o.num_messages for o in built]),
+                     "num_checked": len(group), "num_failed": sum(bool(o.errors) for o in group)})
+    return rows
+
+
+def _span(values: list[int]) -> str:
+    lo, hi = min(values, default=None), max(values, default=None)
+    return "-" if lo is None else str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def _print_verify_table(rows: list[dict]) -> None:
+    table = Table(title="collectives verify", title_justify="left")
+    for column in ("collective", "algorithm", "ranks", "counts", "steps", "messages", "result"):
+        table.add_column(column, overflow="fold", no_wrap=column not in ("algorithm", "ranks"))
+    for row in rows:
+        failed = row["num_failed"]
+        result = (Text(f"{failed}/{row['num_checked']} failed", style="red") if failed
+                  else Text(f"ok ({row['num_checked']})", style="green"))
+        table.add_row(row["collective"], Text(row["algorithm"]), row["ranks"],
+                      ",".join(map(str, row["counts"])), row["steps"], row["messages"], result)
+    console.print(table)
+
+
+def _print_failures(failures: list[dict], num_cases: int) -> None:
+    if not failures:
+        console.print(f"all {num_cases} schedules verified", style="green", markup=False)
+        return
+    console.print(f"{len(failures)} of {num_cases} schedules failed; the first:", style="bold red",
+                  markup=False)
+    for f in failures[:MAX_FAILURES_SHOWN]:
+        typer.echo(f"  {f['collective']} {f['spec']} ranks={f['num_ranks']} count={f['count']} "
+                   f"root={f['root']}:")
+        for error in f["errors"][:3]:
+            typer.echo(f"    {error}")

@@ -1,0 +1,147 @@
+"""The layer rules of DESIGN.md: imports point down only, and the simulator side never needs torch.
+
+Static part: every file under `src/fabriclab/<layer>/` imports only `fabriclab.<same or lower layer>`
+and the root-level modules every layer may use (`units`, `record`); the light layers import only the
+standard library and numpy. Dynamic part: importing every module of a light layer, in a fresh
+interpreter, loads neither torch nor any fabriclab layer above it.
+"""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fabriclab
+
+SRC_DIR = Path(fabriclab.__file__).resolve().parent.parent
+# Bottom to top, as drawn in DESIGN.md ("imports point down only").
+LAYERS = ("workload", "collectives", "fabric", "sim", "whatif", "runtime", "emu", "bench", "report", "cli")
+# Root-level modules any layer may import; they themselves import only the standard library.
+ROOT_MODULES = ("units", "record")
+# Layers that need only the standard library and numpy (DESIGN.md). In workload/ that holds for the
+# data modules only: the profiler measures real models with torch.
+LIGHT_LAYERS = ("workload", "collectives", "fabric", "sim", "whatif")
+TORCH_MODULE_PREFIXES = {"workload": ("profiler",)}
+LIGHT_THIRD_PARTY = {"numpy"}
+
+
+def _imports(path: Path, src_dir: Path = SRC_DIR) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in a file, at any depth; relative imports resolved.
+
+    `from fabriclab import x` gives `fabriclab.x`, as x is then a layer or a root-level module."""
+    package = list(path.relative_to(src_dir).with_suffix("").parts)[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            if module == "fabriclab":
+                found += [(node.lineno, f"fabriclab.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, module))
+    return found
+
+
+def _layer_files(layer: str, src_dir: Path = SRC_DIR) -> list[Path]:
+    return sorted((src_dir / "fabriclab" / layer).rglob("*.py"))
+
+
+def _upward_imports(layer: str, src_dir: Path = SRC_DIR) -> list[str]:
+    allowed = set(LAYERS[:LAYERS.index(layer) + 1]) | set(ROOT_MODULES) | {"__version__"}
+    return [f"{path.relative_to(src_dir)}:{line} imports {module}"
+            for path in _layer_files(layer, src_dir) for line, module in _imports(path, src_dir)
+            if module.startswith("fabriclab.") and module.split(".")[1] not in allowed]
+
+
+def _heavy_imports(layer: str, src_dir: Path = SRC_DIR) -> list[str]:
+    ok = set(sys.stdlib_module_names) | LIGHT_THIRD_PARTY | {"fabriclab"}
+    return [f"{path.relative_to(src_dir)}:{line} imports {module}"
+            for path in _layer_files(layer, src_dir)
+            if not path.stem.startswith(TORCH_MODULE_PREFIXES.get(layer, ()))
+            for line, module in _imports(path, src_dir) if module.split(".")[0] not in ok]
+
+
+def test_every_subpackage_is_a_known_layer():
+    package_dir = SRC_DIR / "fabriclab"
+    unknown = [p.name for p in package_dir.iterdir()
+               if p.is_dir() and (p / "__init__.py").exists() and p.name not in LAYERS]
+    assert not unknown, f"add {unknown} to LAYERS in {__file__} at its place in DESIGN.md's order"
+    modules = {p.stem for p in package_dir.glob("*.py")} - {"__init__"}
+    assert modules <= set(ROOT_MODULES), (
+        f"root-level modules {sorted(modules - set(ROOT_MODULES))}: move them into a layer, or add them "
+        f"to ROOT_MODULES in {__file__} if every layer may import them")
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_layer_imports_point_down(layer):
+    bad = _upward_imports(layer)
+    assert not bad, f"{layer}/ may import only the layers below it (DESIGN.md):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("layer", LIGHT_LAYERS)
+def test_light_layers_need_only_stdlib_and_numpy(layer):
+    bad = _heavy_imports(layer)
+    assert not bad, f"{layer}/ may use only the standard library and numpy:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", ROOT_MODULES)
+def test_root_modules_use_only_the_standard_library(name):
+    path = SRC_DIR / "fabriclab" / f"{name}.py"
+    bad = [f"{name}.py:{line} imports {module}" for line, module in _imports(path)
+           if module.split(".")[0] not in sys.stdlib_module_names
+           and module not in ("fabriclab", "fabriclab.__version__")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_checks_catch_upward_relative_and_heavy_imports(tmp_path):
+    sim = tmp_path / "fabriclab" / "sim"
+    sim.mkdir(parents=True)
+    (sim / "flows.py").write_text(
+        "import numpy\nfrom . import engine\nfrom ..collectives import schedule\n"
+        "from fabriclab import units\ndef f():\n    from ..runtime import executor\n    import torch\n")
+    assert [m for _, m in _imports(sim / "flows.py", tmp_path)] == [
+        "numpy", "fabriclab.sim", "fabriclab.collectives", "fabriclab.units", "fabriclab.runtime", "torch"]
+    assert _upward_imports("sim", tmp_path) == ["fabriclab/sim/flows.py:6 imports fabriclab.runtime"]
+    assert _heavy_imports("sim", tmp_path) == ["fabriclab/sim/flows.py:7 imports torch"]
+
+
+_IMPORT_ALL = """
+import importlib, json, pkgutil, sys
+layer, skip = sys.argv[1], tuple(sys.argv[2:])
+pkg = importlib.import_module("fabriclab." + layer)
+names = [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")
+         if not (skip and m.name.rpartition(".")[2].startswith(skip))]
+for name in names:
+    importlib.import_module(name)
+print(json.dumps({"modules": names, "loaded": sorted(m for m in sys.modules
+                  if m.partition(".")[0] == "torch" or m.startswith("fabriclab."))}))
+"""
+
+
+@pytest.mark.parametrize("layer", LIGHT_LAYERS)
+def test_importing_a_light_layer_loads_no_torch_and_nothing_above(layer):
+    if not (SRC_DIR / "fabriclab" / layer / "__init__.py").exists():
+        pytest.skip(f"fabriclab.{layer} does not exist yet")
+    skip = TORCH_MODULE_PREFIXES.get(layer, ())
+    done = subprocess.run([sys.executable, "-c", _IMPORT_ALL, layer, *skip], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    above = set(LAYERS[LAYERS.index(layer) + 1:])
+    bad = [m for m in report["loaded"] if m.partition(".")[0] == "torch" or m.split(".")[1] in above]
+    assert not bad, f"importing {report['modules']} loaded {bad}"
+
+
+def test_collectives_core_modules_load_without_torch_sim_or_runtime():
+    code = ("import sys, fabriclab.collectives.schedule, fabriclab.collectives.registry, "
+            "fabriclab.collectives.verify\n"
+            "bad = [m for m in sys.modules if m.partition('.')[0] == 'torch' "
+            "or m.startswith(('fabriclab.sim', 'fabriclab.runtime'))]\n"
+            "assert not bad, bad\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
