@@ -21,24 +21,28 @@ def _exchange(b: Builder, ranks: list[int], owners: list[int], pieces: list[tupl
               reduce: bool) -> None:
     """One step: piece k goes from every member to `owners[k]` (reduce) or from it to all (copy).
 
-    Each rank starts with the peer after itself so that not everyone talks to the same owner first."""
+    Member i talks to its peers in the order i+1, i+2, ... so that not everyone starts with the
+    same owner; the work is O(P * owners), not O(P^2), so thousands of ranks stay cheap."""
     g = len(ranks)
     steps = {r: b.step(r) for r in ranks}
+    mine: dict[int, list[int]] = {}
+    for k, owner in enumerate(owners):
+        mine.setdefault(owner, []).append(k)
     for i, r in enumerate(ranks):
-        for d in range(1, g):
-            peer_pos = (i + d) % g
-            peer = ranks[peer_pos]
-            for k, owner in enumerate(owners):
+        for owner in sorted((o for o in mine if o != i), key=lambda o: (o - i) % g):
+            for k in mine[owner]:
                 if reduce:
-                    if owner == peer_pos:
-                        steps[r].send(peer, pieces[k])
-                    if owner == i:
-                        steps[r].recv_reduce(ranks[(i - d) % g], pieces[k])
+                    steps[r].send(ranks[owner], pieces[k])
                 else:
-                    if owner == i:
-                        steps[r].send(peer, pieces[k])
-                    if owner == (i - d) % g:
-                        steps[r].recv_copy(ranks[owner], pieces[k])
+                    steps[r].recv_copy(ranks[owner], pieces[k])
+    for owner, ks in mine.items():
+        for d in range(1, g):
+            peer = ranks[(owner - d) % g]
+            for k in ks:
+                if reduce:
+                    steps[ranks[owner]].recv_reduce(peer, pieces[k])
+                else:
+                    steps[ranks[owner]].send(peer, pieces[k])
 
 
 def direct_reduce_scatter(b: Builder, ranks: list[int], rng: tuple[int, int]) -> None:
