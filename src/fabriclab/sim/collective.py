@@ -114,3 +114,58 @@ def simulate_schedule(schedule: Schedule, topology, placement: np.ndarray | None
                          transfer_start_s=timeline.start_s[tx_task],
                          transfer_finish_s=timeline.finish_s[tx_task],
                          link_bytes=timeline.link_bytes, num_solves=timeline.num_solves)
+
+
+# Above this many operations the general engine's per-transfer Python work dominates; the level
+# engine then runs instead (and says whether its answer is exact).
+GENERAL_ENGINE_MAX_TRANSFERS = 200_000
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """What `simulate` reports for one collective on one topology."""
+
+    time_s: float
+    rank_finish_s: np.ndarray
+    link_bytes: np.ndarray
+    engine: str
+    exact: bool
+    detail: CollectiveRun | None = None
+
+
+def simulate(collective: str, algo: str, topology, num_ranks: int, size_bytes: int, *,
+             placement: np.ndarray | None = None, itemsize: int = 4, gamma_s_per_byte: float = 0.0,
+             engine: str = "auto") -> SimResult:
+    """Simulate `algo` performing `collective` on `size_bytes` (float32 elements by default).
+
+    engine: `general` (event-driven, every transfer), `levels` (the fast path of `levels.py`), or
+    `auto` (general up to GENERAL_ENGINE_MAX_TRANSFERS transfers, else levels)."""
+    from fabriclab.collectives import vectorized
+    from fabriclab.collectives.registry import build_schedule
+    from fabriclab.sim.levels import Level, levels_of, simulate_levels
+
+    if engine not in ("auto", "general", "levels"):
+        raise ValueError(f"engine {engine!r} is not one of auto, general, levels")
+    if size_bytes < 0 or itemsize < 1:
+        raise ValueError("size must be >= 0 bytes and itemsize >= 1")
+    count = size_bytes // itemsize
+    if placement is None:
+        placement = np.arange(num_ranks)
+    placement = np.asarray(placement, dtype=np.int64)
+    if num_ranks > topology.num_endpoints:
+        raise ValueError(f"{num_ranks} ranks do not fit the {topology.num_endpoints} endpoints of "
+                         f"{topology.name}: use more hosts or fewer ranks")
+    arrays = vectorized.rounds(collective, algo, num_ranks, count) if engine != "general" else None
+    if arrays is not None and (engine == "levels" or num_ranks > 64):
+        levels = (Level(s, d, e * itemsize, r, ks, kd) for s, d, e, r, ks, kd in arrays)
+        run_ = simulate_levels(levels, num_ranks, topology, placement, gamma_s_per_byte=gamma_s_per_byte)
+        return SimResult(run_.time_s, run_.rank_finish_s, run_.link_bytes, "levels", run_.exact)
+    schedule = build_schedule(collective, algo, num_ranks, count)
+    if engine == "levels" or (engine == "auto" and schedule.num_messages > GENERAL_ENGINE_MAX_TRANSFERS):
+        tx = match_transfers(schedule)
+        run_ = simulate_levels(levels_of(tx, itemsize), num_ranks, topology, placement,
+                               gamma_s_per_byte=gamma_s_per_byte)
+        return SimResult(run_.time_s, run_.rank_finish_s, run_.link_bytes, "levels", run_.exact)
+    detail = simulate_schedule(schedule, topology, placement, itemsize=itemsize,
+                               gamma_s_per_byte=gamma_s_per_byte)
+    return SimResult(detail.time_s, detail.rank_finish_s, detail.link_bytes, "general", True, detail)

@@ -134,33 +134,62 @@ def simulate_levels(levels: Iterable[Level], num_ranks: int, topology, placement
     prev_last_finish = 0.0
     num_levels = 0
     ends = _StepEnds(num_ranks)
+    prev = None
     for lv in levels:
         num_levels += 1
         src_ep, dst_ep = placement[lv.src], placement[lv.dst]
-        key = src_ep.tobytes() + dst_ep.tobytes() + lv.size_bytes.tobytes()
-        if key not in cache:
-            cache[key] = batch_durations(src_ep, dst_ep, lv.size_bytes, topology)
-        dur, offsets, links, shared = cache[key]
+        # Consecutive identical levels (a ring's rounds) reuse the batch without hashing the arrays.
+        if prev is not None and _same(prev, lv):
+            batch = prev_batch
+        else:
+            key = src_ep.tobytes() + dst_ep.tobytes() + lv.size_bytes.tobytes()
+            if key not in cache:
+                cache[key] = _Batch(*batch_durations(src_ep, dst_ep, lv.size_bytes, topology),
+                                    lv.size_bytes, topology.num_links)
+            batch = cache[key]
+        prev, prev_batch = lv, batch
+        if batch.unique_ends is None:
+            batch.unique_ends = (np.unique(lv.src).size == lv.src.size
+                                 and np.unique(lv.dst).size == lv.dst.size)
         start = np.maximum(ends.before(lv.src, lv.src_step), ends.before(lv.dst, lv.dst_step))
-        finish = start + dur
+        finish = start + batch.duration
         first, last = start.min(), finish.max()
-        same_start = first >= start.max() * (1 - SAME_TIME_REL) - 1e-300
-        if not same_start or first < prev_last_finish * (1 - SAME_TIME_REL):
+        if first < start.max() * (1 - SAME_TIME_REL) or first < prev_last_finish * (1 - SAME_TIME_REL):
             synchronized = False
         prev_last_finish = last
-        per_entry = np.repeat(np.arange(lv.src.size), np.diff(offsets))
-        if shared or (link_busy_until[links] > start[per_entry] * (1 + SAME_TIME_REL)).any():
+        links, per_entry = batch.links, batch.per_entry
+        if batch.shared:
             overlap = True
-        np.maximum.at(link_busy_until, links, finish[per_entry])
-        link_bytes += np.bincount(links, weights=lv.size_bytes[per_entry].astype(np.float64),
-                                  minlength=topology.num_links)
-        reduce_s = np.where(lv.reduce, lv.size_bytes * gamma_s_per_byte, 0.0)
-        ends.record(lv.src, lv.src_step, finish, 0.0)
-        ends.record(lv.dst, lv.dst_step, finish, reduce_s)
+            np.maximum.at(link_busy_until, links, finish[per_entry])
+        else:
+            if not overlap and (link_busy_until[links] > start[per_entry] * (1 + SAME_TIME_REL)).any():
+                overlap = True
+            link_busy_until[links] = np.maximum(link_busy_until[links], finish[per_entry])
+        link_bytes += batch.link_bytes
+        reduce_s = np.where(lv.reduce, lv.size_bytes * gamma_s_per_byte, 0.0) if gamma_s_per_byte else 0.0
+        ends.record(lv, finish, reduce_s, batch.unique_ends)
     rank_finish = ends.rank_finish()
     return LevelRun(time_s=float(rank_finish.max(initial=0.0)), rank_finish_s=rank_finish,
                     link_bytes=link_bytes, num_levels=num_levels, num_batches=len(cache),
                     exact=synchronized or not overlap)
+
+
+def _same(a: Level, b: Level) -> bool:
+    return (a.src.size == b.src.size and np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst)
+            and np.array_equal(a.size_bytes, b.size_bytes))
+
+
+class _Batch:
+    """A solved level: durations, routes and what they imply for links."""
+
+    def __init__(self, duration, offsets, links, shared, size_bytes, num_links) -> None:
+        self.duration = duration
+        self.links = links
+        self.per_entry = np.repeat(np.arange(duration.size), np.diff(offsets))
+        self.shared = shared
+        self.unique_ends = None
+        self.link_bytes = np.bincount(links, weights=size_bytes[self.per_entry].astype(np.float64),
+                                      minlength=num_links)
 
 
 class _StepEnds:
@@ -179,14 +208,22 @@ class _StepEnds:
         done = self.last_end[ranks] + self.reduce_s[ranks]
         return np.where(steps == 0, 0.0, np.where(current, self.prev_end[ranks], done))
 
-    def record(self, ranks: np.ndarray, steps: np.ndarray, finish: np.ndarray, reduce_s) -> None:
+    def record(self, lv: Level, finish: np.ndarray, reduce_s, unique_ends: bool) -> None:
         """Add one level's transfers; within a level all entries of a rank belong to one step."""
-        reduce_s = np.broadcast_to(np.asarray(reduce_s, dtype=np.float64), finish.shape)
         fmax = np.full(self.num_ranks, -np.inf)
-        np.maximum.at(fmax, ranks, finish)
-        rsum = np.bincount(ranks, weights=reduce_s, minlength=self.num_ranks)
+        if unique_ends:
+            fmax[lv.src] = finish
+            fmax[lv.dst] = np.maximum(fmax[lv.dst], finish)
+        else:
+            np.maximum.at(fmax, lv.src, finish)
+            np.maximum.at(fmax, lv.dst, finish)
+        if np.ndim(reduce_s):
+            rsum = np.bincount(lv.dst, weights=reduce_s, minlength=self.num_ranks)
+        else:
+            rsum = np.zeros(self.num_ranks)
         step = np.full(self.num_ranks, -1, dtype=np.int64)
-        step[ranks] = steps
+        step[lv.src] = lv.src_step
+        step[lv.dst] = lv.dst_step
         seen = step >= 0
         new = seen & (step != self.last_step)
         old = seen & ~new
