@@ -10,7 +10,7 @@ Try it: `fabriclab run`.
 import typer
 
 import fabriclab
-from fabriclab.cli import collectives
+from fabriclab.cli import collectives, simulate
 from fabriclab.cli.common import fail_usage, user_errors
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(collectives.app, name="collectives")
+simulate.register(app)
 
 try:
     import fabriclab.cli.collectives_bench as collectives_bench

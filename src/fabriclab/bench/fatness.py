@@ -1,0 +1,125 @@
+"""Seed 002's "network fatness" study as a resumable sweep: 1 GB of gradients on fat trees.
+
+Grid (the poster's): 2-level fat trees of 128, 512 and 2048 hosts and 3-level ones of 256 and 1024;
+bisection 1, 1/2, 1/4, 1/8, 1/16; links of 1 and 4 GB/s; 0.2 and 1 us per link; methods ring, flat
+butterfly (recursive halving-doubling, nearest partner first as in MPICH, and far first), layered
+butterfly (butterfly inside each leaf, then across the leaf leaders) and parameter server (P/8
+servers spread evenly, also workers). Hosts hang off leaves of 16 (the 3-level tree of 256 hosts uses
+leaves of 8 so that it has two pods at every ratio; see `fabric.fattree` for where the ratio is
+applied). One rank per host, linear placement, D-mod-K routing, float32 gradients.
+
+Every finished point is appended to the CSV at once, so an interrupted sweep resumes where it stopped.
+
+Try it: `fabriclab simulate sweep --preset fatness --out results/fatness`.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from fabriclab.fabric.scenario import TopologySpec, build_topology
+from fabriclab.sim.collective import simulate
+
+SIZE_BYTES = 2**30  # the poster's "1GBytes = 32bit x 256M"
+BISECTIONS = ("1", "1/2", "1/4", "1/8", "1/16")
+LINKS_GBPS = (1, 4)
+LATENCIES_US = (0.2, 1.0)
+TREES = ((2, 128, 16, None), (2, 512, 16, None), (2, 2048, 16, None), (3, 256, 8, 16), (3, 1024, 16, 16))
+METHODS = ("ring", "butterfly-near", "butterfly-far", "layered-butterfly", "parameter-server")
+FIELDS = ("layers", "hosts", "bisection", "link_GBps", "latency_us", "method", "algo", "time_s",
+          "engine", "exact", "wall_s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Point:
+    """One simulation of the sweep."""
+
+    layers: int
+    """Fat-tree levels."""
+    hosts: int
+    """Hosts (one rank each)."""
+    hosts_per_leaf: int
+    """Hosts under a leaf switch; also the layered butterfly's group."""
+    leaves_per_pod: int | None
+    """Leaves per pod of a 3-level tree."""
+    bisection: str
+    """Bisection ratio."""
+    link_GBps: float
+    """Link bandwidth in GB/s (10^9 bytes per second)."""
+    latency_us: float
+    """Per-link latency in microseconds."""
+    method: str
+    """Method name as the poster calls it."""
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return (str(self.layers), str(self.hosts), self.bisection, f"{self.link_GBps:g}",
+                f"{self.latency_us:g}", self.method)
+
+    def algo(self) -> str:
+        return {"ring": "ring", "butterfly-near": "butterfly:order=near",
+                "butterfly-far": "butterfly:order=far",
+                "layered-butterfly": f"hierarchical:lower=butterfly:upper=butterfly:group={self.hosts_per_leaf}",
+                "parameter-server": f"parameter-server:servers={max(1, self.hosts // 8)}"}[self.method]
+
+    def topology_spec(self) -> TopologySpec:
+        return TopologySpec(kind="fat-tree", levels=self.layers, hosts=self.hosts,
+                            hosts_per_leaf=self.hosts_per_leaf, leaves_per_pod=self.leaves_per_pod,
+                            bisection=self.bisection, bandwidth=f"{self.link_GBps:g}GB/s",
+                            latency=f"{self.latency_us:g}us")
+
+
+def fatness_points() -> list[Point]:
+    return [Point(layers=lv, hosts=h, hosts_per_leaf=k, leaves_per_pod=p, bisection=b, link_GBps=bw,
+                  latency_us=lat, method=m)
+            for lv, h, k, p in TREES for b in BISECTIONS for bw in LINKS_GBPS for lat in LATENCIES_US
+            for m in METHODS]
+
+
+def _key_of_row(row: dict) -> tuple[str, ...]:
+    return (row["layers"], row["hosts"], row["bisection"], f"{float(row['link_GBps']):g}",
+            f"{float(row['latency_us']):g}", row["method"])
+
+
+def load_rows(csv_path: Path) -> list[dict]:
+    if not csv_path.exists():
+        return []
+    with csv_path.open(newline="") as f:
+        return [row for row in csv.DictReader(f) if row.get("time_s")]
+
+
+def run_points(points: list[Point], csv_path: Path, progress: Callable[[Point, bool], None] | None = None
+               ) -> Iterator[dict]:
+    """Simulate every point not yet in `csv_path`, appending each result as soon as it is known."""
+    done = {_key_of_row(r) for r in load_rows(csv_path)}
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    new_file = not csv_path.exists() or csv_path.stat().st_size == 0
+    topologies: dict[TopologySpec, object] = {}
+    with csv_path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if new_file:
+            writer.writeheader()
+        for point in points:
+            if point.key in done:
+                if progress:
+                    progress(point, True)
+                continue
+            spec = point.topology_spec()
+            if spec not in topologies:
+                topologies = {spec: build_topology(spec)}  # one alive at a time: 2048 hosts is large
+            t0 = time.perf_counter()
+            result = simulate("allreduce", point.algo(), topologies[spec], point.hosts, SIZE_BYTES)
+            row = {"layers": point.layers, "hosts": point.hosts, "bisection": point.bisection,
+                   "link_GBps": f"{point.link_GBps:g}", "latency_us": f"{point.latency_us:g}",
+                   "method": point.method, "algo": point.algo(), "time_s": repr(result.time_s),
+                   "engine": result.engine, "exact": result.exact,
+                   "wall_s": f"{time.perf_counter() - t0:.3f}"}
+            writer.writerow(row)
+            f.flush()
+            if progress:
+                progress(point, False)
+            yield row

@@ -1,0 +1,4 @@
+"""Results store, tables, plots and reports, built from records and result files only.
+
+Try it: `fabriclab simulate sweep --preset fatness`.
+"""
