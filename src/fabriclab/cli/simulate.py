@@ -73,6 +73,10 @@ def collective_cmd(
     gamma: float = typer.Option(0.0, help="Reduction cost in seconds per byte."),
     engine: str = typer.Option("auto", help="auto, general (every transfer) or levels (fast path)."),
     top: int = typer.Option(5, help="How many of the busiest links to list."),
+    ops_csv: Optional[Path] = typer.Option(None, "--ops-csv", help="Write every message's start and "
+                                           "finish (general engine) to this CSV."),
+    simgrid: Optional[Path] = typer.Option(None, help="Also export the topology as a SimGrid platform "
+                                           "XML here (plus a hostfile beside it)."),
     json_path: JsonOption = None,
 ) -> None:
     """Simulate one collective and print time, algbw, busbw and the busiest links."""
@@ -105,6 +109,14 @@ def collective_cmd(
     for i in busiest:
         links.add_row(topo.link_name(int(i)), f"{result.link_bytes[i]:.4g}", f"{util[i]:.1%}")
     console.print(links)
+    if ops_csv is not None:
+        _write_ops(ops_csv, result)
+    if simgrid is not None:
+        from fabriclab.fabric.simgrid import write_simgrid
+
+        hostfile = simgrid.with_suffix(".hosts")
+        write_simgrid(topo, simgrid, hostfile=hostfile)
+        console.print(f"SimGrid platform written to {simgrid} (hostfile {hostfile})")
     if not result.exact:
         console.print("note: the level engine could not prove this equals the general engine; "
                       "rerun with --engine general for the exact answer")
@@ -116,6 +128,21 @@ def collective_cmd(
     config = {"collective": collective, "algo": algo, "topology": spec.as_dict(), "placement": placement,
               "size_bytes": size_bytes, "itemsize": itemsize, "gamma_s_per_byte": gamma, "engine": engine}
     save_record(json_path, "simulate.collective", config, results)
+
+
+def _write_ops(path: Path, result) -> None:
+    """One row per message: ranks, bytes, start and finish (needs the general engine's detail)."""
+    from fabriclab.record import write_csv
+
+    if result.detail is None:
+        raise ValueError("--ops-csv needs per-message times: add --engine general")
+    d = result.detail
+    write_csv(path, [{"src_rank": int(d.transfers.src[i]), "dst_rank": int(d.transfers.dst[i]),
+                      "src_step": int(d.transfers.src_step[i]), "dst_step": int(d.transfers.dst_step[i]),
+                      "elements": int(d.transfers.elements[i]), "reduce": bool(d.transfers.reduce[i]),
+                      "start_s": float(d.transfer_start_s[i]), "finish_s": float(d.transfer_finish_s[i])}
+                     for i in range(d.transfers.src.size)])
+    console.print(f"{d.transfers.src.size} messages written to {path}")
 
 
 def register(main_app: typer.Typer) -> None:
