@@ -10,6 +10,8 @@ Try it: `fabriclab collectives verify --ranks 0` (prints one error line, exits 2
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional, TypeVar
 
@@ -21,8 +23,10 @@ from fabriclab.record import make_record, write_record
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Piped or captured output gets a wide console so tables stay readable; COLUMNS still wins.
+_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160
+console = Console(highlight=False, width=_WIDTH)
+err_console = Console(stderr=True, highlight=False, width=_WIDTH)
 
 JsonOption = Annotated[
     Optional[Path],

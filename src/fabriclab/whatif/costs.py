@@ -1,0 +1,83 @@
+"""Cost models for one bucket's all-reduce, chosen by a flag.
+
+* `paper004`: seed 004's closed form, 2S(N-1)/N / bw for the wire plus (N-1) * AddEst(S/N) for the
+  additions (its `AllReduceProc`); compression divides the wire term.
+* `closed-form`: the alpha-beta-gamma cost of any algorithm of `fabriclab.collectives`.
+* `simulated`: the flow-level simulator running that algorithm's schedule on a topology of
+  `fabriclab.fabric`; results are cached per bucket size.
+
+Compression divides the bytes on the wire; with `compress_add` it divides the reduction cost too.
+
+Try it: `fabriclab whatif --profile resnet50 --cost closed-form --algo butterfly --latency 5us`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabriclab.collectives.costs import cost as closed_form_cost
+from fabriclab.workload.addcost import AddCost
+
+COST_MODELS = ("paper004", "closed-form", "simulated")
+
+
+@dataclass(kw_only=True)
+class CostModel:
+    """Seconds to all-reduce `size_bytes` among `num_workers`."""
+
+    kind: str = "paper004"
+    """paper004, closed-form or simulated."""
+    bandwidth_Bps: float = 100e9 / 8
+    """Link bandwidth (bytes/s)."""
+    num_workers: int = 16
+    """Workers taking part."""
+    compression: float = 1.0
+    """Wire bytes are divided by this."""
+    compress_add: bool = False
+    """Also divide the reduction cost by the compression ratio."""
+    add_cost: AddCost = field(default_factory=AddCost.zero)
+    """AddEst table (paper004; and the gamma term of the others when gamma_s_per_byte is None)."""
+    algo: str = "ring"
+    """Algorithm spec (closed-form, simulated)."""
+    alpha_s: float = 0.0
+    """Per-message latency (closed-form)."""
+    gamma_s_per_byte: float | None = None
+    """Reduction cost per byte (closed-form, simulated); None: from the AddEst table at S/N."""
+    topology: object = None
+    """A `fabric.Topology` (simulated)."""
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in COST_MODELS:
+            raise ValueError(f"unknown cost model {self.kind!r}: use one of {', '.join(COST_MODELS)}")
+        if self.bandwidth_Bps <= 0 or self.num_workers < 1 or self.compression <= 0:
+            raise ValueError("bandwidth and compression must be > 0 and workers >= 1")
+        if self.kind == "simulated" and self.topology is None:
+            raise ValueError("the simulated cost model needs a topology")
+
+    def _gamma(self, size_bytes: float) -> float:
+        if self.gamma_s_per_byte is not None:
+            return self.gamma_s_per_byte
+        chunk = size_bytes / self.num_workers
+        return float(self.add_cost.est(chunk)) / chunk if chunk > 0 else 0.0
+
+    def __call__(self, size_bytes: float) -> float:
+        n = self.num_workers
+        if n < 2 or size_bytes <= 0:
+            return 0.0
+        add_div = self.compression if self.compress_add else 1.0
+        if self.kind == "paper004":
+            wire = 2 * size_bytes * (n - 1) / n / self.bandwidth_Bps / self.compression
+            return wire + (n - 1) * float(self.add_cost.est(size_bytes / n)) / add_div
+        wire_bytes = size_bytes / self.compression
+        gamma = self._gamma(size_bytes) * self.compression / add_div  # per wire byte
+        if self.kind == "closed-form":
+            return closed_form_cost("allreduce", self.algo, n, wire_bytes, self.alpha_s,
+                                    1.0 / self.bandwidth_Bps, gamma)
+        key = round(wire_bytes)
+        if key not in self._cache:
+            from fabriclab.sim.collective import simulate
+
+            self._cache[key] = simulate("allreduce", self.algo, self.topology, n, max(key, 4), itemsize=4,
+                                        gamma_s_per_byte=gamma).time_s
+        return self._cache[key]
