@@ -24,7 +24,7 @@ ROOT_MODULES = ("units", "record")
 # Layers that need only the standard library and numpy (DESIGN.md). In workload/ that holds for the
 # data modules only: the profiler measures real models with torch.
 LIGHT_LAYERS = ("workload", "collectives", "fabric", "sim", "whatif")
-TORCH_MODULE_PREFIXES = {"workload": ("profiler",)}
+TORCH_MODULE_PREFIXES = {"workload": ("profiler", "models")}
 LIGHT_THIRD_PARTY = {"numpy"}
 
 
@@ -62,7 +62,7 @@ def _heavy_imports(layer: str, src_dir: Path = SRC_DIR) -> list[str]:
     ok = set(sys.stdlib_module_names) | LIGHT_THIRD_PARTY | {"fabriclab"}
     return [f"{path.relative_to(src_dir)}:{line} imports {module}"
             for path in _layer_files(layer, src_dir)
-            if not path.stem.startswith(TORCH_MODULE_PREFIXES.get(layer, ()))
+            if not path.relative_to(src_dir / "fabriclab" / layer).parts[0].startswith(TORCH_MODULE_PREFIXES.get(layer, ()))
             for line, module in _imports(path, src_dir) if module.split(".")[0] not in ok]
 
 
@@ -115,7 +115,7 @@ import importlib, json, pkgutil, sys
 layer, skip = sys.argv[1], tuple(sys.argv[2:])
 pkg = importlib.import_module("fabriclab." + layer)
 names = [m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")
-         if not (skip and m.name.rpartition(".")[2].startswith(skip))]
+         if not (skip and m.name.split(".")[2].startswith(skip))]
 for name in names:
     importlib.import_module(name)
 print(json.dumps({"modules": names, "loaded": sorted(m for m in sys.modules
