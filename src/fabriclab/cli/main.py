@@ -10,7 +10,7 @@ Try it: `fabriclab run`.
 import typer
 
 import fabriclab
-from fabriclab.cli import bench, collectives, models, profile, simulate, whatif
+from fabriclab.cli import bench, collectives, emu, models, profile, simulate, whatif
 from fabriclab.cli.common import fail_usage, user_errors
 
 app = typer.Typer(
@@ -24,6 +24,7 @@ bench.register(app)
 whatif.register(app)
 models.register(app)
 profile.register(app)
+emu.register(app)
 
 try:
     import fabriclab.cli.collectives_bench as collectives_bench
