@@ -39,3 +39,12 @@ def test_describe_lists_every_algorithm():
     names = [row[0] for row in describe("allreduce")]
     assert {"ring", "butterfly", "recursive-doubling", "binomial", "chain", "double-binary-tree",
             "direct", "parameter-server", "hierarchical"} <= set(names)
+
+
+def test_root_is_ignored_by_unrooted_collectives():
+    from fabriclab.collectives.verify import verify
+
+    for collective in ("allreduce", "reduce_scatter", "allgather"):
+        s = build_schedule(collective, "ring", 5, 23, root=3)
+        assert s.root == 0 and verify(s).ok
+        assert s == build_schedule(collective, "ring", 5, 23)

@@ -166,11 +166,12 @@ def build_schedule(collective: str, algo: str, num_ranks: int, count: int, root:
     if collective in (REDUCE, BROADCAST) and not 0 <= root < num_ranks:
         raise ValueError(f"root {root} is out of range for {num_ranks} ranks: use 0..{num_ranks - 1}")
     spec, params = parse_spec(collective, algo, num_ranks)
-    ranks = [(root + i) % num_ranks for i in range(num_ranks)]
+    rooted = collective in (REDUCE, BROADCAST)
+    # Rooted collectives see the ranks relative to the root; the others keep the block layout.
+    ranks = [(root + i) % num_ranks for i in range(num_ranks)] if rooted else list(range(num_ranks))
     b = Builder(num_ranks, count)
     kwargs = {spec.param_names.get(k, k): v for k, v in params.items()}
     spec.builders[collective](b, ranks, (0, count), **kwargs)
-    rooted = collective in (REDUCE, BROADCAST)
     return b.build(collective, canonical_spec(spec, params), root if rooted else 0)
 
 

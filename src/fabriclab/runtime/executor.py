@@ -38,9 +38,10 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
           "int32": torch.int32, "int64": torch.int64}
 REDOPS = ("sum", "max", "min")
 MODES = ("auto", "step", "pipelined")
-# 1 MiB segments: measured with 4 ranks on 2 cores over Gloo/loopback, 256 KiB..4 MiB all pipeline
-# a 64 MB ring well; much smaller segments pay Python overhead per message, larger ones stall the ring.
-DEFAULT_SEGMENT_BYTES = 1 << 20
+# 4 MiB segments, measured with 4 ranks on 2 cores over Gloo/loopback (ring allreduce 64-256 MB, algorithms
+# interleaved): each Gloo message costs ~30 us of CPU on the posting thread alone, so 1-2 MiB segments lose
+# 5-15% to native all_reduce on a CPU-bound machine, while 4 MiB matched it; 8-16 MiB pipeline too little.
+DEFAULT_SEGMENT_BYTES = 4 << 20
 
 _NATIVE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 

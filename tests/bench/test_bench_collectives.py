@@ -1,0 +1,122 @@
+"""The collectives benchmark: rows and columns, bandwidth formulas, the correctness check (which must be
+able to fail), input validation, and the `fabriclab collectives bench` command."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from fabriclab.bench.collectives import COLUMNS, BenchConfig, bench_rank, run_bench
+from fabriclab.cli.main import app
+from fabriclab.collectives import registry
+from fabriclab.collectives.schedule import RECV_COPY, RECV_REDUCE, Op
+from fabriclab.runtime.launch import LaunchConfig, spawn
+
+SMALL = dict(sizes_bytes=(4, 1000, 1 << 16), iters=3, warmup=1, num_ranks=3, timeout_s=30)
+
+
+def corrupted_build(collective, algo, num_ranks, count, root=0):
+    """The registry's schedule with rank 0's first receive-and-reduce turned into a plain copy."""
+    schedule = registry.build_schedule(collective, algo, num_ranks, count, root)
+    steps = [list(map(list, rank_steps)) for rank_steps in schedule.steps]
+    for step in steps[0]:
+        for i, op in enumerate(step):
+            if op.kind == RECV_REDUCE:
+                step[i] = Op(RECV_COPY, op.peer, op.chunk)
+                return dataclasses.replace(schedule, steps=tuple(tuple(map(tuple, s)) for s in steps))
+    return schedule
+
+
+def test_small_sweep_has_every_column_and_no_wrong_result():
+    config = BenchConfig(algos=("ring", "butterfly", "native"), op="allreduce", **SMALL)
+    progress = []
+    rows = run_bench(config, on_row=progress.append)
+    assert [(r["algo"], r["size_bytes"]) for r in rows] == [
+        (a, s) for a in ("ring", "butterfly", "native") for s in (4, 1000, 1 << 16)]
+    assert sorted(map(str, progress)) == sorted(map(str, rows))  # rank 0 reported each row as it finished
+    for row in rows:
+        assert set(COLUMNS) <= set(row)
+        assert row["num_wrong"] == 0, row
+        assert row["count"] == row["size_bytes"] // 4 and row["time_us"] > 0
+        # nccl-tests: algbw = bytes / time, busbw = algbw * 2(n-1)/n for allreduce.
+        assert row["algbw_GBps"] == pytest.approx(row["size_bytes"] / (row["time_us"] * 1e-6) / 1e9)
+        assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 2 * 2 / 3)
+
+
+def every_collective(ctx):
+    """Several configs inside one spawn: every collective, a rooted one with root 2, several dtypes."""
+    rows = []
+    for op, dtype, redop in (("reduce", "bfloat16", "sum"), ("broadcast", "int32", "sum"),
+                             ("reduce_scatter", "float16", "max"), ("allgather", "int64", "sum"),
+                             ("allreduce", "int32", "min")):
+        config = BenchConfig(algos=("ring", "native"), op=op, dtype=dtype, redop=redop, root=2, **SMALL)
+        rows += bench_rank(ctx, config)
+    rows += bench_rank(ctx, BenchConfig(algos=("ring",), op="allreduce", **SMALL), corrupted_build)
+    return rows
+
+
+def test_every_collective_is_checked_and_a_corrupted_schedule_is_caught():
+    rows = spawn(every_collective, config=LaunchConfig(num_ranks=3, timeout_s=30))[0]
+    good, corrupted = rows[:-3], rows[-3:]
+    assert {r["op"] for r in good} == {"reduce", "broadcast", "reduce_scatter", "allgather", "allreduce"}
+    assert all(r["num_wrong"] == 0 for r in good), [r for r in good if r["num_wrong"]]
+    assert [r["root"] for r in good if r["op"] in ("reduce", "broadcast")] == [2] * 12
+    factors = {"reduce": 1, "broadcast": 1, "reduce_scatter": 2 / 3, "allgather": 2 / 3, "allreduce": 4 / 3}
+    for row in good:
+        assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * factors[row["op"]])
+    # Rank 0 copies instead of reducing: its first block misses contributions, elsewhere it spreads.
+    assert all(r["num_wrong"] > 0 for r in corrupted[1:]), corrupted
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (dict(op="alltoall"), "unknown collective 'alltoall'"),
+    (dict(dtype="float8"), "unknown dtype 'float8'"),
+    (dict(redop="prod"), "unknown reduce op 'prod'"),
+    (dict(num_ranks=0), "number of ranks must be >= 1"),
+    (dict(root=4), "root 4 is out of range for 4 ranks"),
+    (dict(iters=0), "iters >= 1"),
+    (dict(sizes_bytes=()), "non-empty"),
+    (dict(algos=("ring", "native", "ring")), "listed twice"),
+    (dict(algos=("ring", "nosuch")), "unknown allreduce algorithm 'nosuch'"),
+    (dict(op="reduce_scatter", algos=("butterfly",)), "unknown reduce_scatter algorithm 'butterfly'"),
+])
+def test_bad_config_is_a_value_error(change, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        BenchConfig(**change)
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, ["collectives", "bench", *args], env={"COLUMNS": "200"})
+
+
+def test_cli_prints_an_nccl_tests_table_with_the_ratio_to_native_and_writes_a_record(tmp_path):
+    path = tmp_path / "bench.json"
+    result = invoke("--algo", "ring,native", "--np", "2", "--sizes", "1KB:4KB", "--iters", "2",
+                    "--warmup", "0", "--json", str(path))
+    assert result.exit_code == 0, result.output
+    for header in ("size(B)", "count(elements)", "type", "redop", "root", "time(us)", "algbw(GB/s)",
+                   "busbw(GB/s)", "vs native", "#wrong"):
+        assert header in result.stdout
+    record = json.loads(path.read_text())
+    assert record["kind"] == "collectives.bench" and record["config"]["num_ranks"] == 2
+    assert [(r["algo"], r["size_bytes"]) for r in record["results"]] == [
+        ("ring", 1024), ("ring", 2048), ("ring", 4096), ("native", 1024), ("native", 2048), ("native", 4096)]
+    assert all(r["busbw_vs_native"] == 1.0 for r in record["results"] if r["algo"] == "native")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--algo", "ring,bogus"], "unknown allreduce algorithm 'bogus'"),
+    (["--op", "scatter"], "unknown collective 'scatter'"),
+    (["--np", "0"], "number of ranks must be >= 1"),
+    (["--op", "broadcast", "--root", "7"], "root 7 is out of range"),
+    (["--sizes", "12XB"], "invalid size"),
+    (["--dtype", "double"], "unknown dtype"),
+])
+def test_cli_bad_input_is_one_error_line_and_exit_2(args, fragment):
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
