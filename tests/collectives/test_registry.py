@@ -48,3 +48,11 @@ def test_root_is_ignored_by_unrooted_collectives():
         s = build_schedule(collective, "ring", 5, 23, root=3)
         assert s.root == 0 and verify(s).ok
         assert s == build_schedule(collective, "ring", 5, 23)
+
+
+def test_parameters_relative_to_the_rank_count():
+    assert parse_spec("allreduce", "ps:servers=P/8", 64)[1]["servers"] == 8
+    assert parse_spec("allreduce", "ps:servers=P/8", 5)[1]["servers"] == 1
+    assert parse_spec("allreduce", "hier:group=P", 12)[1]["group"] == 12
+    with pytest.raises(ValueError, match="or P, P/k"):
+        parse_spec("allreduce", "ps:servers=Q/2", 8)

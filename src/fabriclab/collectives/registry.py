@@ -40,14 +40,25 @@ class Param:
                 raise ValueError(f"{self.key}={text} is not valid: use one of {', '.join(self.choices)}")
             return text
         try:
-            value = int(text)
+            value = _relative(text, num_ranks) if text.startswith("P") else int(text)
         except ValueError:
-            raise ValueError(f"{self.key}={text} is not a whole number") from None
+            raise ValueError(f"{self.key}={text} is not a whole number (or P, P/k for the rank count "
+                             f"divided by k)") from None
         if value < 1:
             raise ValueError(f"{self.key}={value} must be >= 1")
         if self.key == "servers" and value > num_ranks:
             raise ValueError(f"servers={value} exceeds the {num_ranks} ranks: use 1..{num_ranks}")
         return value
+
+
+def _relative(text: str, num_ranks: int) -> int:
+    """`P` is the number of ranks and `P/k` that divided by k (at least 1): `ps:servers=P/8`."""
+    if text == "P":
+        return num_ranks
+    head, slash, divisor = text.partition("/")
+    if head != "P" or not slash or not divisor.isdigit() or int(divisor) < 1:
+        raise ValueError(text)
+    return max(1, num_ranks // int(divisor))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,7 +188,6 @@ def build_schedule(collective: str, algo: str, num_ranks: int, count: int, root:
 
 def verify_specs(collective: str, num_ranks: int) -> list[str]:
     """Every parameterisation worth checking at `num_ranks`: chunk counts, orders, servers, levels."""
-    p = num_ranks
     specs: list[str] = []
     for name in algorithm_names(collective):
         if name in ("chain", "binomial", "double-binary-tree"):
@@ -185,12 +195,12 @@ def verify_specs(collective: str, num_ranks: int) -> list[str]:
         elif name == "butterfly" and collective == ALLREDUCE:
             specs += ["butterfly:order=near", "butterfly:order=far"]
         elif name == "parameter-server":
-            specs += [f"{name}:servers={k}" for k in sorted({1, max(1, p // 8), min(3, p), p})]
+            specs += [f"{name}:servers={k}" for k in ("1", "P/8", "P/3", "P")]
         elif name == "hierarchical":
             levels = hierarchical.LEVELS
             specs += [f"{name}:lower={lo}:upper={up}:group={g}:chunks=2"
                       for lo in levels for up in levels for g in (2, 3)]
-            specs += [f"{name}:lower=chain:upper=binomial:group={g}:chunks=3" for g in (1, 8, p)]
+            specs += [f"{name}:lower=chain:upper=binomial:group={g}:chunks=3" for g in (1, 8, "P")]
         else:
             specs.append(name)
     return list(dict.fromkeys(specs))
