@@ -15,8 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabriclab.collectives import vectorized
+from fabriclab.collectives.registry import build_schedule
 from fabriclab.collectives.schedule import RECV_REDUCE, SEND, Schedule
 from fabriclab.sim.engine import TaskGraph, Timeline, run
+from fabriclab.sim.levels import Level, levels_of, simulate_levels
 
 
 @dataclass(frozen=True)
@@ -140,10 +143,6 @@ def simulate(collective: str, algo: str, topology, num_ranks: int, size_bytes: i
 
     engine: `general` (event-driven, every transfer), `levels` (the fast path of `levels.py`), or
     `auto` (general up to GENERAL_ENGINE_MAX_TRANSFERS transfers, else levels)."""
-    from fabriclab.collectives import vectorized
-    from fabriclab.collectives.registry import build_schedule
-    from fabriclab.sim.levels import Level, levels_of, simulate_levels
-
     if engine not in ("auto", "general", "levels"):
         raise ValueError(f"engine {engine!r} is not one of auto, general, levels")
     if size_bytes < 0 or itemsize < 1:
