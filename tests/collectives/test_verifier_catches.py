@@ -81,3 +81,12 @@ def test_peer_out_of_range_is_reported():
     op = s.steps[0][0][0]
     result = verify(_edit(s, 0, 0, 0, Op(op.kind, 5, op.chunk)))
     assert not result.ok and "peer 5" in result.errors[0]
+
+
+def test_reduce_scatter_checks_every_element_of_each_block():
+    # One chunk spans both blocks: rank 1 would need the second half reduced, but only rank 0 gets it.
+    b = Builder(2, 4)
+    b.step(1).send(0, (0, 4))
+    b.step(0).recv_reduce(1, (0, 4))
+    result = verify(b.build("reduce_scatter", "broken"))
+    assert not result.ok and "rank 1" in result.errors[0]

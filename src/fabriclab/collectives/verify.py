@@ -17,6 +17,7 @@ Try it: `fabriclab collectives verify --algo all --ranks 1-64`.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -42,6 +43,9 @@ def _segments(schedule: Schedule) -> tuple[list[int], list[range]]:
     cuts = {0, schedule.count}
     for off, n in schedule.chunks:
         cuts.update((off, off + n))
+    if schedule.collective in (REDUCE_SCATTER, ALLGATHER):
+        # Block edges too, so that every segment has a single owner.
+        cuts.update(itertools.accumulate(split_counts(schedule.count, schedule.num_ranks)))
     bounds = sorted(cuts)
     covers = []
     for off, n in schedule.chunks:
