@@ -10,7 +10,7 @@ Try it: `fabriclab run`.
 import typer
 
 import fabriclab
-from fabriclab.cli import bench, collectives, emu, models, profile, simulate, whatif
+from fabriclab.cli import bench, collectives, data, emu, models, profile, simulate, train, whatif
 from fabriclab.cli.common import fail_usage, user_errors
 
 app = typer.Typer(
@@ -25,6 +25,8 @@ whatif.register(app)
 models.register(app)
 profile.register(app)
 emu.register(app)
+train.register(app)
+data.register(app)
 
 try:
     import fabriclab.cli.collectives_bench as collectives_bench

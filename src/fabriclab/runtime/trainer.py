@@ -1,0 +1,291 @@
+"""A data-parallel trainer around any torch model: S-Caffe's three designs, DDP's and Horovod's overlap.
+
+`DataParallelTrainer(model, loss_fn, config, example=(x, y)).step(x, y)` runs one SGD step on this
+rank's batch and aggregates gradients over the process group as `config.sync` says (see
+`fabriclab.runtime.sync`), bucket by bucket (`fabriclab.runtime.buckets`), on a helper thread
+(`fabriclab.runtime.comm`). Overlap, `config.overlap`:
+
+* `none` (S-Caffe SC-B): forward, backward, then every bucket's communication, then the update; with
+  `reduce` sync the root then broadcasts the updated parameters before the step ends.
+* `forward` (SC-OB, `reduce` sync only): the root's parameter broadcasts of every bucket start at the
+  beginning of the next step, in forward order, and a layer's forward waits for its own bucket only.
+* `backward` (SC-OBR; what DDP and Horovod do): a bucket is handed to the helper thread as soon as
+  autograd has accumulated its last gradient, while backward goes on; with `reduce` sync the
+  broadcasts overlap the next forward as in SC-OB.
+
+With `reduce` sync and forward/backward overlap, the last update reaches the non-root ranks when the
+next step starts; `finish()` propagates it (call it before reading the parameters). After `finish()`
+every rank holds the same parameters, which equal single-process SGD on the concatenated batches
+(`tests/runtime/test_trainer_correctness.py`). Batch-norm running statistics stay per rank.
+
+`step` returns the loss; `last_stats` holds the step's wall, compute, communication and exposed
+communication seconds and the bytes this rank's schedules sent.
+
+Try it: `fabriclab train --model resnet50 --np 4 --image-size 32 --batch-size 8 --steps 5 --warmup 1 --sync allreduce:ring --overlap backward`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from fabriclab.runtime.buckets import FlatLayout, FlatSGD, plan_buckets
+from fabriclab.runtime.comm import CommThread, wait_event
+from fabriclab.runtime.executor import BufferPool
+from fabriclab.runtime.sync import ROOT, BucketSync, SyncSpec
+from fabriclab.runtime.trainer_config import OVERLAPS, TrainerConfig
+
+__all__ = ["OVERLAPS", "DataParallelTrainer", "TrainerConfig"]
+
+
+class DataParallelTrainer:
+    """SGD on `model` over all ranks of the default process group (or alone without one).
+
+    `example` (one batch) lets rank 0 probe the gradients' backward order and ready times, which the
+    time-based fusion policies need; without it the order is the reverse of `model.parameters()`.
+    `trace` records every layer's compute and every bucket's communication in `events`."""
+
+    def __init__(self, model: nn.Module, loss_fn: Callable, config: TrainerConfig, *,
+                 example: tuple | None = None, trace: bool = False) -> None:
+        self.model, self.loss_fn, self.config = model, loss_fn, config
+        self.spec = SyncSpec.parse(config.sync)
+        self.size = dist.get_world_size() if dist.is_initialized() else 1
+        self.spec.check(self.size)
+        self.rank = dist.get_rank() if self.size > 1 else 0
+        # A group of the helper thread's own: nothing else ever issues collectives on it.
+        self.group = dist.new_group(list(range(self.size))) if self.size > 1 else None
+        params = [p for p in model.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("the model has no trainable parameters")
+        order, ready = self._probe(params, example)
+        self.names = _param_names(model)
+        params = [params[i] for i in order]
+        sizes = plan_buckets([p.numel() * p.element_size() for p in params], ready, config.policy)
+        self.layout = FlatLayout(params, sizes)
+        self.sgd = FlatSGD(self.layout, config.sgd)
+        self.pool = BufferPool()
+        self.comm = CommThread() if self.size > 1 else None
+        if self.size > 1:
+            dist.broadcast(self.layout.flat_params, group=self.group, group_src=ROOT)
+        self.syncs = [BucketSync(self.spec, self.layout.flat_grads[b.start:b.stop],
+                                 self.layout.flat_params[b.start:b.stop], group=self.group,
+                                 compression=config.compression, segment_bytes=config.segment_bytes,
+                                 pool=self.pool) for b in self.layout.buckets]
+        self.bytes_per_step = sum(s.grad_bytes + s.param_bytes for s in self.syncs)
+        self.trace = trace
+        self.events: list[tuple[str, str, float, float]] = []
+        """(thread, name, start, end) of the last step when tracing: compute on `main`, comm on `comm`."""
+        self.last_stats: dict[str, float] = {}
+        self._ready = [threading.Event() for _ in self.layout.buckets]
+        self._arrived = [threading.Event() for _ in self.layout.buckets]
+        for e in self._arrived:  # parameters are in place until a propagation starts
+            e.set()
+        self._propagation = None
+        self._pending: list[int] = []
+        self._seen: list[bool] = []
+        self._stale = False
+        self._wait_s = 0.0
+        self._last_ready = 0.0
+        self._handles = [p.register_post_accumulate_grad_hook(self._grad_hook(i)) for i, p in enumerate(params)]
+        self._install_forward_hooks()
+
+    # -- set-up ----------------------------------------------------------------------------------
+    def _probe(self, params: list[nn.Parameter], example) -> tuple[list[int], list[float] | None]:
+        """Backward order of the gradients and their ready times, from one iteration on rank 0."""
+        if example is None:
+            return list(reversed(range(len(params)))), None
+        index = {p: i for i, p in enumerate(params)}
+        seen: list[tuple[int, float]] = []
+        handles = [p.register_post_accumulate_grad_hook(lambda p: seen.append((index[p], time.perf_counter())))
+                   for p in params]
+        inputs, targets = example
+        self.loss_fn(self.model(inputs), targets).backward()
+        start = time.perf_counter() if not seen else min(t for _, t in seen)
+        for h in handles:
+            h.remove()
+        for p in params:
+            p.grad = None
+        first: dict[int, float] = {}
+        for i, t in seen:  # a parameter used twice accumulates twice: its first time counts
+            first.setdefault(i, t - start)
+        end = max(first.values(), default=0.0)
+        order = list(first) + [i for i in reversed(range(len(params))) if i not in first]
+        times = list(first.values()) + [end] * (len(params) - len(first))
+        if self.size > 1:  # every rank must cut the same buckets: rank 0's order and times rule
+            shared = torch.tensor([order, times], dtype=torch.float64)
+            dist.broadcast(shared, group=self.group, group_src=ROOT)
+            order, times = [int(i) for i in shared[0].tolist()], shared[1].tolist()
+        return order, times
+
+    def _grad_hook(self, i: int):
+        bucket, flat = self.layout.bucket_of[i], self.layout.grad_slice(i)
+        name = self.names.get(self.layout.params[i], str(i))
+
+        def hook(param) -> None:
+            if self._seen[i]:  # a parameter used twice: its second gradient adds to the first
+                flat.add_(param.grad)
+            else:
+                flat.copy_(param.grad)
+            param.grad = None  # the flat slice holds it now; freeing it early saves memory
+            now = time.perf_counter()
+            if self.trace:
+                self.events.append(("main", f"backward {name}", self._last_ready, now))
+            self._last_ready = now
+            if not self._seen[i]:
+                self._seen[i] = True
+                self._pending[bucket] -= 1
+                if self._pending[bucket] == 0:
+                    self._ready[bucket].set()
+        return hook
+
+    def _install_forward_hooks(self) -> None:
+        """Waits before a layer's forward for its parameters (reduce sync with overlap); trace spans."""
+        waits = self.spec.kind == "reduce" and self.config.overlap != "none" and self.size > 1
+        bucket_of = {p: self.layout.bucket_of[i] for i, p in enumerate(self.layout.params)}
+        for name, module in self.model.named_modules():
+            own = [bucket_of[p] for p in module.parameters(recurse=False) if p in bucket_of]
+            if waits and own:
+                self._handles.append(module.register_forward_pre_hook(self._forward_wait(min(own))))
+            if self.trace and not any(module.children()):
+                starts: list[float] = []
+                self._handles.append(module.register_forward_pre_hook(
+                    lambda m, a, s=starts: s.append(time.perf_counter())))
+                self._handles.append(module.register_forward_hook(
+                    lambda m, a, o, s=starts, n=name: self.events.append(
+                        ("main", f"forward {n}", s.pop(), time.perf_counter())) if s else None))
+
+    def _forward_wait(self, bucket: int):
+        def pre_hook(module, args) -> None:
+            event = self._arrived[bucket]
+            if not event.is_set():
+                start = time.perf_counter()
+                wait_event(event, self.comm, self.config.timeout_s, f"parameters of bucket {bucket}")
+                self._waited("wait params", start)
+        return pre_hook
+
+    # -- one step --------------------------------------------------------------------------------
+    def step(self, inputs, targets) -> float:
+        """One SGD step on this rank's batch; returns its loss."""
+        start = self._last_ready = time.perf_counter()
+        self._wait_s = 0.0
+        self.events = []
+        if self.comm is not None:
+            self.comm.take_spans()
+        propagate = self._stale and self.comm is not None
+        if propagate:
+            for e in self._arrived:
+                e.clear()
+            self._propagation = self.comm.submit(self._send_params_job, "parameter propagation")
+            self._stale = False
+        self._seen = [False] * len(self.layout.params)
+        self._pending = [len(b.params) for b in self.layout.buckets]
+        for e in self._ready:
+            e.clear()
+        job = None
+        if self.comm is not None and self.config.overlap == "backward":
+            job = self.comm.submit(self._reduce_job, "gradient aggregation")
+        loss = self.loss_fn(self.model(inputs), targets)
+        self._last_ready = time.perf_counter()
+        loss.backward()
+        for i, seen in enumerate(self._seen):  # parameters without a gradient this step
+            if not seen:
+                self.layout.grad_slice(i).zero_()
+        for e in self._ready:
+            e.set()
+        if self.comm is not None:
+            job = job or self.comm.submit(self._reduce_job, "gradient aggregation")
+            begin = time.perf_counter()
+            self.comm.wait(job, self.config.timeout_s)
+            if self._propagation is not None:  # done by now: every layer's forward waited for it
+                self.comm.wait(self._propagation, self.config.timeout_s)
+                self._propagation = None
+            self._waited("wait gradients", begin)
+        self._update()
+        end = time.perf_counter()
+        spans = self.comm.take_spans() if self.comm is not None else []
+        self.events += [("comm", name, a, b) for name, a, b in spans]
+        self.last_stats = {"iteration_s": end - start, "compute_s": end - start - self._wait_s,
+                           "comm_s": _union_s(spans), "exposed_s": self._wait_s,
+                           "bytes_sent": float(self.bytes_per_step)}
+        return float(loss.detach())
+
+    def _update(self) -> None:
+        kind, overlap = self.spec.kind, self.config.overlap
+        for sync, bucket in zip(self.syncs, self.layout.buckets):
+            for a, b in sync.owned:
+                self.sgd.update(bucket.start + a, bucket.start + b, sync.grad_scale)
+        if self.comm is None:
+            return
+        if kind == "ps" or (kind == "reduce" and overlap == "none"):
+            begin = time.perf_counter()
+            self.comm.wait(self.comm.submit(self._send_params_job, "parameter return"), self.config.timeout_s)
+            self._waited("wait params", begin)
+        elif kind == "reduce":
+            self._stale = True
+
+    def _reduce_job(self) -> None:
+        started = []
+        for i, sync in enumerate(self.syncs):
+            wait_ready(self._ready[i], self.config.timeout_s, i)
+            begin = time.perf_counter()
+            started.append((i, begin, sync.start_reduce()))
+        for i, begin, work in started:
+            self.syncs[i].finish_reduce(work)
+            self.comm.add_span(f"{self.spec.kind} bucket {i}", begin, time.perf_counter())
+
+    def _send_params_job(self) -> None:
+        # All at once, then waited in forward order (S-Caffe's Ibcast design): the first layers'
+        # parameters (the last buckets) are needed first.
+        order = list(reversed(range(len(self.syncs))))
+        started = [(i, time.perf_counter(), self.syncs[i].start_params()) for i in order]
+        for i, begin, work in started:
+            if work is not None:
+                work.wait()
+            self.comm.add_span(f"params bucket {i}", begin, time.perf_counter())
+            self._arrived[i].set()
+
+    def _waited(self, what: str, start: float) -> None:
+        end = time.perf_counter()
+        self._wait_s += end - start
+        if self.trace:
+            self.events.append(("main", what, start, end))
+
+    def finish(self) -> None:
+        """Deliver a pending parameter propagation (reduce sync with overlap), so all ranks agree."""
+        if self._stale and self.comm is not None:
+            for e in self._arrived:
+                e.clear()
+            self.comm.wait(self.comm.submit(self._send_params_job, "parameter propagation"),
+                           self.config.timeout_s)
+            self._stale = False
+
+    def close(self) -> None:
+        self.finish()
+        for h in self._handles:
+            h.remove()
+        if self.comm is not None:
+            self.comm.close()
+
+
+def wait_ready(event: threading.Event, timeout_s: float, bucket: int) -> None:
+    if not event.wait(timeout_s):
+        raise TimeoutError(f"the gradients of bucket {bucket} were not ready within {timeout_s:g} s")
+
+
+def _union_s(spans: list[tuple[str, float, float]]) -> float:
+    """Seconds covered by at least one span (buckets in flight together count once)."""
+    total, end = 0.0, float("-inf")
+    for _, a, b in sorted(spans, key=lambda s: s[1]):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def _param_names(model: nn.Module) -> dict:
+    return {p: name for name, p in model.named_parameters()}

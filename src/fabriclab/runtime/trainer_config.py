@@ -1,0 +1,63 @@
+"""The trainer's configuration: how gradients are aggregated, bucketed, compressed and overlapped.
+
+Try it: `fabriclab train --sync ps:servers=2 --overlap forward` (one error line: forward overlap needs reduce sync).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabriclab.runtime.buckets import SGDConfig
+from fabriclab.runtime.executor import DEFAULT_SEGMENT_BYTES
+from fabriclab.runtime.sync import COMPRESSIONS, SyncSpec
+from fabriclab.whatif.fusion import MIB, POLICIES, FusionPolicy
+
+OVERLAPS = ("none", "forward", "backward")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerConfig:
+    """How gradients are aggregated and overlapped."""
+
+    sync: str = "allreduce:native"
+    """allreduce:ALGO, reduce:ALGO (ALGO a schedule spec or native) or ps:servers=K."""
+    overlap: str = "backward"
+    """none (SC-B), forward (SC-OB, reduce sync only) or backward (SC-OBR, DDP, Horovod)."""
+    fusion: str = "ddp"
+    """Bucket policy of `whatif.fusion`: ddp (sizes), horovod (cycle time + size), paper004 or none."""
+    bucket_bytes: int = 25 * MIB
+    """Bucket cap (ddp), fusion threshold (horovod) or buffer size (paper004); DDP's default 25 MiB."""
+    first_bucket_bytes: int = 1 * MIB
+    """Cap of the first bucket (ddp), so communication starts early; DDP's default 1 MiB."""
+    cycle_time_s: float = 1e-3
+    """Horovod's cycle time (HOROVOD_CYCLE_TIME, 1 ms) and paper004's timeout."""
+    compression: str = "none"
+    """Gradients on the wire: none, fp16 or bf16."""
+    sgd: SGDConfig = field(default_factory=SGDConfig)
+    """Optimizer settings."""
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    """Message size the schedule executor cuts chunks into on CPU."""
+    timeout_s: float = 60.0
+    """Longest wait for communication before a step fails."""
+
+    def __post_init__(self) -> None:
+        spec = SyncSpec.parse(self.sync)
+        if self.overlap not in OVERLAPS:
+            raise ValueError(f"unknown overlap {self.overlap!r}: use one of {', '.join(OVERLAPS)}")
+        if self.overlap == "forward" and spec.kind != "reduce":
+            raise ValueError(f"--overlap forward overlaps the root's parameter broadcast with the forward "
+                             f"pass, which only reduce sync has: use --sync reduce:ALGO, or --overlap "
+                             f"backward with {spec.kind}")
+        if self.fusion not in POLICIES:
+            raise ValueError(f"unknown fusion {self.fusion!r}: use one of {', '.join(POLICIES)}")
+        if self.compression not in COMPRESSIONS:
+            raise ValueError(f"unknown compression {self.compression!r}: use one of {', '.join(COMPRESSIONS)}")
+        if self.bucket_bytes < 1 or self.first_bucket_bytes < 1 or not self.cycle_time_s > 0:
+            raise ValueError("bucket sizes must be >= 1 byte and the cycle time > 0")
+
+    @property
+    def policy(self) -> FusionPolicy:
+        return FusionPolicy(name=self.fusion, bucket_bytes=self.bucket_bytes,
+                            first_bucket_bytes=self.first_bucket_bytes, fusion_threshold_bytes=self.bucket_bytes,
+                            buffer_bytes=self.bucket_bytes, cycle_time_s=self.cycle_time_s,
+                            timeout_s=self.cycle_time_s)

@@ -1,0 +1,88 @@
+"""`fabriclab train` and `fabriclab data make` from the command line: output, record, trace, errors.
+
+The commands are mounted on an app of their own here (the lead registers them in `cli/main.py`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from fabriclab.cli import data as data_cli
+from fabriclab.cli import train as train_cli
+
+app = typer.Typer()
+train_cli.register(app)
+data_cli.register(app)
+runner = CliRunner()
+# A profile small enough to replay in a fraction of a second (times in ms, sizes in bytes).
+TINY = ["--steps", "3", "--warmup", "1", "--np", "2", "--batch-size", "4", "--timeout", "30"]
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def profile_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("profile") / "tiny.json"
+    grads = [{"name": f"g{i}", "size_bytes": 4000 * (i + 1), "ready_s": 0.002 * (i + 1)} for i in range(6)]
+    path.write_text(json.dumps({"model": "tiny", "device": "test", "batch_size": 2, "iteration_s": 0.02,
+                                "grads": grads}))
+    return path
+
+
+def test_train_replay_ours_and_ddp_prints_tf_cnn_lines_and_writes_record_and_trace(tmp_path, profile_file):
+    record, trace = tmp_path / "run.json", tmp_path / "trace.json"
+    result = invoke("train", "--replay", str(profile_file), "--runtime", "ours,ddp", "--sync", "reduce:native",
+                    "--overlap", "forward", "--bucket", "8KB", "--first-bucket", "4KB", "--trace", str(trace),
+                    "--json", str(record), *TINY)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.count("total images/sec:") == 2 and "Step\tImg/sec\ttotal_loss" in out
+    assert "images/sec:" in out and "(jitter = " in out
+    for column in ("vs ddp", "scaling", "compute ms", "exposed ms", "MB sent", "net GB/s", "CPU %"):
+        assert column in out
+    runtimes = json.loads(record.read_text())["results"]["runtimes"]
+    assert set(runtimes) == {"ours", "ddp"} and runtimes["ours"]["params_agree"]
+    assert runtimes["ours"]["scaling_factor"] > 0 and runtimes["ours"]["bytes_sent"] > 0
+    names = {e["name"] for e in json.loads(trace.read_text())["traceEvents"]}
+    assert any(n.startswith("forward layers.") for n in names) and any(n.startswith("params bucket") for n in names)
+    assert any(n.startswith("reduce bucket") for n in names)
+
+
+@pytest.mark.parametrize("mode", [["--sync", "ps:servers=2", "--overlap", "backward"],
+                                  ["--sync", "allreduce:ring", "--overlap", "none", "--compression", "bf16"]])
+def test_train_other_modes_with_a_dataset(tmp_path, mode):
+    folder = tmp_path / "data"
+    made = invoke("data", "make", "--out", str(folder), "--shards", "4", "--images", "16", "--image-size", "32")
+    assert made.exit_code == 0 and "4 shards" in made.output
+    result = invoke("train", "--model", "resnet50", "--data", str(folder), "--no-baseline", *TINY, *mode)
+    assert result.exit_code == 0, result.output
+    assert "total images/sec:" in result.output and "agree" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--batch-size", "6", "--np", "4"], "batch size 6 does not split over 4 ranks"),
+    (["--model", "lenet"], "unknown model 'lenet'"),
+    (["--overlap", "forward", "--sync", "ps:servers=2"], "only reduce sync has"),
+    (["--overlap", "sideways"], "unknown overlap"),
+    (["--runtime", "horovod"], "unknown or repeated runtime"),
+    (["--data", "/nonexistent/shards"], "does not exist"),
+])
+def test_train_rejects_bad_input_in_one_line(args, message):
+    result = invoke("train", *args)
+    assert result.exit_code == 2
+    assert message in result.output and result.output.strip().count("\n") == 0
+
+
+def test_train_names_a_corrupt_shard(tmp_path):
+    folder = tmp_path / "data"
+    invoke("data", "make", "--out", str(folder), "--shards", "2", "--images", "8", "--image-size", "32")
+    shard = folder / "train-00001-of-00002"
+    shard.write_bytes(shard.read_bytes()[:-7])
+    result = invoke("train", "--model", "resnet50", "--data", str(folder), "--no-baseline", *TINY)
+    assert result.exit_code == 1
+    assert "train-00001-of-00002: record" in result.output and "truncated" in result.output
