@@ -10,7 +10,8 @@ Try it: `fabriclab run`.
 import typer
 
 import fabriclab
-from fabriclab.cli import bench, collectives, data, emu, models, profile, simulate, train, whatif
+from fabriclab.cli import (bench, collectives, data, emu, models, profile, simulate, stencil, train, validate,
+                           whatif)
 from fabriclab.cli.common import fail_usage, user_errors
 
 app = typer.Typer(
@@ -27,6 +28,8 @@ profile.register(app)
 emu.register(app)
 train.register(app)
 data.register(app)
+validate.register(app)
+stencil.register(app)
 
 try:
     import fabriclab.cli.collectives_bench as collectives_bench
