@@ -62,7 +62,7 @@ def plot_figure3(rows: list[dict], path: Path, *, title: str, rack_ranks: int | 
     from matplotlib.ticker import NullFormatter
 
     fabrics = list(dict.fromkeys(r["fabric"] for r in rows))
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     first = [r for r in rows if r["fabric"] == fabrics[0]]
     ranks = [r["num_ranks"] for r in first]
     ax.plot(ranks, [r["compute_s"] for r in first], marker="o", color="black",
@@ -86,7 +86,7 @@ def plot_figure3(rows: list[dict], path: Path, *, title: str, rack_ranks: int | 
     ax.set_xticks(ranks, [str(n) for n in ranks])
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a point
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -100,8 +100,9 @@ Modelled (columns `model` vs `plain`; each is an option of `fabriclab.bench.vali
    scheduler wake-ups of Gloo's threads, not the network. It is calibrated before every run and added once
    per message. Below 256 KB it is the whole story: `plain` misses by -70 to -99 %.
 2. **Link goodput**. tbf counts frames: TCP payload is 1448 of 1514 B (x 0.956). Calibrated by all ranks
-   streaming 8 MiB to their next neighbour at once, the goodput is 0.91-0.95 of the shaped rate: the 2
-   cores also run the kernel's TCP, forwarding and shaping.
+   streaming 8 MiB to their next neighbour at once, the goodput was 0.91 of the shaped rate on the star
+   and 0.86 on the fat tree (routes of 4 links: twice the forwarding and shaping work): the 2 cores
+   also run the kernel's TCP, forwarding and shaping.
 3. **The executor is not step-synchronous** (`validate_executor`): it cuts chunks into 4 MiB segments,
    posts each as soon as its data is ready, and Gloo carries a pair's messages in order on one TCP
    connection. Trees pipeline (chain 256 MB: 2.2 S/B measured and modelled vs. 3 S/B step by step, the
