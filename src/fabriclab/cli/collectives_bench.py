@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from fabriclab.bench.collectives import NATIVE, BenchConfig, config_dict, run_bench
-from fabriclab.cli.common import (EXIT_FAILED, JsonOption, console, err_console, save_record, split_list,
-                                  user_errors)
+from fabriclab.cli.common import (EXIT_FAILED, console, err_console, JsonOption, print_error, save_record,
+                                  split_list, user_errors)
 from fabriclab.runtime.executor import DEFAULT_SEGMENT_BYTES
 from fabriclab.runtime.launch import LaunchError, detect_launch
 from fabriclab.units import format_size, parse_size, parse_size_range
@@ -88,7 +88,7 @@ def execute(config: BenchConfig, json_path=None) -> int:
         try:
             rows = run_bench(config, on_row=on_row)
         except LaunchError as exc:
-            err_console.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
+            print_error(exc)
             return EXIT_FAILED
     if not reporter:
         return EXIT_FAILED if any(r["num_wrong"] for r in rows) else 0

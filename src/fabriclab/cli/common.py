@@ -37,9 +37,14 @@ JsonOption = Annotated[
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def fail_usage(message: str) -> typer.Exit:
-    """Print `error: <message>` as one red line on stderr; returns the exit (code 2) to raise."""
+def print_error(message: object) -> None:
+    """Print `error: <message>` as one red line on stderr (bad input and failed runs alike)."""
     err_console.print(f"error: {message}", style="red", markup=False, soft_wrap=True)
+
+
+def fail_usage(message: str) -> typer.Exit:
+    """Print `error: <message>`; returns the exit (code 2) to raise."""
+    print_error(message)
     return typer.Exit(EXIT_USAGE)
 
 

@@ -19,7 +19,8 @@ from typing import Any, Callable, List, Optional, TypeVar
 import typer
 from rich.table import Table
 
-from fabriclab.cli.common import EXIT_FAILED, JsonOption, console, err_console, save_record, user_errors
+from fabriclab.cli.common import (EXIT_FAILED, console, err_console, JsonOption, print_error, save_record,
+                                  user_errors)
 from fabriclab.emu import netns
 from fabriclab.emu.cluster import EmuConfig, build_cluster, teardown_cluster
 from fabriclab.emu.launch import DEFAULT_MASTER_PORT, exit_code, first_failure, ping_hosts, run_in_cluster
@@ -46,7 +47,7 @@ def _emu_errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except netns.EmuError as exc:
-            err_console.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
+            print_error(exc)
             raise typer.Exit(EXIT_FAILED) from None
 
     return wrapper  # type: ignore[return-value]

@@ -21,7 +21,8 @@ import typer
 from fabriclab.bench.stencil import run_stencil
 from fabriclab.bench.stencil_scale import ScaleConfig, run_scale
 from fabriclab.bench.stencil_sim import MINI_APP_COMPUTE_PER_CELL_S, AtScaleConfig, simulate_at_scale
-from fabriclab.cli.common import EXIT_FAILED, JsonOption, console, err_console, save_record, split_list, user_errors
+from fabriclab.cli.common import (EXIT_FAILED, console, err_console, JsonOption, print_error, save_record,
+                                  split_list, user_errors)
 from fabriclab.emu.netns import EmuError
 from fabriclab.record import make_record, write_csv, write_record
 from fabriclab.report.stencil import at_scale_table, plot_figure3, scale_table
@@ -66,7 +67,7 @@ def run_cmd(
     try:
         summary, reporter = run_stencil(config, num_ranks, timeout_s=timeout)
     except LaunchError as exc:
-        err_console.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
+        print_error(exc)
         raise typer.Exit(EXIT_FAILED) from None
     if not reporter:
         return
@@ -107,7 +108,7 @@ def scale_cmd(
             f"  {r['fabric']} np={r['num_ranks']}: compute {_ms(r['compute_s'])}, comm {_ms(r['comm_s'])}",
             markup=False))
     except (EmuError, LaunchError) as exc:
-        err_console.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
+        print_error(exc)
         raise typer.Exit(EXIT_FAILED) from None
     console.print(scale_table(rows))
     config_dict = asdict(config)

@@ -25,7 +25,8 @@ from rich.table import Table
 
 from fabriclab.bench.train import SYNTHETIC, TrainBenchConfig, run_train_bench
 from fabriclab.bench.train_report import tf_cnn_lines
-from fabriclab.cli.common import EXIT_FAILED, JsonOption, console, err_console, save_record, split_list, user_errors
+from fabriclab.cli.common import (EXIT_FAILED, console, err_console, JsonOption, print_error, save_record,
+                                  split_list, user_errors)
 from fabriclab.runtime.buckets import SGDConfig
 from fabriclab.runtime.launch import LaunchError, detect_launch
 from fabriclab.runtime.meters import chrome_trace
@@ -101,7 +102,7 @@ def execute(config: TrainBenchConfig, trace_path: Path | None = None, json_path:
     try:
         result = run_train_bench(config, on_message=on_message)
     except LaunchError as exc:
-        err_console.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
+        print_error(exc)
         return EXIT_FAILED
     if not reporter:
         return 0

@@ -22,7 +22,8 @@ import typer
 from fabriclab.bench.validate import (DEFAULT_BURST_S, DEFAULT_DILATION, DEFAULT_LINK, DEFAULT_QUEUE_S,
                                       ValidateConfig, all_algos, run_validation)
 from fabriclab.bench.validate_model import TCP_PAYLOAD_EFFICIENCY
-from fabriclab.cli.common import EXIT_FAILED, JsonOption, console, err_console, save_record, split_list, user_errors
+from fabriclab.cli.common import (EXIT_FAILED, console, err_console, JsonOption, print_error, save_record,
+                                  split_list, user_errors)
 from fabriclab.emu.netns import EmuError
 from fabriclab.record import make_record, write_csv, write_record
 from fabriclab.report import validate as report
@@ -86,7 +87,7 @@ def validate(
         try:
             result = run_validation(config)
         except EmuError as exc:
-            err_console.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
+            print_error(exc)
             raise typer.Exit(EXIT_FAILED) from None
         results.append(result)
         rows += result["rows"]
