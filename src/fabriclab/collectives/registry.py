@@ -33,6 +33,8 @@ class Param:
     """Allowed values of a text parameter; empty for a positive integer."""
     doc: str = ""
     """What it means."""
+    at_most_ranks: bool = False
+    """The value may not exceed the number of ranks (e.g. servers)."""
 
     def parse(self, text: str, num_ranks: int) -> object:
         if self.choices:
@@ -46,7 +48,7 @@ class Param:
                              f"divided by k)") from None
         if value < 1:
             raise ValueError(f"{self.key}={value} must be >= 1")
-        if self.key == "servers" and value > num_ranks:
+        if self.at_most_ranks and value > num_ranks:
             raise ValueError(f"servers={value} exceeds the {num_ranks} ranks: use 1..{num_ranks}")
         return value
 
@@ -108,7 +110,7 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
                         ALLGATHER: direct.direct_allgather}),
     Algorithm(name="parameter-server", doc="Sharded parameter server, servers spread evenly",
               builders={ALLREDUCE: direct.parameter_server_allreduce},
-              params=(Param(key="servers", default=lambda p: max(1, p // 8),
+              params=(Param(key="servers", default=lambda p: max(1, p // 8), at_most_ranks=True,
                             doc="number of servers (seed 002: P/8)"),),
               param_names={"servers": "num_servers"}),
     Algorithm(name="hierarchical", doc="Two levels: groups, then leaders (S-Caffe CB/CC)",
