@@ -42,6 +42,10 @@ MODES = [
     dict(sync="ps:servers=1", overlap="none"),
     dict(sync="ps:servers=2", overlap="backward"),
     dict(sync="ps:servers=3", overlap="backward", compression="bf16", fusion="paper004"),
+    # One helper thread (every bucket in order on one group) and three (buckets spread over groups).
+    dict(sync="allreduce:ring", overlap="backward", comm_threads=1),
+    dict(sync="reduce:cb", overlap="forward", comm_threads=3),
+    dict(sync="ps:servers=2", overlap="backward", comm_threads=3),
 ]
 
 
@@ -92,7 +96,7 @@ def results():
     return spawn(train_all_modes, config=LaunchConfig(num_ranks=NUM_RANKS, timeout_s=60))
 
 
-@pytest.mark.parametrize("index", range(len(MODES)), ids=[",".join(m.values()) for m in MODES])
+@pytest.mark.parametrize("index", range(len(MODES)), ids=[",".join(map(str, m.values())) for m in MODES])
 def test_mode_matches_single_process_sgd(results, index):
     num_buckets, per_rank = results[0][index]
     mode = MODES[index]

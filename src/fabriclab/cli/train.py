@@ -54,6 +54,8 @@ def train(
     first_bucket: Annotated[str, typer.Option(help="Cap of the first bucket (ddp policy).")] = "1MB",
     cycle_time: Annotated[str, typer.Option(help="Horovod cycle time / paper004 timeout.")] = "1ms",
     compression: Annotated[str, typer.Option(help="Gradients on the wire: none, fp16 or bf16.")] = "none",
+    comm_threads: Annotated[int, typer.Option(help="Helper threads (and process groups) communicating "
+                                                   "buckets; k buckets in flight at once.")] = 2,
     runtime: Annotated[str, typer.Option(help="ours, ddp or ours,ddp (timed in turn).")] = "ours",
     steps: Annotated[int, typer.Option(help="Timed steps.")] = 50,
     warmup: Annotated[int, typer.Option(help="Untimed steps before them.")] = 10,
@@ -77,7 +79,8 @@ def train(
     trainer = TrainerConfig(sync=sync.strip(), overlap=overlap.strip(), fusion=fusion.strip(),
                             bucket_bytes=parse_size(bucket), first_bucket_bytes=parse_size(first_bucket),
                             cycle_time_s=parse_time(cycle_time), compression=compression.strip(),
-                            sgd=SGDConfig(lr=lr, momentum=momentum), timeout_s=timeout)
+                            sgd=SGDConfig(lr=lr, momentum=momentum), timeout_s=timeout,
+                            comm_threads=comm_threads)
     runtimes = tuple(split_list(runtime, "runtime list"))
     if trace is not None and "ours" not in runtimes:
         raise ValueError("--trace shows our trainer's layers and buckets: add ours to --runtime")
@@ -140,7 +143,7 @@ def print_table(result: dict, config: TrainBenchConfig) -> None:
              f"{config.steps} steps (+{config.warmup} warm-up); times per iteration, bytes per rank")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     headers = ("runtime", "images/sec", "vs ddp", "scaling", "iter ms", "compute ms", "comm ms",
-               "exposed ms", "MB sent", "net GB/s", "CPU %", "params")
+               "exposed ms", "MB sent", "net GB/s", "CPU %", "CPU ms/rank", "params")
     for h in headers:
         table.add_column(h, justify="left" if h == "runtime" else "right", no_wrap=True)
     ddp = result["runtimes"].get("ddp", {}).get("images_per_sec")
@@ -151,7 +154,7 @@ def print_table(result: dict, config: TrainBenchConfig) -> None:
                       ms(s, "iteration_s"), ms(s, "compute_s"), ms(s, "comm_s"), ms(s, "exposed_s"),
                       "-" if "bytes_sent" not in s else f"{s['bytes_sent'] / 1e6:.1f}",
                       "-" if "host_tx_Bps" not in s else f"{s['host_tx_Bps'] / 1e9:.3f}",
-                      "-" if "cpu_util" not in s else f"{s['cpu_util'] * 100:.0f}",
+                      "-" if "cpu_util" not in s else f"{s['cpu_util'] * 100:.0f}", ms(s, "cpu_s"),
                       "agree" if s["params_agree"] else "DIFFER")
     console.print(table, width=None if console.is_terminal else max(console.width, 140))
 

@@ -101,6 +101,11 @@ def plan_buckets(sizes_bytes: list[int], ready_s: list[float] | None, policy: Fu
     return [b.num_grads for b in policy.buckets(list(sizes_bytes), list(ready_s))]
 
 
+# torch's fused SGD kernel (CPU since 2.4, CUDA); without it, the three-pass update below.
+_FUSED_SGD = getattr(torch, "_fused_sgd_", None)
+_FUSED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SGDConfig:
     """Plain SGD as torch.optim.SGD computes it (dampening 0, no Nesterov)."""
@@ -132,6 +137,14 @@ class FlatSGD:
         self.layout, self.config = layout, config
         self.momentum_buf: torch.Tensor | None = None
         self.started = False
+        self._inverses: dict[tuple[float, torch.device], torch.Tensor] = {}
+
+    def _inverse(self, grad_scale: float, device: torch.device) -> torch.Tensor:
+        """1 / grad_scale as the one-element tensor the fused kernel divides by (cached)."""
+        key = (grad_scale, device)
+        if key not in self._inverses:
+            self._inverses[key] = torch.tensor(1.0 / grad_scale, dtype=torch.float32, device=device)
+        return self._inverses[key]
 
     def update(self, start: int, stop: int, grad_scale: float) -> None:
         if stop <= start:
@@ -139,6 +152,16 @@ class FlatSGD:
         cfg = self.config
         p = self.layout.flat_params[start:stop]
         g = self.layout.flat_grads[start:stop]
+        if cfg.momentum and _FUSED_SGD is not None and p.dtype in _FUSED_DTYPES:
+            # One pass over parameters, gradients and momentum instead of three (the update is most of
+            # the trainer's CPU beyond compute). The kernel divides the gradients by `grad_scale` (and
+            # leaves them so), then applies weight decay and momentum exactly as torch.optim.SGD.
+            if self.momentum_buf is None:
+                self.momentum_buf = torch.zeros_like(self.layout.flat_params)
+            _FUSED_SGD([p], [g], [self.momentum_buf[start:stop]], weight_decay=cfg.weight_decay,
+                       momentum=cfg.momentum, lr=cfg.lr, dampening=0.0, nesterov=False, maximize=False,
+                       is_first_step=False, grad_scale=self._inverse(grad_scale, g.device), found_inf=None)
+            return
         if cfg.weight_decay:
             g.add_(p, alpha=cfg.weight_decay / grad_scale)
         if cfg.momentum:

@@ -1,4 +1,4 @@
-"""The helper thread that does a rank's communication while its main thread computes (S-Caffe SC-OBR).
+"""The helper threads that do a rank's communication while its main thread computes (S-Caffe SC-OBR).
 
 Jobs run one after another in submission order, so collectives are issued in the same order on every
 rank, and only this thread issues communication on the trainer's process group while a job is in
@@ -6,6 +6,9 @@ flight: the main thread never touches that group then (it waits on events), whic
 safe (a process group must not see two threads' collectives interleaved differently on two ranks).
 The trainer uses a process group of its own for this thread (`dist.new_group`), so the main thread's
 own collectives (barriers, metric gathers, DDP in the same process) never share it.
+
+`CommThreads` runs k such threads, each on a process group of its own, and gives bucket i to thread
+i mod k on every rank: k buckets are in flight at once while each group still sees one fixed order.
 
 A job is a function; it may wait for events set by the main thread (a bucket's gradients are ready)
 and set events the main thread waits for (a layer's parameters have arrived). Its communication time
@@ -87,11 +90,53 @@ class CommThread:
             job.done.set()
 
 
-def wait_event(event: threading.Event, thread: CommThread, timeout_s: float, what: str) -> None:
-    """Wait for an event the helper thread sets, failing fast if the helper thread failed."""
+class CommThreads:
+    """k `CommThread`s sharing one span list; job j of a `submit_each` runs on thread j."""
+
+    def __init__(self, count: int) -> None:
+        self.threads = [CommThread(f"fabriclab-comm-{j}") for j in range(count)]
+        self.spans: list[tuple[str, float, float]] = []
+        for t in self.threads:
+            t.spans = self.spans  # list.append is atomic: one list for every thread
+
+    def __len__(self) -> int:
+        return len(self.threads)
+
+    @property
+    def failed(self) -> BaseException | None:
+        return next((t.failed for t in self.threads if t.failed is not None), None)
+
+    def submit_each(self, make: Callable[[int], Callable[[], None]], name: str) -> list[Job]:
+        """Submit `make(j)` to thread j for every j; returns the jobs in thread order."""
+        return [t.submit(make(j), f"{name} ({j})") for j, t in enumerate(self.threads)]
+
+    def wait_all(self, jobs: list[Job], timeout_s: float) -> None:
+        """Wait for every job (a failure on one thread fails the others' waits fast too)."""
+        for job in jobs:
+            if self.failed is not None and not job.done.is_set():
+                failed = self.failed
+                raise CommError(f"{type(failed).__name__}: {failed}") from failed
+            self.threads[0].wait(job, timeout_s)
+
+    def add_span(self, name: str, start: float, end: float) -> None:
+        self.spans.append((name, start, end))
+
+    def take_spans(self) -> list[tuple[str, float, float]]:
+        spans = list(self.spans)
+        del self.spans[:len(spans)]
+        return spans
+
+    def close(self) -> None:
+        for t in self.threads:
+            t.close()
+
+
+def wait_event(event: threading.Event, threads, timeout_s: float, what: str) -> None:
+    """Wait for an event a helper thread sets, failing fast if a helper thread failed (`threads` is a
+    `CommThread` or `CommThreads`)."""
     deadline = time.monotonic() + timeout_s
     while not event.wait(0.05):
-        if thread.failed is not None:
-            raise CommError(f"{type(thread.failed).__name__}: {thread.failed}") from thread.failed
+        if threads.failed is not None:
+            raise CommError(f"{type(threads.failed).__name__}: {threads.failed}") from threads.failed
         if time.monotonic() > deadline:
             raise CommError(f"{what} did not arrive within {timeout_s:g} s")

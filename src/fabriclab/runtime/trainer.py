@@ -2,8 +2,8 @@
 
 `DataParallelTrainer(model, loss_fn, config, example=(x, y)).step(x, y)` runs one SGD step on this
 rank's batch and aggregates gradients over the process group as `config.sync` says (see
-`fabriclab.runtime.sync`), bucket by bucket (`fabriclab.runtime.buckets`), on a helper thread
-(`fabriclab.runtime.comm`). Overlap, `config.overlap`:
+`fabriclab.runtime.sync`), bucket by bucket (`fabriclab.runtime.buckets`), on `config.comm_threads`
+helper threads, each with a process group of its own (`fabriclab.runtime.comm`). Overlap, `config.overlap`:
 
 * `none` (S-Caffe SC-B): forward, backward, then every bucket's communication, then the update; with
   `reduce` sync the root then broadcasts the updated parameters before the step ends.
@@ -35,7 +35,7 @@ import torch.distributed as dist
 from torch import nn
 
 from fabriclab.runtime.buckets import FlatLayout, FlatSGD, plan_buckets
-from fabriclab.runtime.comm import CommThread, wait_event
+from fabriclab.runtime.comm import CommThreads, wait_event
 from fabriclab.runtime.executor import BufferPool
 from fabriclab.runtime.sync import ROOT, BucketSync, SyncSpec
 from fabriclab.runtime.trainer_config import OVERLAPS, TrainerConfig
@@ -57,8 +57,10 @@ class DataParallelTrainer:
         self.size = dist.get_world_size() if dist.is_initialized() else 1
         self.spec.check(self.size)
         self.rank = dist.get_rank() if self.size > 1 else 0
-        # A group of the helper thread's own: nothing else ever issues collectives on it.
-        self.group = dist.new_group(list(range(self.size))) if self.size > 1 else None
+        # A group per helper thread: nothing else ever issues collectives on it.
+        threads = config.comm_threads if self.size > 1 else 0
+        self.groups = [dist.new_group(list(range(self.size))) for _ in range(threads)]
+        self.group = self.groups[0] if self.groups else None
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ValueError("the model has no trainable parameters")
@@ -68,14 +70,16 @@ class DataParallelTrainer:
         sizes = plan_buckets([p.numel() * p.element_size() for p in params], ready, config.policy)
         self.layout = FlatLayout(params, sizes)
         self.sgd = FlatSGD(self.layout, config.sgd)
-        self.pool = BufferPool()
-        self.comm = CommThread() if self.size > 1 else None
+        self.pools = [BufferPool() for _ in range(max(threads, 1))]
+        self.comm = CommThreads(threads) if self.size > 1 else None
         if self.size > 1:
             dist.broadcast(self.layout.flat_params, group=self.group, group_src=ROOT)
+        k = max(threads, 1)
         self.syncs = [BucketSync(self.spec, self.layout.flat_grads[b.start:b.stop],
-                                 self.layout.flat_params[b.start:b.stop], group=self.group,
+                                 self.layout.flat_params[b.start:b.stop],
+                                 group=self.groups[i % k] if self.groups else None,
                                  compression=config.compression, segment_bytes=config.segment_bytes,
-                                 pool=self.pool) for b in self.layout.buckets]
+                                 pool=self.pools[i % k]) for i, b in enumerate(self.layout.buckets)]
         self.bytes_per_step = sum(s.grad_bytes + s.param_bytes for s in self.syncs)
         self.trace = trace
         self.events: list[tuple[str, str, float, float]] = []
@@ -149,8 +153,8 @@ class DataParallelTrainer:
         bucket_of = {p: self.layout.bucket_of[i] for i, p in enumerate(self.layout.params)}
         for name, module in self.model.named_modules():
             own = [bucket_of[p] for p in module.parameters(recurse=False) if p in bucket_of]
-            if waits and own:
-                self._handles.append(module.register_forward_pre_hook(self._forward_wait(min(own))))
+            if waits and own:  # every bucket: helper threads deliver theirs independently
+                self._handles.append(module.register_forward_pre_hook(self._forward_wait(sorted(set(own)))))
             if self.trace and not any(module.children()):
                 starts: list[float] = []
                 self._handles.append(module.register_forward_pre_hook(
@@ -159,13 +163,14 @@ class DataParallelTrainer:
                     lambda m, a, o, s=starts, n=name: self.events.append(
                         ("main", f"forward {n}", s.pop(), time.perf_counter())) if s else None))
 
-    def _forward_wait(self, bucket: int):
+    def _forward_wait(self, buckets: list[int]):
         def pre_hook(module, args) -> None:
-            event = self._arrived[bucket]
-            if not event.is_set():
-                start = time.perf_counter()
-                wait_event(event, self.comm, self.config.timeout_s, f"parameters of bucket {bucket}")
-                self._waited("wait params", start)
+            for bucket in buckets:
+                event = self._arrived[bucket]
+                if not event.is_set():
+                    start = time.perf_counter()
+                    wait_event(event, self.comm, self.config.timeout_s, f"parameters of bucket {bucket}")
+                    self._waited("wait params", start)
         return pre_hook
 
     # -- one step --------------------------------------------------------------------------------
@@ -180,7 +185,7 @@ class DataParallelTrainer:
         if propagate:
             for e in self._arrived:
                 e.clear()
-            self._propagation = self.comm.submit(self._send_params_job, "parameter propagation")
+            self._propagation = self.comm.submit_each(self._send_params_job, "parameter propagation")
             self._stale = False
         self._seen = [False] * len(self.layout.params)
         self._pending = [len(b.params) for b in self.layout.buckets]
@@ -188,7 +193,7 @@ class DataParallelTrainer:
             e.clear()
         job = None
         if self.comm is not None and self.config.overlap == "backward":
-            job = self.comm.submit(self._reduce_job, "gradient aggregation")
+            job = self.comm.submit_each(self._reduce_job, "gradient aggregation")
         loss = self.loss_fn(self.model(inputs), targets)
         self._last_ready = time.perf_counter()
         loss.backward()
@@ -198,11 +203,11 @@ class DataParallelTrainer:
         for e in self._ready:
             e.set()
         if self.comm is not None:
-            job = job or self.comm.submit(self._reduce_job, "gradient aggregation")
+            job = job or self.comm.submit_each(self._reduce_job, "gradient aggregation")
             begin = time.perf_counter()
-            self.comm.wait(job, self.config.timeout_s)
+            self.comm.wait_all(job, self.config.timeout_s)
             if self._propagation is not None:  # done by now: every layer's forward waited for it
-                self.comm.wait(self._propagation, self.config.timeout_s)
+                self.comm.wait_all(self._propagation, self.config.timeout_s)
                 self._propagation = None
             self._waited("wait gradients", begin)
         self._update()
@@ -223,31 +228,40 @@ class DataParallelTrainer:
             return
         if kind == "ps" or (kind == "reduce" and overlap == "none"):
             begin = time.perf_counter()
-            self.comm.wait(self.comm.submit(self._send_params_job, "parameter return"), self.config.timeout_s)
+            self.comm.wait_all(self.comm.submit_each(self._send_params_job, "parameter return"),
+                               self.config.timeout_s)
             self._waited("wait params", begin)
         elif kind == "reduce":
             self._stale = True
 
-    def _reduce_job(self) -> None:
-        started = []
-        for i, sync in enumerate(self.syncs):
-            wait_ready(self._ready[i], self.config.timeout_s, i)
-            begin = time.perf_counter()
-            started.append((i, begin, sync.start_reduce()))
-        for i, begin, work in started:
-            self.syncs[i].finish_reduce(work)
-            self.comm.add_span(f"{self.spec.kind} bucket {i}", begin, time.perf_counter())
+    def _mine(self, thread: int) -> range:
+        """The buckets helper thread `thread` communicates, in backward order."""
+        return range(thread, len(self.syncs), len(self.comm))
 
-    def _send_params_job(self) -> None:
+    def _reduce_job(self, thread: int) -> Callable[[], None]:
+        def job() -> None:
+            started = []
+            for i in self._mine(thread):
+                wait_ready(self._ready[i], self.config.timeout_s, i)
+                begin = time.perf_counter()
+                started.append((i, begin, self.syncs[i].start_reduce()))
+            for i, begin, work in started:
+                self.syncs[i].finish_reduce(work)
+                self.comm.add_span(f"{self.spec.kind} bucket {i}", begin, time.perf_counter())
+        return job
+
+    def _send_params_job(self, thread: int) -> Callable[[], None]:
         # All at once, then waited in forward order (S-Caffe's Ibcast design): the first layers'
         # parameters (the last buckets) are needed first.
-        order = list(reversed(range(len(self.syncs))))
-        started = [(i, time.perf_counter(), self.syncs[i].start_params()) for i in order]
-        for i, begin, work in started:
-            if work is not None:
-                work.wait()
-            self.comm.add_span(f"params bucket {i}", begin, time.perf_counter())
-            self._arrived[i].set()
+        def job() -> None:
+            order = list(reversed(self._mine(thread)))
+            started = [(i, time.perf_counter(), self.syncs[i].start_params()) for i in order]
+            for i, begin, work in started:
+                if work is not None:
+                    work.wait()
+                self.comm.add_span(f"params bucket {i}", begin, time.perf_counter())
+                self._arrived[i].set()
+        return job
 
     def _waited(self, what: str, start: float) -> None:
         end = time.perf_counter()
@@ -260,8 +274,8 @@ class DataParallelTrainer:
         if self._stale and self.comm is not None:
             for e in self._arrived:
                 e.clear()
-            self.comm.wait(self.comm.submit(self._send_params_job, "parameter propagation"),
-                           self.config.timeout_s)
+            self.comm.wait_all(self.comm.submit_each(self._send_params_job, "parameter propagation"),
+                               self.config.timeout_s)
             self._stale = False
 
     def close(self) -> None:

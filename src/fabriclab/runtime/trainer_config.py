@@ -39,6 +39,9 @@ class TrainerConfig:
     """Message size the schedule executor cuts chunks into on CPU."""
     timeout_s: float = 60.0
     """Longest wait for communication before a step fails."""
+    comm_threads: int = 2
+    """Helper threads, each with a process group of its own; bucket i goes to thread i mod k, so k
+    buckets are in flight at once (Gloo's process group also runs 2 collectives at a time by default)."""
 
     def __post_init__(self) -> None:
         spec = SyncSpec.parse(self.sync)
@@ -52,6 +55,8 @@ class TrainerConfig:
             raise ValueError(f"unknown fusion {self.fusion!r}: use one of {', '.join(POLICIES)}")
         if self.compression not in COMPRESSIONS:
             raise ValueError(f"unknown compression {self.compression!r}: use one of {', '.join(COMPRESSIONS)}")
+        if not 1 <= self.comm_threads <= 16:
+            raise ValueError(f"--comm-threads must be 1..16, got {self.comm_threads}")
         if self.bucket_bytes < 1 or self.first_bucket_bytes < 1 or not self.cycle_time_s > 0:
             raise ValueError("bucket sizes must be >= 1 byte and the cycle time > 0")
 
