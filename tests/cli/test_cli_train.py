@@ -86,3 +86,26 @@ def test_train_names_a_corrupt_shard(tmp_path):
     result = invoke("train", "--model", "resnet50", "--data", str(folder), "--no-baseline", *TINY)
     assert result.exit_code == 1
     assert "train-00001-of-00002: record" in result.output and "truncated" in result.output
+
+
+def test_bench_train_runs_each_mode_beside_ddp(tmp_path, profile_file):
+    from fabriclab.cli import bench as bench_cli
+
+    bench_app = typer.Typer()
+    bench_cli.register(bench_app)
+    record = tmp_path / "modes.json"
+    result = runner.invoke(bench_app, ["bench", "train", "--modes", "allreduce:ring/backward,reduce:cb/forward/fp16",
+                                       "--replay", str(profile_file), "--np", "2", "--batch-size", "4",
+                                       "--steps", "2", "--warmup", "1", "--timeout", "30", "--json", str(record)],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "allreduce:ring/backward" in result.stdout and "ours/ddp" in result.stdout
+    rows = json.loads(record.read_text())["results"]
+    assert [r["mode"] for r in rows] == ["allreduce:ring/backward", "reduce:cb/forward/fp16"]
+    for r in rows:
+        assert r["params_agree"] and r["ratio"] == pytest.approx(r["ours_images_per_sec"] / r["ddp_images_per_sec"])
+        assert r["cpu_ms"] > 0 and r["ddp_cpu_ms"] > 0
+    bad = runner.invoke(bench_app, ["bench", "train", "--modes", "allreduce:ring", "--replay", str(profile_file)])
+    assert bad.exit_code == 2 and "sync/overlap" in bad.output
+    bad = runner.invoke(bench_app, ["bench", "train", "--modes", "ps:servers=2/forward", "--replay", str(profile_file)])
+    assert bad.exit_code == 2 and "forward" in bad.output

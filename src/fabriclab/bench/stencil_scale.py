@@ -26,8 +26,7 @@ from typing import Callable
 from fabriclab.bench.stencil import run_stencil
 from fabriclab.bench.validate_model import TCP_PAYLOAD_EFFICIENCY, emulated_topology
 from fabriclab.emu.cluster import BURST_S, QUEUE_S, EmuConfig, emulated_cluster
-from fabriclab.emu.launch import first_failure, run_in_cluster
-from fabriclab.emu.netns import EmuError
+from fabriclab.emu.launch import raise_on_failure, run_in_cluster
 from fabriclab.emu.presets import DEFAULT_SCALE, FABRIC_PRESET_NAMES, apply_preset, fabric_preset
 from fabriclab.fabric.scenario import TopologySpec
 from fabriclab.runtime.stencil import StencilConfig
@@ -78,11 +77,7 @@ def run_emulated(config: ScaleConfig, fabric: str, num_ranks: int,
         with emulated_cluster(spec, config=emu) as state:
             results = run_in_cluster(argv, timeout_s=config.timeout_s, state=state, on_line=on_line)
             hop = state.hop_latency_s or 0.0
-        bad = first_failure(results)
-        if bad is not None or not out.exists():
-            bad = bad or results[0]
-            tail = "\n".join(bad.output.splitlines()[-15:])
-            raise EmuError(f"stencil rank {bad.rank} ({bad.namespace}) ended {bad.status}:\n{tail}")
+        raise_on_failure(results, "stencil", out)
         return json.loads(out.read_text()), dilation, hop
 
 

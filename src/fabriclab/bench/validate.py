@@ -28,8 +28,7 @@ from fabriclab.bench.validate_model import (NATIVE, TCP_PAYLOAD_EFFICIENCY, EmuM
 from fabriclab.collectives import registry
 from fabriclab.collectives.schedule import ALLREDUCE
 from fabriclab.emu.cluster import EmuConfig, emulated_cluster, shaping
-from fabriclab.emu.launch import first_failure, run_in_cluster
-from fabriclab.emu.netns import EmuError
+from fabriclab.emu.launch import raise_on_failure, run_in_cluster
 from fabriclab.fabric.scenario import TopologySpec
 from fabriclab.runtime.executor import DEFAULT_SEGMENT_BYTES
 from fabriclab.units import parse_bandwidth
@@ -150,12 +149,7 @@ def measure(config: ValidateConfig, *, on_line: Callable[[int, str], None] | Non
             results = run_in_cluster(argv, timeout_s=3 * expected_s + 120 + 20 * len(config.sizes_bytes),
                                      state=state, on_line=on_line)
             hop_latency_s = state.hop_latency_s or 0.0
-        bad = first_failure(results)
-        if bad is not None or not out_path.exists():
-            bad = bad or results[0]
-            tail = "\n".join(bad.output.splitlines()[-15:])
-            raise EmuError(f"validation rank {bad.rank} ({bad.namespace}) ended {bad.status} with code "
-                           f"{bad.returncode}:\n{tail}")
+        raise_on_failure(results, "validation", out_path)
         result = json.loads(out_path.read_text())
     result.update(hop_latency_s=hop_latency_s, groups=plan["groups"], estimates_s=estimates)
     return result

@@ -184,6 +184,18 @@ def first_failure(results: Sequence[RankResult]) -> RankResult | None:
     return failed[0] if failed else next((r for r in results if r.status == "timeout"), None)
 
 
+def raise_on_failure(results: Sequence[RankResult], what: str, output: "os.PathLike | None" = None) -> None:
+    """Raise EmuError naming the failed rank, its namespace, how it ended and its last output lines,
+    when a rank failed or the run's `output` file is missing; `what` names the job (e.g. `training`)."""
+    bad = first_failure(results)
+    if bad is None and (output is None or os.path.exists(output)):
+        return
+    bad = bad or results[0]
+    tail = "\n".join(bad.output.splitlines()[-15:])
+    raise netns.EmuError(f"{what} rank {bad.rank} ({bad.namespace}) ended {bad.status} with code "
+                         f"{bad.returncode}:\n{tail}")
+
+
 def exit_code(results: Sequence[RankResult]) -> int:
     """What `emu run` exits with: the first failure's code (128 + signal if killed), else rank 0's."""
     bad = first_failure(results)

@@ -1,14 +1,15 @@
 """The helper threads that do a rank's communication while its main thread computes (S-Caffe SC-OBR).
 
-Jobs run one after another in submission order, so collectives are issued in the same order on every
-rank, and only this thread issues communication on the trainer's process group while a job is in
-flight: the main thread never touches that group then (it waits on events), which is what keeps Gloo
-safe (a process group must not see two threads' collectives interleaved differently on two ranks).
-The trainer uses a process group of its own for this thread (`dist.new_group`), so the main thread's
-own collectives (barriers, metric gathers, DDP in the same process) never share it.
+A `CommThread` runs its jobs one after another in submission order, so collectives are issued in the
+same order on every rank, and only this thread issues communication on its process group: the main
+thread never touches that group (it waits on events), which is what keeps Gloo safe (a process group
+must not see two threads' collectives interleaved differently on two ranks). Each thread has a process
+group of its own (`dist.new_group`), so the main thread's collectives (barriers, metric gathers, DDP in
+the same process) never share one.
 
-`CommThreads` runs k such threads, each on a process group of its own, and gives bucket i to thread
-i mod k on every rank: k buckets are in flight at once while each group still sees one fixed order.
+`CommThreads` runs k such threads and the trainer gives bucket i to thread i mod k on every rank: k
+buckets are in flight at once (Gloo's own process group runs 2 collectives at a time), while each
+group still sees one fixed order.
 
 A job is a function; it may wait for events set by the main thread (a bucket's gradients are ready)
 and set events the main thread waits for (a layer's parameters have arrived). Its communication time
