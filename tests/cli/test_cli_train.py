@@ -67,7 +67,8 @@ def test_train_other_modes_with_a_dataset(tmp_path, mode):
 @pytest.mark.parametrize("args, message", [
     (["--batch-size", "6", "--np", "4"], "batch size 6 does not split over 4 ranks"),
     (["--model", "lenet"], "unknown model 'lenet'"),
-    (["--overlap", "forward", "--sync", "ps:servers=2"], "only reduce sync has"),
+    (["--overlap", "forward", "--sync", "ps:servers=2"], "only reduce and sharded sync have"),
+    (["--sync", "sharded:native"], "sharded needs a reduce-scatter"),
     (["--overlap", "sideways"], "unknown overlap"),
     (["--runtime", "horovod"], "unknown or repeated runtime"),
     (["--data", "/nonexistent/shards"], "does not exist"),

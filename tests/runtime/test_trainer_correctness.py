@@ -42,6 +42,11 @@ MODES = [
     dict(sync="ps:servers=1", overlap="none"),
     dict(sync="ps:servers=2", overlap="backward"),
     dict(sync="ps:servers=3", overlap="backward", compression="bf16", fusion="paper004"),
+    dict(sync="sharded:ring", overlap="none"),
+    dict(sync="sharded:ring", overlap="forward"),
+    dict(sync="sharded:ring", overlap="backward"),
+    dict(sync="sharded:recursive", overlap="backward", compression="fp16"),
+    dict(sync="sharded:direct", overlap="backward", fusion="none"),
     # One helper thread (every bucket in order on one group) and three (buckets spread over groups).
     dict(sync="allreduce:ring", overlap="backward", comm_threads=1),
     dict(sync="reduce:cb", overlap="forward", comm_threads=3),

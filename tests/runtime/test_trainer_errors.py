@@ -16,7 +16,7 @@ TIMEOUT_S = 3.0
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(overlap="forward", sync="ps:servers=2"), "--overlap forward .* only reduce sync has"),
+    (dict(overlap="forward", sync="ps:servers=2"), "--overlap forward .* only reduce and sharded sync have"),
     (dict(overlap="forward", sync="allreduce:ring"), "use --sync reduce:ALGO"),
     (dict(overlap="sideways"), "unknown overlap 'sideways'"),
     (dict(sync="gossip:ring"), "unknown sync 'gossip:ring'"),

@@ -22,10 +22,12 @@ MODES = (
     "allreduce:butterfly/backward", "allreduce:ring/backward/fp16",
     "reduce:native/backward",
     "reduce:cb/none", "reduce:cb/forward", "reduce:cb/backward",
+    "sharded:ring/none", "sharded:ring/forward", "sharded:ring/backward",
     "ps:servers=2/none", "ps:servers=2/backward",
 )
 """sync/overlap[/compression]: S-Caffe's SC-B, SC-OB, SC-OBR (reduce:cb), allreduce as DDP and
-Horovod do it (native, ring, butterfly), a parameter server, and fp16 on the wire."""
+Horovod do it (native, ring, butterfly), ZeRO-1 (sharded: ring reduce-scatter, update of one's own
+block, ring allgather), a parameter server, and fp16 on the wire."""
 
 
 def parse_mode(text: str, base: TrainerConfig) -> TrainerConfig:

@@ -78,7 +78,7 @@ def whatif_cmd(json_path: JsonOption = None) -> None:
 @app.command("train")
 @user_errors
 def train_cmd(
-    modes: str = typer.Option("all", help="sync/overlap[/compression] list, or all (12 modes)."),
+    modes: str = typer.Option("all", help="sync/overlap[/compression] list, or all (15 modes)."),
     model: str = typer.Option("resnet50", help="Zoo model."),
     num_ranks: int = typer.Option(4, "--np", help="Local ranks."),
     batch_size: int = typer.Option(32, help="Global batch per step."),

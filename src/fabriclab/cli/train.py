@@ -46,8 +46,9 @@ def train(
     batch_size: Annotated[int, typer.Option(help="Global batch per step, split over the ranks.")] = 32,
     image_size: Annotated[Optional[int], typer.Option(help="Image side (model default: 224).")] = None,
     sync: Annotated[str, typer.Option(help="allreduce:ALGO, reduce:ALGO (ALGO: ring, butterfly, cb, "
-                                           "chain:chunks=4, native, ...) or ps:servers=K.")] = "allreduce:native",
-    overlap: Annotated[str, typer.Option(help="none (SC-B), forward (SC-OB, reduce only) or backward "
+                                           "chain:chunks=4, native, ...), sharded:ALGO (ring, recursive, "
+                                           "direct: ZeRO-1) or ps:servers=K.")] = "allreduce:native",
+    overlap: Annotated[str, typer.Option(help="none (SC-B), forward (SC-OB, reduce/sharded) or backward "
                                               "(SC-OBR, DDP).")] = "backward",
     fusion: Annotated[str, typer.Option(help="Bucket policy: ddp, horovod, paper004 or none.")] = "ddp",
     bucket: Annotated[str, typer.Option(help="Bucket cap / fusion threshold.")] = "25MB",

@@ -6,6 +6,10 @@
 * `reduce:ALGO` (S-Caffe, seed 003): gradients are reduced to the root (rank 0), which alone updates
   the parameters and broadcasts them back (data propagation). ALGO serves both the reduce and the
   broadcast (`cb` is S-Caffe's hierarchical chain-binomial, `chain:chunks=8` its chunked chain).
+* `sharded:ALGO` (ZeRO stage 1, PyTorch's ZeroRedundancyOptimizer): the bucket's gradients are
+  reduce-scattered (ALGO: ring, recursive or direct), each rank updates only its block (split_counts:
+  block r is rank r's; its momentum lives only there), and the updated parameters are allgathered with
+  the same algorithm. The wire carries what a ring allreduce carries, but the update costs 1/n.
 * `ps:servers=K` (Li et al. 2014, seed 002): K of the ranks are also servers, spread evenly (server k is
   rank floor(k n / K)). Each bucket is cut into K shards; workers push shard k to server k, which sums
   them, updates its shard of the parameters (its optimizer state lives only there) and every worker
@@ -31,11 +35,14 @@ import torch
 import torch.distributed as dist
 
 from fabriclab.collectives import registry
-from fabriclab.collectives.schedule import ALLREDUCE, BROADCAST, RECV_REDUCE, REDUCE, Schedule
+from fabriclab.collectives.schedule import (ALLGATHER, ALLREDUCE, BROADCAST, RECV_REDUCE, REDUCE,
+                                            REDUCE_SCATTER, Schedule, split_counts)
 from fabriclab.runtime.executor import BufferPool, ScheduleExecutor
 
 NATIVE = "native"
-SYNC_KINDS = ("allreduce", "reduce", "ps")
+SYNC_KINDS = ("allreduce", "reduce", "sharded", "ps")
+DEFERRED = ("reduce", "sharded")
+"""Kinds whose parameters come back after the update: with overlap, while the next forward runs."""
 COMPRESSIONS = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 ROOT = 0  # S-Caffe's root solver is GPU 0
 
@@ -54,7 +61,11 @@ class SyncSpec:
         kind, _, algo = text.strip().partition(":")
         if kind not in SYNC_KINDS:
             raise ValueError(f"unknown sync {text!r}: use allreduce:ALGO, reduce:ALGO (ALGO a schedule spec "
-                             f"such as ring or cb, or native) or ps:servers=K")
+                             f"such as ring or cb, or native), sharded:ALGO (ring, recursive, direct) or "
+                             f"ps:servers=K")
+        if kind == "sharded" and algo in ("", NATIVE):
+            raise ValueError(f"sync {text!r}: sharded needs a reduce-scatter / allgather schedule, e.g. "
+                             f"sharded:ring (Gloo has no native reduce-scatter here)")
         if kind == "ps":
             return cls(kind=kind, algo=f"parameter-server:{algo}" if algo else "parameter-server")
         return cls(kind=kind, algo=algo or NATIVE)
@@ -66,6 +77,9 @@ class SyncSpec:
         if self.kind == "reduce":
             registry.parse_spec(REDUCE, self.algo, num_ranks)
             registry.parse_spec(BROADCAST, self.algo, num_ranks)
+        elif self.kind == "sharded":
+            registry.parse_spec(REDUCE_SCATTER, self.algo, num_ranks)
+            registry.parse_spec(ALLGATHER, self.algo, num_ranks)
         else:
             registry.parse_spec(ALLREDUCE, self.algo, num_ranks)
 
@@ -143,6 +157,12 @@ class BucketSync:
             self.grad_op = Collective(REDUCE, spec.algo, count, root=ROOT, **options)
             self.param_op = Collective(BROADCAST, spec.algo, count, root=ROOT, **options)
             self.owned = [(0, count)] if self.rank == ROOT else []
+        elif spec.kind == "sharded":
+            self.grad_op = Collective(REDUCE_SCATTER, spec.algo, count, root=0, **options)
+            self.param_op = Collective(ALLGATHER, spec.algo, count, root=0, **options)
+            counts = split_counts(count, self.size)
+            start = sum(counts[:self.rank])
+            self.owned = [(start, start + counts[self.rank])] if counts[self.rank] else []
         else:
             push, pull = ps_phases(spec.algo, self.size, count)
             self.grad_op = Collective(ALLREDUCE, spec.algo, count, root=0, schedule=push, **options)

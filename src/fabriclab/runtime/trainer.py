@@ -6,15 +6,17 @@ rank's batch and aggregates gradients over the process group as `config.sync` sa
 helper threads, each with a process group of its own (`fabriclab.runtime.comm`). Overlap, `config.overlap`:
 
 * `none` (S-Caffe SC-B): forward, backward, then every bucket's communication, then the update; with
-  `reduce` sync the root then broadcasts the updated parameters before the step ends.
-* `forward` (SC-OB, `reduce` sync only): the root's parameter broadcasts of every bucket start at the
-  beginning of the next step, in forward order, and a layer's forward waits for its own bucket only.
-* `backward` (SC-OBR; what DDP and Horovod do): a bucket is handed to the helper thread as soon as
-  autograd has accumulated its last gradient, while backward goes on; with `reduce` sync the
-  broadcasts overlap the next forward as in SC-OB.
+  `reduce` sync the root then broadcasts the updated parameters before the step ends (`sharded`: every
+  rank allgathers the blocks the others updated).
+* `forward` (SC-OB, `reduce` and `sharded` sync): the parameter broadcasts (allgathers) of every bucket
+  start at the beginning of the next step, in forward order, and a layer's forward waits for its own
+  buckets only.
+* `backward` (SC-OBR; what DDP and Horovod do): a bucket is handed to a helper thread as soon as
+  autograd has accumulated its last gradient, while backward goes on; with `reduce` and `sharded` sync
+  the parameters' return overlaps the next forward as in SC-OB.
 
-With `reduce` sync and forward/backward overlap, the last update reaches the non-root ranks when the
-next step starts; `finish()` propagates it (call it before reading the parameters). After `finish()`
+With `reduce` or `sharded` sync and forward/backward overlap, the last update reaches the other ranks
+when the next step starts; `finish()` propagates it (call it before reading the parameters). After `finish()`
 every rank holds the same parameters, which equal single-process SGD on the concatenated batches
 (`tests/runtime/test_trainer_correctness.py`). Batch-norm running statistics stay per rank.
 
@@ -37,7 +39,7 @@ from torch import nn
 from fabriclab.runtime.buckets import FlatLayout, FlatSGD, plan_buckets
 from fabriclab.runtime.comm import CommThreads, wait_event
 from fabriclab.runtime.executor import BufferPool
-from fabriclab.runtime.sync import ROOT, BucketSync, SyncSpec
+from fabriclab.runtime.sync import DEFERRED, ROOT, BucketSync, SyncSpec
 from fabriclab.runtime.trainer_config import OVERLAPS, TrainerConfig
 
 __all__ = ["OVERLAPS", "DataParallelTrainer", "TrainerConfig"]
@@ -148,8 +150,8 @@ class DataParallelTrainer:
         return hook
 
     def _install_forward_hooks(self) -> None:
-        """Waits before a layer's forward for its parameters (reduce sync with overlap); trace spans."""
-        waits = self.spec.kind == "reduce" and self.config.overlap != "none" and self.size > 1
+        """Waits before a layer's forward for its parameters (reduce/sharded sync with overlap); trace spans."""
+        waits = self.spec.kind in DEFERRED and self.config.overlap != "none" and self.size > 1
         bucket_of = {p: self.layout.bucket_of[i] for i, p in enumerate(self.layout.params)}
         for name, module in self.model.named_modules():
             own = [bucket_of[p] for p in module.parameters(recurse=False) if p in bucket_of]
@@ -226,12 +228,12 @@ class DataParallelTrainer:
                 self.sgd.update(bucket.start + a, bucket.start + b, sync.grad_scale)
         if self.comm is None:
             return
-        if kind == "ps" or (kind == "reduce" and overlap == "none"):
+        if kind == "ps" or (kind in DEFERRED and overlap == "none"):
             begin = time.perf_counter()
             self.comm.wait_all(self.comm.submit_each(self._send_params_job, "parameter return"),
                                self.config.timeout_s)
             self._waited("wait params", begin)
-        elif kind == "reduce":
+        elif kind in DEFERRED:
             self._stale = True
 
     def _mine(self, thread: int) -> range:
@@ -270,7 +272,7 @@ class DataParallelTrainer:
             self.events.append(("main", what, start, end))
 
     def finish(self) -> None:
-        """Deliver a pending parameter propagation (reduce sync with overlap), so all ranks agree."""
+        """Deliver a pending parameter propagation (reduce/sharded sync with overlap), so all ranks agree."""
         if self._stale and self.comm is not None:
             for e in self._arrived:
                 e.clear()

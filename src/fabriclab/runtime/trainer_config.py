@@ -20,9 +20,9 @@ class TrainerConfig:
     """How gradients are aggregated and overlapped."""
 
     sync: str = "allreduce:native"
-    """allreduce:ALGO, reduce:ALGO (ALGO a schedule spec or native) or ps:servers=K."""
+    """allreduce:ALGO, reduce:ALGO (ALGO a schedule spec or native), sharded:ALGO or ps:servers=K."""
     overlap: str = "backward"
-    """none (SC-B), forward (SC-OB, reduce sync only) or backward (SC-OBR, DDP, Horovod)."""
+    """none (SC-B), forward (SC-OB, reduce and sharded sync) or backward (SC-OBR, DDP, Horovod)."""
     fusion: str = "ddp"
     """Bucket policy of `whatif.fusion`: ddp (sizes), horovod (cycle time + size), paper004 or none."""
     bucket_bytes: int = 25 * MIB
@@ -47,10 +47,10 @@ class TrainerConfig:
         spec = SyncSpec.parse(self.sync)
         if self.overlap not in OVERLAPS:
             raise ValueError(f"unknown overlap {self.overlap!r}: use one of {', '.join(OVERLAPS)}")
-        if self.overlap == "forward" and spec.kind != "reduce":
-            raise ValueError(f"--overlap forward overlaps the root's parameter broadcast with the forward "
-                             f"pass, which only reduce sync has: use --sync reduce:ALGO, or --overlap "
-                             f"backward with {spec.kind}")
+        if self.overlap == "forward" and spec.kind not in ("reduce", "sharded"):
+            raise ValueError(f"--overlap forward overlaps the return of the updated parameters with the "
+                             f"forward pass, which only reduce and sharded sync have: use --sync reduce:ALGO "
+                             f"or sharded:ALGO, or --overlap backward with {spec.kind}")
         if self.fusion not in POLICIES:
             raise ValueError(f"unknown fusion {self.fusion!r}: use one of {', '.join(POLICIES)}")
         if self.compression not in COMPRESSIONS:
