@@ -73,8 +73,12 @@ class CommThread:
         spans, self.spans = self.spans, []
         return spans
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
+        """End the thread after its last job and wait for it (bounded), so that it is not inside a
+        C++ call when the interpreter shuts down (that aborts the process)."""
         self._queue.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=timeout_s)
 
     def _loop(self) -> None:
         while True:

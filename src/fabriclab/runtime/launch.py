@@ -460,7 +460,8 @@ class _Heartbeat:
         self._stop = threading.Event()
 
     def start(self) -> None:
-        threading.Thread(target=self._beat, name="fabriclab-heartbeat", daemon=True).start()
+        self._thread = threading.Thread(target=self._beat, name="fabriclab-heartbeat", daemon=True)
+        self._thread.start()
 
     def _beat(self) -> None:
         while True:
@@ -472,7 +473,12 @@ class _Heartbeat:
                 return
 
     def stop(self) -> None:
+        """Stop beating and wait (bounded) for the thread: a daemon thread still inside a store call when
+        the interpreter shuts down is killed while unwinding C++ frames, which aborts the process."""
         self._stop.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5 * self.interval_s + 1.0)
 
 
 def _diagnose(store, rank, world_size, ctx, exc, interval_s) -> tuple[str, list[int]]:
