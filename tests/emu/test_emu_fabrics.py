@@ -9,11 +9,21 @@ from typer.testing import CliRunner
 
 from fabriclab.cli.main import app
 from fabriclab.emu import netns
+from fabriclab.emu.cluster import teardown_cluster
+from fabriclab.emu.state import cluster_lock
 
 pytestmark = pytest.mark.root
 
 
-def test_bench_fabrics_trains_in_the_emulated_cluster(emu_locked, tmp_path):
+@pytest.fixture
+def cleanup(emu_root):
+    """The command takes the emulator's lock itself; afterwards, remove whatever a failure left."""
+    yield
+    with cluster_lock():
+        teardown_cluster()
+
+
+def test_bench_fabrics_trains_in_the_emulated_cluster(cleanup, tmp_path):
     out = tmp_path / "fab"
     result = CliRunner().invoke(app, ["bench", "fabrics", "--fabrics", "100g-opa", "--workers", "2",
                                       "--algos", "ring", "--steps", "1", "--warmup", "0", "--scale", "1/10",
