@@ -14,7 +14,7 @@ group still sees one fixed order.
 A job is a function; it may wait for events set by the main thread (a bucket's gradients are ready)
 and set events the main thread waits for (a layer's parameters have arrived). Its communication time
 is what it reports with `add_span`: waiting for the main thread is not communication. An exception
-in a job is re-raised in the main thread by `wait`, and every later job fails fast: a dead peer makes
+in a job is re-raised in the main thread by `wait_all`, and every later job fails fast: a dead peer makes
 the whole step fail with the executor's (named) error, never a hang.
 
 Try it: `fabriclab train --model resnet50 --np 2 --image-size 32 --batch-size 4 --steps 3 --warmup 1 --overlap backward`.
@@ -42,12 +42,10 @@ class Job:
 
 
 class CommThread:
-    """A daemon thread that runs submitted jobs in order and times their communication spans."""
+    """A daemon thread that runs submitted jobs in order."""
 
     def __init__(self, name: str = "fabriclab-comm") -> None:
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self.spans: list[tuple[str, float, float]] = []
-        """(name, start, end) perf_counter seconds of every `add_span` since the last `take_spans`."""
         self.failed: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
@@ -56,22 +54,6 @@ class CommThread:
         job = Job(fn, name)
         self._queue.put(job)
         return job
-
-    def wait(self, job: Job, timeout_s: float) -> None:
-        """Block until `job` is done; re-raise its error. `timeout_s` bounds a wait that nothing ends
-        (the process group's own timeout normally fires first and names the missing peer)."""
-        if not job.done.wait(timeout_s):
-            raise CommError(f"communication job {job.name!r} did not finish within {timeout_s:g} s")
-        if job.error is not None:
-            raise CommError(f"{type(job.error).__name__}: {job.error}") from job.error
-
-    def add_span(self, name: str, start: float, end: float) -> None:
-        """Record a piece of communication of a job (for the step's comm time and the trace)."""
-        self.spans.append((name, start, end))
-
-    def take_spans(self) -> list[tuple[str, float, float]]:
-        spans, self.spans = self.spans, []
-        return spans
 
     def close(self, timeout_s: float = 5.0) -> None:
         """End the thread after its last job and wait for it (bounded), so that it is not inside a
@@ -96,13 +78,13 @@ class CommThread:
 
 
 class CommThreads:
-    """k `CommThread`s sharing one span list; job j of a `submit_each` runs on thread j."""
+    """k `CommThread`s; job j of a `submit_each` runs on thread j, and every job records its
+    communication spans in one list (list.append is atomic)."""
 
     def __init__(self, count: int) -> None:
         self.threads = [CommThread(f"fabriclab-comm-{j}") for j in range(count)]
         self.spans: list[tuple[str, float, float]] = []
-        for t in self.threads:
-            t.spans = self.spans  # list.append is atomic: one list for every thread
+        """(name, start, end) perf_counter seconds of every `add_span` since the last `take_spans`."""
 
     def __len__(self) -> int:
         return len(self.threads)
@@ -116,14 +98,20 @@ class CommThreads:
         return [t.submit(make(j), f"{name} ({j})") for j, t in enumerate(self.threads)]
 
     def wait_all(self, jobs: list[Job], timeout_s: float) -> None:
-        """Wait for every job (a failure on one thread fails the others' waits fast too)."""
+        """Block until every job is done; re-raise the first error (a failure on one thread fails the
+        others' waits fast too). `timeout_s` bounds a wait that nothing ends (the process group's own
+        timeout normally fires first and names the missing peer)."""
         for job in jobs:
             if self.failed is not None and not job.done.is_set():
                 failed = self.failed
                 raise CommError(f"{type(failed).__name__}: {failed}") from failed
-            self.threads[0].wait(job, timeout_s)
+            if not job.done.wait(timeout_s):
+                raise CommError(f"communication job {job.name!r} did not finish within {timeout_s:g} s")
+            if job.error is not None:
+                raise CommError(f"{type(job.error).__name__}: {job.error}") from job.error
 
     def add_span(self, name: str, start: float, end: float) -> None:
+        """Record a piece of communication of a job (for the step's comm time and the trace)."""
         self.spans.append((name, start, end))
 
     def take_spans(self) -> list[tuple[str, float, float]]:
@@ -136,9 +124,8 @@ class CommThreads:
             t.close()
 
 
-def wait_event(event: threading.Event, threads, timeout_s: float, what: str) -> None:
-    """Wait for an event a helper thread sets, failing fast if a helper thread failed (`threads` is a
-    `CommThread` or `CommThreads`)."""
+def wait_event(event: threading.Event, threads: CommThreads, timeout_s: float, what: str) -> None:
+    """Wait for an event a helper thread sets, failing fast if a helper thread of `threads` failed."""
     deadline = time.monotonic() + timeout_s
     while not event.wait(0.05):
         if threads.failed is not None:
