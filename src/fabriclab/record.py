@@ -66,6 +66,13 @@ def write_csv(path: str | os.PathLike, rows: list[dict]) -> Path:
     return out
 
 
+def write_outputs(folder: str | os.PathLike, stem: str, kind: str, config: dict, results: Any,
+                  rows: list[dict]) -> None:
+    """A run's `--out` folder: `stem.json` (its record) and `stem.csv` (its rows); folders are created."""
+    write_record(Path(folder) / f"{stem}.json", make_record(kind, config, results))
+    write_csv(Path(folder) / f"{stem}.csv", rows)
+
+
 def versions() -> dict[str, str | None]:
     """Versions of fabriclab, Python, numpy and torch; torch is read from metadata unless imported."""
     torch = sys.modules.get("torch")

@@ -153,7 +153,9 @@ def fabrics_cmd(
     from fabriclab.cli.common import err_console
     from fabriclab.cli.common import EXIT_FAILED, print_error
     from fabriclab.emu.netns import EmuError, check_system
-    from fabriclab.record import make_record, write_csv, write_record
+    from fabriclab.emu.presets import parse_scale
+    from fabriclab.units import parse_int_list
+    from fabriclab.record import write_outputs
     from fabriclab.report.fabrics import fabrics_table, plot_figures
 
     spec = compute.strip()
@@ -163,12 +165,12 @@ def fabrics_cmd(
         raise ValueError(f"--model {model} and --compute {compute} name different profiles: give one")
     names = [a if a != "hierarchical" else "hierarchical:group=2" for a in split_list(algos, "algorithms")]
     config = FabricsConfig(fabrics=tuple(split_list(fabrics, "fabrics")),
-                           workers=tuple(_ints(split_list(workers, "worker counts"), "worker count")),
+                           workers=tuple(parse_int_list(workers, minimum=1, what="worker count")),
                            algos=tuple(names), compute=spec, scale=scale, steps=steps, warmup=warmup,
                            timeout_s=timeout)
     check_system()
     points = len(config.fabrics) * len(config.workers) * len(config.algos)
-    err_console.print(f"{points} points, one training run each (steps x dilation {1 / _scale(scale):g} of "
+    err_console.print(f"{points} points, one training run each (steps x dilation {1 / parse_scale(scale):g} of "
                       f"replayed compute per step) ...", markup=False)
 
     rows: list[dict] = []
@@ -196,27 +198,12 @@ def fabrics_cmd(
     config_dict = dataclasses.asdict(config)
     save_record(json_path, "bench.fabrics", config_dict, results)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        write_record(out / "fabrics.json", make_record("bench.fabrics", config_dict, results))
-        write_csv(out / "fabrics.csv", rows)
+        write_outputs(out, "fabrics", "bench.fabrics", config_dict, results, rows)
         plot_figures(rows, out, model=config.profile_name)
         err_console.print(f"wrote {out}/fabrics.json, fabrics.csv, fig4.png, fig5.png", markup=False)
     if failure is not None:
         print_error(failure)
         raise typer.Exit(EXIT_FAILED)
-
-
-def _ints(items: list[str], what: str) -> list[int]:
-    try:
-        return [int(x) for x in items]
-    except ValueError:
-        raise ValueError(f"{what}s must be integers, got {','.join(items)}") from None
-
-
-def _scale(text: str) -> float:
-    from fabriclab.emu.presets import parse_scale
-
-    return parse_scale(text)
 
 
 def register(main_app: typer.Typer) -> None:

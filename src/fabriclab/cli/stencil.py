@@ -24,11 +24,11 @@ from fabriclab.bench.stencil_sim import MINI_APP_COMPUTE_PER_CELL_S, AtScaleConf
 from fabriclab.cli.common import (EXIT_FAILED, console, err_console, JsonOption, print_error, save_record,
                                   split_list, user_errors)
 from fabriclab.emu.netns import EmuError
-from fabriclab.record import make_record, write_csv, write_record
+from fabriclab.record import write_outputs
 from fabriclab.report.stencil import at_scale_table, plot_figure3, scale_table
 from fabriclab.runtime.launch import LaunchError
 from fabriclab.runtime.stencil import StencilConfig
-from fabriclab.units import format_size, parse_time
+from fabriclab.units import format_size, parse_int_list, parse_time
 
 app = typer.Typer(help="CFD-like stencil mini-app (seed 000's CartDG): run, emulated scaling, simulation.",
                   no_args_is_help=True)
@@ -37,13 +37,6 @@ app = typer.Typer(help="CFD-like stencil mini-app (seed 000's CartDG): run, emul
 def register(main_app: typer.Typer) -> None:
     """Add the `stencil` group to the main app."""
     main_app.add_typer(app, name="stencil")
-
-
-def _ints(text: str, what: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in split_list(text, what))
-    except ValueError as exc:
-        raise ValueError(f"invalid {what} {text!r}: give whole numbers such as 1,2,4,8") from exc
 
 
 def _ms(seconds: float) -> str:
@@ -100,7 +93,7 @@ def scale_cmd(
     json_path: JsonOption = None,
 ) -> None:
     """Strong scaling on the emulated fabrics (root): compute / communication split per rank count."""
-    config = ScaleConfig(fabrics=tuple(split_list(fabrics, "fabric list")), num_ranks=_ints(num_ranks, "--np"),
+    config = ScaleConfig(fabrics=tuple(split_list(fabrics, "fabric list")), num_ranks=tuple(parse_int_list(num_ranks, minimum=1, what="--np")),
                          scale=scale, stencil=StencilConfig(cells=cells, steps=steps, work=work),
                          burst_s=parse_time(burst), queue_s=parse_time(queue))
     try:
@@ -114,8 +107,7 @@ def scale_cmd(
     config_dict = asdict(config)
     save_record(json_path, "stencil.scale", config_dict, rows)
     if out is not None:
-        write_record(out / "stencil_scale.json", make_record("stencil.scale", config_dict, rows))
-        write_csv(out / "stencil_scale.csv", rows)
+        write_outputs(out, "stencil_scale", "stencil.scale", config_dict, rows, rows)
         plot_figure3(rows, out / "stencil_scale.png", measured=True,
                      title=f"stencil {cells}^3, work {work}: emulated fabrics (scale {scale})")
         err_console.print(f"wrote {out}/stencil_scale.json, .csv, .png", markup=False)
@@ -139,7 +131,7 @@ def simulate_cmd(
     json_path: JsonOption = None,
 ) -> None:
     """The stencil at scale on the flow-level simulator, and a plot like seed 000's Figure 3."""
-    config = AtScaleConfig(ranks=_ints(ranks, "--ranks"), fabrics=tuple(split_list(fabrics, "fabric list")),
+    config = AtScaleConfig(ranks=tuple(parse_int_list(ranks, minimum=1, what="--ranks")), fabrics=tuple(split_list(fabrics, "fabric list")),
                            cells=cells, compute_per_cell_s=parse_time(compute_per_cell),
                            bytes_per_face_cell=bytes_per_face_cell, rack_size=rack_size,
                            ranks_per_node=ranks_per_node, bisection=bisection, steps=steps,
@@ -149,8 +141,7 @@ def simulate_cmd(
     config_dict = asdict(config)
     save_record(json_path, "stencil.simulate", config_dict, rows)
     if out is not None:
-        write_record(out / "stencil_sim.json", make_record("stencil.simulate", config_dict, rows))
-        write_csv(out / "stencil_sim.csv", rows)
+        write_outputs(out, "stencil_sim", "stencil.simulate", config_dict, rows, rows)
         plot_figure3(rows, out / "stencil_sim.png", rack_ranks=rack_size * ranks_per_node,
                      title=f"stencil {cells}^3 simulated, racks of {rack_size} nodes x {ranks_per_node} ranks")
         err_console.print(f"wrote {out}/stencil_sim.json, .csv, .png", markup=False)
