@@ -24,7 +24,7 @@ def test_bad_config_is_one_clear_error(kwargs, message):
 def test_predictions_on_both_fabrics():
     config = FabricsConfig(workers=(8,), algos=("ring", "hierarchical:group=2"))
     eth, opa = predict(config, "25gbe", 8, "ring"), predict(config, "100g-opa", 8, "ring")
-    profile = config.profile()
+    profile = config.profile
     for p in (eth, opa):
         # Communication only ever adds to the single-GPU iteration.
         assert p["sim_iteration_s"] >= profile.iteration_s and p["whatif_iteration_s"] >= profile.iteration_s

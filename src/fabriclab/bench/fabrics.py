@@ -28,6 +28,7 @@ import json
 import sys
 import tempfile
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
@@ -85,13 +86,15 @@ class FabricsConfig:
         if self.steps < 1 or self.warmup < 0:
             raise ValueError(f"need steps >= 1 and warmup >= 0, got {self.steps} and {self.warmup}")
         parse_scale(self.scale)
-        self.profile()  # a missing or malformed profile fails here, before any cluster is built
+        self.profile  # a missing or malformed profile fails here, before any cluster is built
 
     @property
     def profile_name(self) -> str:
         return self.compute[len(REPLAY):]
 
+    @cached_property
     def profile(self):
+        """The replayed profile, read once (every point's prediction and command use it)."""
         from fabriclab.workload.profile import load_profile
 
         return load_profile(self.profile_name)
@@ -104,7 +107,7 @@ def predict(config: FabricsConfig, fabric: str, workers: int, algo: str) -> dict
     from fabriclab.whatif.iteration import simulate_iteration
     from fabriclab.workload.addcost import builtin_add_cost
 
-    profile = config.profile()
+    profile = config.profile
     bandwidth = link_preset(fabric_preset(fabric).link).bandwidth_Bps
     spec = apply_preset(TopologySpec(kind="star", hosts=workers), fabric, config.scale)[0]
     add = builtin_add_cost()
@@ -124,7 +127,7 @@ def predict(config: FabricsConfig, fabric: str, workers: int, algo: str) -> dict
 
 def train_argv(config: FabricsConfig, workers: int, algo: str, dilation: float, out: Path) -> list[str]:
     """The command every emulated host runs for one point."""
-    batch = workers * config.profile().batch_size
+    batch = workers * config.profile.batch_size
     return [sys.executable, "-m", "fabriclab", "train", "--replay", config.profile_name,
             "--dilation", f"{dilation:g}", "--batch-size", str(batch), "--sync", f"allreduce:{algo}",
             "--overlap", "backward", "--comm-threads", "1", "--steps", str(config.steps),

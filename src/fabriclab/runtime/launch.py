@@ -458,6 +458,7 @@ class _Heartbeat:
         self.store, self.rank = store, rank
         self.interval_s = min(1.0, timeout_s / 10)
         self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._beat, name="fabriclab-heartbeat", daemon=True)
@@ -476,9 +477,8 @@ class _Heartbeat:
         """Stop beating and wait (bounded) for the thread: a daemon thread still inside a store call when
         the interpreter shuts down is killed while unwinding C++ frames, which aborts the process."""
         self._stop.set()
-        thread = getattr(self, "_thread", None)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5 * self.interval_s + 1.0)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5 * self.interval_s + 1.0)
 
 
 def _diagnose(store, rank, world_size, ctx, exc, interval_s) -> tuple[str, list[int]]:

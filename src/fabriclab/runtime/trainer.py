@@ -72,11 +72,11 @@ class DataParallelTrainer:
         sizes = plan_buckets([p.numel() * p.element_size() for p in params], ready, config.policy)
         self.layout = FlatLayout(params, sizes)
         self.sgd = FlatSGD(self.layout, config.sgd)
-        self.pools = [BufferPool() for _ in range(max(threads, 1))]
+        k = max(threads, 1)  # buckets take turns over the helper threads' groups and buffer pools
+        self.pools = [BufferPool() for _ in range(k)]
         self.comm = CommThreads(threads) if self.size > 1 else None
         if self.size > 1:
             dist.broadcast(self.layout.flat_params, group=self.group, group_src=ROOT)
-        k = max(threads, 1)
         self.syncs = [BucketSync(self.spec, self.layout.flat_grads[b.start:b.stop],
                                  self.layout.flat_params[b.start:b.stop],
                                  group=self.groups[i % k] if self.groups else None,
