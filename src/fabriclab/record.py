@@ -15,6 +15,7 @@ import dataclasses
 import datetime
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import socket
@@ -48,7 +49,7 @@ def write_record(path: str | os.PathLike, record: dict) -> Path:
     """Write `record` as indented JSON to `path` (parent folders are created); returns the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(_jsonable(record), indent=2) + "\n")
+    out.write_text(json.dumps(_jsonable(record), indent=2, allow_nan=False) + "\n")
     return out
 
 
@@ -148,7 +149,8 @@ def _memory_bytes() -> int | None:
 
 
 def _jsonable(value: Any) -> Any:
-    """Plain JSON types from dataclasses, paths, tuples, sets and numpy scalars or arrays."""
+    """Plain JSON types from dataclasses, paths, tuples, sets and numpy scalars or arrays; NaN and
+    infinities become null (records are standard JSON)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _jsonable(dataclasses.asdict(value))
     if isinstance(value, dict):
@@ -159,5 +161,7 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if hasattr(value, "tolist") and callable(value.tolist):
-        return value.tolist()
+        return _jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # standard JSON has no NaN/Infinity: a value that is not a number is null
     return value

@@ -297,3 +297,12 @@ def _print_failures(failures: list[dict], num_cases: int) -> None:
                    f"root={f['root']}:")
         for error in f["errors"][:3]:
             typer.echo(f"    {error}")
+
+
+def register(main_app: typer.Typer) -> None:
+    """Add the `collectives` group (list, show, verify and `bench`) to `main_app`."""
+    from fabriclab.cli import collectives_bench
+
+    if "bench" not in {c.name for c in app.registered_commands}:
+        collectives_bench.register(app)
+    main_app.add_typer(app, name="collectives")

@@ -1,4 +1,14 @@
-"""What every command shares: the one-line error for bad input, the `--json PATH` record option.
+"""What every command shares: the one-line error for bad input, `--format`, `--json`, `--store`, output.
+
+Output: a command builds rich tables and hands them to `Output.table`, which renders them in the chosen
+`--format` (see `fabriclab.report.tables`: never a cut number; `plain` when stdout is not a terminal).
+When stdout carries machine output (`--format csv|json`, or `--json -`), human lines (`Output.note`) and
+tables other than the machine output go to stderr, so stdout stays parseable. `Output.record` writes
+the run's record to `--json PATH` (`-` = stdout) and adds it to the results store.
+
+Output paths are checked before the work (`check_output_path`, `check_output_dir`); if a write still
+fails after the work, the record is saved to a temporary file that the error line names, so the
+result is never lost.
 
 A `ValueError` that escapes a command decorated with `@user_errors` is bad user input: it prints one
 red line `error: <message>` to stderr and exits with code 2, the code typer uses for its own usage
@@ -17,8 +27,10 @@ from typing import Annotated, Any, Callable, Optional, TypeVar
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from fabriclab.record import make_record, write_record
+from fabriclab.report.tables import FORMATS, check_format, render
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -31,8 +43,22 @@ err_console = Console(stderr=True, highlight=False, width=_WIDTH)
 JsonOption = Annotated[
     Optional[Path],
     typer.Option("--json", metavar="PATH", dir_okay=False,
-                 help="Write a machine-readable record of this run (config, versions, host, results)."),
+                 help="Write a machine-readable record of this run (config, versions, host, results) "
+                      "to PATH; - writes it to stdout."),
 ]
+FormatOption = Annotated[
+    Optional[str],
+    typer.Option("--format", metavar="FORMAT",
+                 help=f"Output format: {'|'.join(FORMATS)} (default: table on a terminal, plain "
+                      "otherwise; numbers are never cut)."),
+]
+StoreOption = Annotated[
+    Optional[Path],
+    typer.Option("--store", metavar="PATH", dir_okay=False,
+                 help="Results store (SQLite) this run's record is added to (default: $FABRICLAB_STORE, "
+                      "else ~/.local/share/fabriclab/results.db)."),
+]
+STDOUT = Path("-")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,12 +87,132 @@ def user_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def save_record(path: Path | None, kind: str, config: dict, results: Any) -> None:
-    """Write the run's record to `path` when `--json PATH` was given, and say where."""
+def save_record(path: Path | None, kind: str, config: dict, results: Any,
+                store: Path | None = None) -> dict:
+    """Write the run's record to `path` (`-`: stdout) when given, add it to the store; returns it."""
+    record = make_record(kind, config, results)
+    if path is not None:
+        _write_record_safely(path, record)
+    _store_record(record, store)
+    return record
+
+
+def _write_record_safely(path: Path, record: dict) -> None:
+    """Write `record`; if that fails after the work, keep it in a temporary file and say where."""
+    if path == STDOUT:
+        sys.stdout.write(_record_json(record))
+        sys.stdout.flush()
+        return
+    try:
+        write_record(path, record)
+    except OSError as exc:
+        import tempfile
+
+        fd, kept = tempfile.mkstemp(prefix="fabriclab-record-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            f.write(_record_json(record))
+        raise ValueError(f"cannot write the record to {path} ({exc.strerror or exc}); "
+                         f"the record is kept in {kept}") from None
+    err_console.print(f"record written to {path}", markup=False, soft_wrap=True)
+
+
+def _record_json(record: dict) -> str:
+    import json
+
+    return json.dumps(record, indent=2, allow_nan=False) + "\n"
+
+
+def _store_record(record: dict, store: Path | None) -> None:
+    """Add the record to the results store; a store that cannot take it is a warning, not a lost run."""
+    try:
+        from fabriclab.report import store as results_store
+    except ModuleNotFoundError as exc:  # the store module is optional until it lands
+        if exc.name != "fabriclab.report.store":
+            raise
+        return
+    if os.environ.get("FABRICLAB_STORE", None) == "off" and store is None:
+        return
+    try:
+        results_store.add_record(record, results_store.resolve_store_path(store))
+    except (ValueError, OSError) as exc:
+        print_error(f"the record was not added to the results store: {exc}")
+
+
+def check_output_path(path: Path | None, option: str = "--json") -> None:
+    """Before the work: `path` (a file to write) must be writable, or a ValueError says what to change."""
+    if path is None or path == STDOUT:
+        return
+    if path.exists() and path.is_dir():
+        raise ValueError(f"{option} {path}: that is a directory; give a file path")
+    parent = _existing_parent(path)
+    if not parent.is_dir():
+        raise ValueError(f"{option} {path}: {parent} is a file, not a directory")
+    if path.exists() and not os.access(path, os.W_OK) or not path.exists() and not os.access(parent, os.W_OK):
+        raise ValueError(f"{option} {path}: not writable here; give a path in a writable directory")
+    if str(path.resolve()).startswith(("/proc/", "/sys/", "/dev/")) and path != Path("/dev/null"):
+        raise ValueError(f"{option} {path}: not a regular file location; give a path in a writable directory")
+
+
+def check_output_dir(path: Path | None, option: str = "--out") -> None:
+    """Before the work: `path` (a folder to create or fill) must be usable, or a ValueError says why."""
     if path is None:
         return
-    write_record(path, make_record(kind, config, results))
-    err_console.print(f"record written to {path}", markup=False, soft_wrap=True)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{option} {path}: that is a file; give a directory (it is created if missing)")
+    parent = _existing_parent(path)
+    if not parent.is_dir():
+        raise ValueError(f"{option} {path}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"{option} {path}: {parent} is not writable; give a writable directory")
+    if str(path.resolve()).startswith(("/proc/", "/sys/", "/dev/")):
+        raise ValueError(f"{option} {path}: not a place for files; give a writable directory")
+
+
+def _existing_parent(path: Path) -> Path:
+    parent = path if path.is_dir() else path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent
+
+
+class Output:
+    """Where a command's tables, notes and record go, for one run (see the module docstring)."""
+
+    def __init__(self, fmt: str | None = None, json_path: Path | None = None, store: Path | None = None):
+        self.fmt = check_format(fmt) if fmt is not None else ("table" if sys.stdout.isatty() else "plain")
+        self.json_path = json_path
+        self.store = store
+        self.machine_stdout = self.fmt in ("csv", "json") or json_path == STDOUT
+        check_output_path(json_path)
+
+    def table(self, table: Table) -> None:
+        """Render a table on stdout (stderr when `--json -` owns stdout and the format is human)."""
+        human_to_stderr = self.json_path == STDOUT
+        file = sys.stderr if human_to_stderr else sys.stdout
+        render(table, self.fmt, file, width=_terminal_width(file))
+        file.flush()
+
+    def note(self, text: str) -> None:
+        """A human line: stdout for table/plain/markdown output, stderr when stdout is for programs."""
+        file = sys.stderr if self.machine_stdout else sys.stdout
+        file.write(text.rstrip("\n") + "\n")
+        file.flush()
+
+    def record(self, kind: str, config: dict, results: Any) -> dict:
+        """Write the record to `--json` (if given) and the results store; returns the record."""
+        return save_record(self.json_path, kind, config, results, self.store)
+
+
+def _terminal_width(file) -> int | None:
+    """The width rich should use: the terminal's (COLUMNS wins), or None for a pipe (then unused)."""
+    if "COLUMNS" in os.environ:
+        try:
+            return max(int(os.environ["COLUMNS"]), 20)
+        except ValueError:
+            return 80
+    if file.isatty():
+        return os.get_terminal_size(file.fileno()).columns
+    return 80
 
 
 def split_list(text: str, what: str) -> list[str]:

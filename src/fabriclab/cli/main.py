@@ -1,44 +1,111 @@
-"""The `fabriclab` command: one typer app with a sub-app per command group, and `run`, the main job.
+"""The `fabriclab` command: one typer app whose command groups load only when they are used.
 
-`fabriclab run` runs the main job on a built-in default; for now that is the short collectives
-benchmark (ring, butterfly and the native all-reduce on 4 local ranks, sizes 1KB:16MB), the same code
-as `fabriclab collectives bench` with its defaults.
+`fabriclab --help` lists every command from the table below without importing any of them, so it starts
+in a fraction of a second; `fabriclab simulate ...` imports the simulate module only (and never torch:
+torch is imported inside the commands that run it). `fabriclab run` runs the main job on a built-in
+default, the short collectives benchmark (ring, butterfly and the native all-reduce on 4 local ranks,
+sizes 1KB:16MB), the same code as `fabriclab collectives bench` with its defaults.
 
-Try it: `fabriclab run`.
+Try it: `fabriclab --help`.
 """
 
+from __future__ import annotations
+
+import importlib
+
+import click
 import typer
+from typer.core import TyperGroup
 
 import fabriclab
-from fabriclab.cli import (bench, collectives, data, emu, models, profile, simulate, stencil, train, validate,
-                           whatif)
-from fabriclab.cli.common import fail_usage, user_errors
+from fabriclab.cli.common import user_errors
+
+# name -> (module, one-line help); the module's `register(app)` adds the command or group `name`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("fabriclab.cli.main", "The main job on a built-in default: the short collectives benchmark on 4 "
+                                  "local ranks."),
+    "collectives": ("fabriclab.cli.collectives", "Collective algorithms as schedules: list, show, verify and "
+                                                 "benchmark them."),
+    "simulate": ("fabriclab.cli.simulate", "Simulate collectives on modelled fabrics (flow-level, max-min "
+                                           "sharing)."),
+    "whatif": ("fabriclab.cli.whatif", "What-if: scaling factor from a profile, a fusion policy and a "
+                                       "collective cost."),
+    "plan": ("fabriclab.cli.plan", "How much network to buy: scaling, throughput and cost of fabrics and "
+                                   "topologies for a model."),
+    "calibrate": ("fabriclab.cli.calibrate", "Fit a cluster model to real measurements (nccl-tests "
+                                             "output)."),
+    "validate": ("fabriclab.cli.validate", "Predictions against measurements: the emulated cluster, and the "
+                                           "papers' published numbers."),
+    "models": ("fabriclab.cli.models", "List the model zoo: parameters, MB (fp32) and forward GFLOPs per "
+                                       "sample; or one model's layers."),
+    "profile": ("fabriclab.cli.profile", "Profile a zoo model on this machine (per-layer and gradient-ready "
+                                         "times)."),
+    "train": ("fabriclab.cli.train", "Train a model data-parallel and report throughput, scaling and "
+                                     "communication, tf_cnn_benchmarks style."),
+    "data": ("fabriclab.cli.data", "Datasets for `fabriclab train`: synthetic images as TFRecord shards."),
+    "stencil": ("fabriclab.cli.stencil", "CFD-like stencil mini-app (Samsi et al.'s CartDG): run, emulated "
+                                         "scaling, simulation."),
+    "emu": ("fabriclab.cli.emu", "Emulated cluster in this box (root): namespaces as hosts, shaped links, "
+                                 "launcher."),
+    "bench": ("fabriclab.cli.bench", "Benchmarks: CLI start-up, simulator, what-if and plan speed, trainer "
+                                     "modes vs DDP, fabrics."),
+    "results": ("fabriclab.cli.results", "The results store: list, show, export and diff the records of "
+                                         "past runs."),
+    "report": ("fabriclab.cli.report", "Write one self-contained HTML report from the records in the "
+                                       "results store."),
+}
+
+
+def _available(name: str) -> bool:
+    """Whether the module behind `name` is installed (commands still being written are left out)."""
+    module = COMMANDS[name][0]
+    return module == __name__ or importlib.util.find_spec(module) is not None
+
+
+def load_command(name: str) -> click.Command:
+    """Import the module behind `name` and return its click command (a group for command groups)."""
+    if name == "run":
+        return typer.main.get_command(_run_app)
+    module = importlib.import_module(COMMANDS[name][0])
+    holder = typer.Typer()
+    holder.callback()(lambda: None)  # a callback keeps the holder a group even with one command
+    module.register(holder)
+    group = typer.main.get_command(holder)
+    command = group.commands.get(name)
+    assert command is not None, f"{module.__name__}.register did not add {name!r}"
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """A group that lists commands from COMMANDS and imports one only when it is run (or its help shown)."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if _available(name)]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS or not _available(name):
+            return None
+        if self._listing:  # the top-level help needs only the name and the line of help
+            return click.Command(name, help=COMMANDS[name][1], short_help=COMMANDS[name][1])
+        return load_command(name)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
+    cls=LazyGroup,
     help="Run, simulate and compare collectives and data-parallel training on network fabrics.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
 )
-app.add_typer(collectives.app, name="collectives")
-simulate.register(app)
-bench.register(app)
-whatif.register(app)
-models.register(app)
-profile.register(app)
-emu.register(app)
-train.register(app)
-data.register(app)
-validate.register(app)
-stencil.register(app)
-
-try:
-    import fabriclab.cli.collectives_bench as collectives_bench
-except ModuleNotFoundError as exc:  # written in parallel; only its absence is tolerated, not its errors
-    if exc.name != "fabriclab.cli.collectives_bench":
-        raise
-    collectives_bench = None
-else:
-    collectives_bench.register(collectives.app)
 
 
 def _version(value: bool) -> None:
@@ -55,13 +122,21 @@ def main(
     """Run, simulate and compare collectives and data-parallel training on network fabrics."""
 
 
-@app.command()
+_run_app = typer.Typer()
+
+
+@_run_app.command("run")
 @user_errors
 def run() -> None:
     """The main job on a built-in default: the short collectives benchmark on 4 local ranks."""
-    if collectives_bench is None:
-        raise fail_usage("the collectives benchmark (fabriclab.cli.collectives_bench) is not installed")
+    from fabriclab.cli import collectives_bench
+
     raise typer.Exit(collectives_bench.run_default())
+
+
+def register(holder: typer.Typer) -> None:
+    """Add `run` to `holder` (COMMANDS lists this module for it)."""
+    holder.command("run")(run)
 
 
 if __name__ == "__main__":
