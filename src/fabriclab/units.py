@@ -134,8 +134,10 @@ def parse_size_range(text: str) -> list[int]:
     return sizes
 
 
-def parse_int_list(text: str, *, minimum: int = 0, what: str = "number list") -> list[int]:
-    """Sorted distinct integers of `3`, `1-64`, `1,2,4,8` or `1-4,16`, each >= `minimum`."""
+def parse_int_list(text: str, *, minimum: int = 0, what: str = "number list",
+                   maximum: int | None = None) -> list[int]:
+    """Sorted distinct integers of `3`, `1-64`, `1,2,4,8` or `1-4,16`, each >= `minimum` (and <= `maximum`,
+    checked before a range is expanded, so `1-1000000000000` is an error, not a hang)."""
     text = _clean(text, what)
     values: set[int] = set()
     for part in _parts(text, what, INT_LIST_FORMS):
@@ -148,13 +150,15 @@ def parse_int_list(text: str, *, minimum: int = 0, what: str = "number list") ->
             raise ValueError(f"invalid {what} {text!r}: range {part!r} runs backwards; write {hi}-{lo}")
         if lo < minimum:
             raise ValueError(f"invalid {what} {text!r}: values start at {minimum}, got {lo}")
+        if maximum is not None and hi > maximum:
+            raise ValueError(f"invalid {what} {text!r}: {hi} is more than the limit of {maximum}")
         values.update(range(lo, hi + 1))
     return sorted(values)
 
 
-def parse_rank_range(text: str) -> list[int]:
-    """Rank counts (each >= 1) of `3`, `1-64`, `1,2,4,8` or `1-4,16`, sorted and distinct."""
-    return parse_int_list(text, minimum=1, what="rank count")
+def parse_rank_range(text: str, maximum: int | None = None) -> list[int]:
+    """Rank counts (each >= 1, <= `maximum`) of `3`, `1-64`, `1,2,4,8` or `1-4,16`, sorted and distinct."""
+    return parse_int_list(text, minimum=1, what="rank count", maximum=maximum)
 
 
 def format_int_list(values: list[int]) -> str:

@@ -3,19 +3,22 @@ able to fail), input validation, and the `fabriclab collectives bench` command."
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 
 import pytest
 from typer.testing import CliRunner
 
-from fabriclab.bench.collectives import COLUMNS, BenchConfig, bench_rank, run_bench
+from fabriclab.bench.collectives import COLUMNS, DTYPE_SIZES, BenchConfig, bench_rank, run_bench
 from fabriclab.cli.main import app
 from fabriclab.collectives import registry
 from fabriclab.collectives.schedule import RECV_COPY, RECV_REDUCE, Op
 from fabriclab.runtime.launch import LaunchConfig, spawn
 
-SMALL = dict(sizes_bytes=(4, 1000, 1 << 16), iters=3, warmup=1, num_ranks=3, timeout_s=30)
+# Sizes are whole elements of every dtype used below (int64: 8 B); 8 B of float32 is 2 elements.
+SMALL = dict(sizes_bytes=(8, 1000, 1 << 16), iters=3, warmup=1, num_ranks=3, timeout_s=30)
 
 
 def corrupted_build(collective, algo, num_ranks, count, root=0):
@@ -35,7 +38,7 @@ def test_small_sweep_has_every_column_and_no_wrong_result():
     progress = []
     rows = run_bench(config, on_row=progress.append)
     assert [(r["algo"], r["size_bytes"]) for r in rows] == [
-        (a, s) for a in ("ring", "butterfly", "native") for s in (4, 1000, 1 << 16)]
+        (a, s) for a in ("ring", "butterfly", "native") for s in (8, 1000, 1 << 16)]
     assert sorted(map(str, progress)) == sorted(map(str, rows))  # rank 0 reported each row as it finished
     for row in rows:
         assert set(COLUMNS) <= set(row)
@@ -89,22 +92,69 @@ def test_bad_config_is_a_value_error(change, fragment):
 
 
 def invoke(*args):
-    return CliRunner().invoke(app, ["collectives", "bench", *args], env={"COLUMNS": "200"})
+    return CliRunner().invoke(app, ["collectives", "bench", *args])
 
 
 def test_cli_prints_an_nccl_tests_table_with_the_ratio_to_native_and_writes_a_record(tmp_path):
     path = tmp_path / "bench.json"
     result = invoke("--algo", "ring,native", "--np", "2", "--sizes", "1KB:4KB", "--iters", "2",
-                    "--warmup", "0", "--json", str(path))
+                    "--warmup", "0", "--json", str(path), "--format", "plain")
     assert result.exit_code == 0, result.output
-    for header in ("size(B)", "count(elements)", "type", "redop", "root", "time(us)", "algbw(GB/s)",
-                   "busbw(GB/s)", "vs native", "#wrong"):
-        assert header in result.stdout
+    lines = result.stdout.splitlines()
+    # nccl-tests layout: a `#` title, a `#` header, then one fixed-width row per algorithm and size,
+    # in the order measured (every algorithm of a size, then the next size).
+    assert lines[0].startswith("# collectives bench: allreduce, 2 ranks")
+    assert lines[1].split()[1:] == ["algo", "size(B)", "count(elements)", "type", "redop", "root", "time(us)",
+                                    "algbw(GB/s)", "busbw(GB/s)", "vs", "native", "#wrong"]
+    rows = [line.split() for line in lines[2:8]]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        (a, str(s), str(s // 4), "float32") for s in (1024, 2048, 4096) for a in ("ring", "native")]
+    assert all(r[-1] == "0" for r in rows) and [r[-2] for r in rows[1::2]] == ["1.00"] * 3
     record = json.loads(path.read_text())
     assert record["kind"] == "collectives.bench" and record["config"]["num_ranks"] == 2
     assert [(r["algo"], r["size_bytes"]) for r in record["results"]] == [
         ("ring", 1024), ("ring", 2048), ("ring", 4096), ("native", 1024), ("native", 2048), ("native", 4096)]
     assert all(r["busbw_vs_native"] == 1.0 for r in record["results"] if r["algo"] == "native")
+
+
+def test_cli_csv_is_one_header_and_a_row_per_measurement():
+    result = invoke("--algo", "ring", "--np", "2", "--sizes", "8B,24B", "--dtype", "int64", "--iters", "1",
+                    "--warmup", "0", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [(r["size(B)"], r["count(elements)"], r["type"], r["#wrong"]) for r in rows] == [
+        ("8", "1", "int64", "0"), ("24", "3", "int64", "0")]
+
+
+def test_cli_json_dash_is_the_record_alone_on_stdout_and_the_rows_go_to_stderr():
+    result = invoke("--algo", "ring", "--np", "2", "--sizes", "1KB", "--iters", "1", "--warmup", "0", "--json", "-")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["kind"] == "collectives.bench" and record["results"][0]["size_bytes"] == 1024
+    assert "# collectives bench: allreduce, 2 ranks" in result.stderr
+
+
+def test_dtype_sizes_match_the_executors_torch_dtypes():
+    import torch
+
+    from fabriclab.runtime.executor import DTYPES
+
+    assert {name: torch.empty(0, dtype=dtype).element_size() for name, dtype in DTYPES.items()} == DTYPE_SIZES
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (dict(dtype="int32", sizes_bytes=(6,)), "size 6B is not a whole number of int32 elements (4 B each)"),
+    (dict(dtype="int64", sizes_bytes=(8, 12)), "size 12B is not a whole number of int64 elements"),
+    (dict(num_ranks=100_000), "local ranks on this machine"),
+    (dict(sizes_bytes=(1 << 40,)), "of memory, more than the"),
+    (dict(timeout_s=float("nan")), "finite"),
+    (dict(segment_bytes=2), "below one float32 element"),
+    (dict(algos=("chain:chunks=100000",)), "chunks=100000 is more than the 4096"),
+])
+def test_limits_are_checked_before_any_rank_starts(change, fragment):
+    with pytest.raises(ValueError) as info:
+        BenchConfig(**change)
+    assert fragment in str(info.value)
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fabriclab.bench.validate import ValidateConfig, compare, estimate_times
-from fabriclab.bench.validate_executor import simulate_executor
+from fabriclab.bench.validate_executor import ExecutorCosts, simulate_executor
 from fabriclab.bench.validate_model import (TCP_PAYLOAD_EFFICIENCY, EmuModel, emulated_topology,
                                             model_from_calibration, plan_iterations, simulate_model,
                                             simulate_plain, stream_efficiency)
@@ -65,7 +65,8 @@ def test_executor_model_adds_the_reduction_cost_of_each_step():
     schedule = build_schedule("allreduce", "ring", 2, S // 4)
     topo = star(hosts=2, link=f"{B}B/s@0us")
     base = simulate_executor(schedule, topo, itemsize=4, segment_bytes=S)
-    slower = simulate_executor(schedule, topo, itemsize=4, segment_bytes=S, gamma_s_per_byte=1e-9)
+    slower = simulate_executor(schedule, topo, itemsize=4, segment_bytes=S,
+                               costs=ExecutorCosts(gamma_s_per_byte=1e-9))
     assert slower - base == pytest.approx(S / 2 * 1e-9)  # one reduce of half the buffer on the path
 
 

@@ -1,4 +1,4 @@
-"""`fabriclab validate --from-record`: the report of a recorded validation, without root."""
+"""`fabriclab validate emulated --from-record`: the report of a recorded validation, without root."""
 
 import json
 
@@ -29,7 +29,7 @@ def test_from_record_reports_and_writes_the_note(tmp_path):
         """fabriclab (test app)."""
 
     validate.register(app)
-    result = runner.invoke(app, ["validate", "--from-record", str(path), "--out", str(tmp_path / "out")],
+    result = runner.invoke(app, ["validate", "emulated", "--from-record", str(path), "--out", str(tmp_path / "out")],
                            env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "model: 1/2 rows >= 1MB within 10%" in result.stdout

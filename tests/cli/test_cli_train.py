@@ -4,6 +4,8 @@ The commands are mounted on an app of their own here (the lead registers them in
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -38,13 +40,20 @@ def test_train_replay_ours_and_ddp_prints_tf_cnn_lines_and_writes_record_and_tra
     record, trace = tmp_path / "run.json", tmp_path / "trace.json"
     result = invoke("train", "--replay", str(profile_file), "--runtime", "ours,ddp", "--sync", "reduce:native",
                     "--overlap", "forward", "--bucket", "8KB", "--first-bucket", "4KB", "--trace", str(trace),
-                    "--json", str(record), *TINY)
+                    "--json", str(record), "--display-every", "2", "--format", "plain", *TINY)
     assert result.exit_code == 0, result.output
-    out = result.output
+    out = result.stdout
     assert out.count("total images/sec:") == 2 and "Step\tImg/sec\ttotal_loss" in out
-    assert "images/sec:" in out and "(jitter = " in out
+    # the step lines of both runtimes (steps 1 and 2 of 3), then the baseline's, then the totals and table
+    lines = out.splitlines()
+    steps = [line.split("\t")[0] for line in lines if "\timages/sec: " in line]
+    assert steps == ["[ours] 1", "[ddp] 1", "[ours] 2", "[ddp] 2", "[1 rank] 1", "[1 rank] 2"]
+    assert "(jitter = " in out and lines.index(next(x for x in lines if x.startswith("[1 rank] 2"))) < \
+        lines.index(next(x for x in lines if x.startswith("total images/sec:")))
+    header = next(line for line in lines if line.startswith("# runtime"))
     for column in ("vs ddp", "scaling", "compute ms", "exposed ms", "MB sent", "net GB/s", "CPU %"):
-        assert column in out
+        assert column in header
+    assert "warm-up ours: step 1 of 1" in result.stderr
     runtimes = json.loads(record.read_text())["results"]["runtimes"]
     assert set(runtimes) == {"ours", "ddp"} and runtimes["ours"]["params_agree"]
     assert runtimes["ours"]["scaling_factor"] > 0 and runtimes["ours"]["bytes_sent"] > 0
@@ -59,9 +68,12 @@ def test_train_other_modes_with_a_dataset(tmp_path, mode):
     folder = tmp_path / "data"
     made = invoke("data", "make", "--out", str(folder), "--shards", "4", "--images", "16", "--image-size", "32")
     assert made.exit_code == 0 and "4 shards" in made.output
-    result = invoke("train", "--model", "resnet50", "--data", str(folder), "--no-baseline", *TINY, *mode)
+    result = invoke("train", "--model", "resnet50", "--data", str(folder), "--no-baseline", "--format", "csv",
+                    *TINY, *mode)
     assert result.exit_code == 0, result.output
-    assert "total images/sec:" in result.output and "agree" in result.output
+    assert "total images/sec:" in result.stderr  # human lines go to stderr when stdout is CSV
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [(r["runtime"], r["params"]) for r in rows] == [("ours", "agree")]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -72,11 +84,17 @@ def test_train_other_modes_with_a_dataset(tmp_path, mode):
     (["--overlap", "sideways"], "unknown overlap"),
     (["--runtime", "horovod"], "unknown or repeated runtime"),
     (["--data", "/nonexistent/shards"], "does not exist"),
+    (["--lr", "nan"], "--lr nan: give a finite number"),
+    (["--steps", "-1"], "need 1 <= steps"),
+    (["--np", "100000"], "local ranks on this machine"),
+    (["--batch-size", "40000"], "of memory, more than the"),
+    (["--fusion", "fifo"], "unknown fusion 'fifo': use one of time-or-size, horovod, ddp, none"),
+    (["--trace", "/proc/trace.json"], "--trace /proc/trace.json: not a regular file location"),
 ])
 def test_train_rejects_bad_input_in_one_line(args, message):
-    result = invoke("train", *args)
+    result = runner.invoke(app, ["train", *args])
     assert result.exit_code == 2
-    assert message in result.output and result.output.strip().count("\n") == 0
+    assert message in result.stderr and result.stderr.strip().count("\n") == 0 and result.stdout == ""
 
 
 def test_train_names_a_corrupt_shard(tmp_path):
@@ -86,7 +104,7 @@ def test_train_names_a_corrupt_shard(tmp_path):
     shard.write_bytes(shard.read_bytes()[:-7])
     result = invoke("train", "--model", "resnet50", "--data", str(folder), "--no-baseline", *TINY)
     assert result.exit_code == 1
-    assert "train-00001-of-00002: record" in result.output and "truncated" in result.output
+    assert "train-00001-of-00002: record" in result.stderr and "truncated" in result.stderr
 
 
 def test_bench_train_runs_each_mode_beside_ddp(tmp_path, profile_file):
@@ -98,7 +116,7 @@ def test_bench_train_runs_each_mode_beside_ddp(tmp_path, profile_file):
     result = runner.invoke(bench_app, ["bench", "train", "--modes", "allreduce:ring/backward,reduce:cb/forward/fp16",
                                        "--replay", str(profile_file), "--np", "2", "--batch-size", "4",
                                        "--steps", "2", "--warmup", "1", "--timeout", "30", "--json", str(record)],
-                           env={"COLUMNS": "200"})
+                           env={"COLUMNS": "200"})  # `bench train` (cli/bench.py) reads its table
     assert result.exit_code == 0, result.output
     assert "allreduce:ring/backward" in result.stdout and "ours/ddp" in result.stdout
     rows = json.loads(record.read_text())["results"]

@@ -15,7 +15,7 @@ from fabriclab.fabric.scenario import TopologySpec
 
 pytestmark = pytest.mark.root
 
-STAR3 = TopologySpec(kind="star", hosts=3, bandwidth="200Mbps")
+STAR3 = TopologySpec(kind="star", hosts=3, bandwidth_Bps=200e6 / 8)
 RATE_BPS = 200e6
 # TCP payload per 1500 B frame with timestamps, over the frame as tbf counts it (no preamble/FCS).
 PAYLOAD_SHARE = 1448 / 1514

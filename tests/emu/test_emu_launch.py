@@ -37,7 +37,7 @@ else:
 
 @pytest.fixture(scope="module")
 def star3(emu_root):
-    spec = TopologySpec(kind="star", hosts=3, bandwidth="400Mbps")
+    spec = TopologySpec(kind="star", hosts=3, bandwidth_Bps=400e6 / 8)
     with emulated_cluster(spec, config=EmuConfig(dilation=4, measure_rtt=False)) as state:
         yield state
 

@@ -20,8 +20,8 @@ from fabriclab.fabric.scenario import TopologySpec, build_topology
 
 pytestmark = pytest.mark.root
 
-STAR3 = TopologySpec(kind="star", hosts=3, bandwidth="200Mbps")
-FAT_TREE4 = TopologySpec(kind="fat-tree", hosts=4, hosts_per_leaf=2, bisection="1/2", bandwidth="200Mbps")
+STAR3 = TopologySpec(kind="star", hosts=3, bandwidth_Bps=200e6 / 8)
+FAT_TREE4 = TopologySpec(kind="fat-tree", hosts=4, hosts_per_leaf=2, bisection=0.5, bandwidth_Bps=200e6 / 8)
 
 
 def _kernel_route(plan, s: int, d: int) -> tuple[int, ...]:
@@ -65,7 +65,7 @@ def test_fat_tree_routes_follow_topology_and_teardown_leaves_nothing(emu_root):
 
 
 def test_ecmp_routes_need_policy_rules_and_still_follow_topology(emu_root):
-    spec = TopologySpec(kind="fat-tree", hosts=8, hosts_per_leaf=2, routing="ecmp", bandwidth="200Mbps")
+    spec = TopologySpec(kind="fat-tree", hosts=8, hosts_per_leaf=2, routing="ecmp", bandwidth_Bps=200e6 / 8)
     topo = build_topology(spec)
     plan = make_plan(topo, EmuConfig())
     with emulated_cluster(spec, config=EmuConfig(measure_rtt=False)) as state:
@@ -88,7 +88,7 @@ _KILLED_DRIVER = """
 import os, subprocess
 from fabriclab.emu.cluster import build_cluster
 from fabriclab.fabric.scenario import TopologySpec
-build_cluster(TopologySpec(kind="fat-tree", hosts=4, hosts_per_leaf=2, bisection="1/2", bandwidth="200Mbps"))
+build_cluster(TopologySpec(kind="fat-tree", hosts=4, hosts_per_leaf=2, bisection=0.5, bandwidth_Bps=200e6 / 8))
 child = subprocess.Popen(["ip", "netns", "exec", "flh3", "sleep", "600"], start_new_session=True,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 print(child.pid, flush=True)
@@ -128,7 +128,7 @@ _SIGTERMED = """
 import time
 from fabriclab.emu.cluster import emulated_cluster
 from fabriclab.fabric.scenario import TopologySpec
-with emulated_cluster(TopologySpec(kind="star", hosts=2, bandwidth="200Mbps")):
+with emulated_cluster(TopologySpec(kind="star", hosts=2, bandwidth_Bps=200e6 / 8)):
     print("up", flush=True)
     time.sleep(60)
 """

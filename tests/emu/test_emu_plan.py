@@ -18,14 +18,14 @@ from fabriclab.fabric.links import LINK_PRESET_NAMES
 from fabriclab.fabric.scenario import TopologySpec, build_topology
 
 SPECS = {
-    "star3": TopologySpec(kind="star", hosts=3, bandwidth="200Mbps"),
-    "fat-tree4": TopologySpec(kind="fat-tree", hosts=4, hosts_per_leaf=2, bisection="1/2", bandwidth="1Gbps"),
-    "fat-tree8": TopologySpec(kind="fat-tree", hosts=8, hosts_per_leaf=4, bisection="1/2", bandwidth="1Gbps"),
+    "star3": TopologySpec(kind="star", hosts=3, bandwidth_Bps=200e6 / 8),
+    "fat-tree4": TopologySpec(kind="fat-tree", hosts=4, hosts_per_leaf=2, bisection=0.5, bandwidth_Bps=1e9 / 8),
+    "fat-tree8": TopologySpec(kind="fat-tree", hosts=8, hosts_per_leaf=4, bisection=0.5, bandwidth_Bps=1e9 / 8),
     "fat-tree3l": TopologySpec(kind="fat-tree", levels=3, hosts=16, hosts_per_leaf=2, leaves_per_pod=2,
-                               bisection="1/2", bandwidth="1Gbps"),
-    "ecmp": TopologySpec(kind="fat-tree", hosts=8, hosts_per_leaf=2, routing="ecmp", bandwidth="1Gbps"),
-    "ring5": TopologySpec(kind="ring", hosts=5, bandwidth="1Gbps"),
-    "torus2x3": TopologySpec(kind="torus", dims=(2, 3), bandwidth="1Gbps"),
+                               bisection=0.5, bandwidth_Bps=1e9 / 8),
+    "ecmp": TopologySpec(kind="fat-tree", hosts=8, hosts_per_leaf=2, routing="ecmp", bandwidth_Bps=1e9 / 8),
+    "ring5": TopologySpec(kind="ring", hosts=5, bandwidth_Bps=1e9 / 8),
+    "torus2x3": TopologySpec(kind="torus", dims=(2, 3), bandwidth_Bps=1e9 / 8),
 }
 
 
@@ -89,9 +89,12 @@ def test_presets_scale_the_papers_fabrics():
     assert {fabric_preset(name).link for name in ("25gbe", "100g-opa")} <= set(LINK_PRESET_NAMES)
     assert emulated_rate_Bps("25gbe") * 8 == pytest.approx(250e6)
     assert emulated_rate_Bps("100G-OPA") * 8 == pytest.approx(1e9)
-    spec, dilation = apply_preset(TopologySpec(kind="star", hosts=4, bandwidth="1Gbps", latency="1us"), "25gbe",
-                                  "1/100")
-    assert (spec.link, spec.bandwidth, spec.latency, dilation) == ("25GbE", None, "1us", pytest.approx(100))
+    spec, dilation = apply_preset(TopologySpec(kind="star", hosts=4, bandwidth_Bps=1e9 / 8, latency_s=1e-6),
+                                  "25gbe", "1/100")
+    assert (spec.link, spec.bandwidth_Bps, spec.latency_s, dilation) == ("25GbE", 25e9 / 8, 0.3e-6,
+                                                                          pytest.approx(100))
+    kept, _ = apply_preset(TopologySpec(kind="star", hosts=4), "25gbe", "1/100", latency_s=1e-6)
+    assert kept.latency_s == 1e-6
     plan = make_plan(build_topology(spec), EmuConfig(dilation=dilation))
     assert plan.links[0].rate_Bps[0] * 8 == pytest.approx(250e6)
     assert undilate_time(2.0, 100) == 0.02 and undilate_bandwidth(1e6, 100) == 1e8

@@ -15,7 +15,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from fabriclab.runtime.launch import LaunchConfig, LaunchError, detect_launch, spawn
+from fabriclab.runtime.environment import LaunchError
+from fabriclab.runtime.launch import LaunchConfig, spawn
 
 TIMEOUT_S = 3.0
 HERE = Path(__file__).resolve().parent
@@ -113,7 +114,8 @@ def torchrun_ranks(ranks: list[int], world_size: int, how: str) -> list[subproce
     """Start `ranks` of a torchrun-style launch of `world_size` by hand; they run `misbehave`."""
     port = free_port()
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_launch as t; "
-            "from fabriclab.runtime.launch import LaunchConfig, LaunchError, detect_launch, join\n"
+            "from fabriclab.runtime.environment import LaunchError, detect_launch\n"
+            "from fabriclab.runtime.launch import LaunchConfig, join\n"
             "try:\n"
             f"    join(t.misbehave, (2, {how!r}), launch=detect_launch(),\n"
             f"         config=LaunchConfig(timeout_s={TIMEOUT_S}))\n"
@@ -164,25 +166,3 @@ def test_ctrl_c_of_the_parent_stops_every_rank():
     time.sleep(0.5)
     assert not [pid for pid in ranks if Path(f"/proc/{pid}").exists()
                 and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
-
-
-def test_detect_launch_reads_each_launcher():
-    assert detect_launch({}) is None
-    torchrun = detect_launch({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "MASTER_ADDR": "node1",
-                              "MASTER_PORT": "1234", "TORCHELASTIC_USE_AGENT_STORE": "True"})
-    assert (torchrun.kind, torchrun.rank, torchrun.world_size, torchrun.local_rank) == ("torchrun", 3, 8, 1)
-    assert (torchrun.master_addr, torchrun.master_port, torchrun.hosts_store) == ("node1", 1234, False)
-    slurm = detect_launch({"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_STEP_ID": "0",
-                           "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": "gpu[07-09,12]", "SLURM_JOB_ID": "4242"})
-    assert (slurm.kind, slurm.master_addr, slurm.master_port, slurm.hosts_store) == ("slurm", "gpu07", 29742, True)
-    ompi = detect_launch({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
-                          "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MASTER_PORT": "5000"})
-    assert (ompi.kind, ompi.rank, ompi.master_addr) == ("openmpi", 1, "127.0.0.1")
-    pmi = detect_launch({"PMI_RANK": "0", "PMI_SIZE": "2", "MASTER_ADDR": "h0"})
-    assert (pmi.kind, pmi.master_addr, pmi.master_port) == ("pmi", "h0", 29500)
-    with pytest.raises(ValueError, match="set MASTER_ADDR"):
-        detect_launch({"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALNRANKS": "2"})
-    with pytest.raises(ValueError, match="whole numbers"):
-        detect_launch({"RANK": "x", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"})
-    # A Slurm batch script (no srun step) runs --np locally.
-    assert detect_launch({"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "1"}) is None

@@ -1,5 +1,7 @@
 """`fabriclab stencil run|simulate` (registered on a test app, as `cli/main.py` will): output, records, errors."""
 
+import csv
+import io
 import json
 
 import typer
@@ -22,7 +24,7 @@ def _app() -> typer.Typer:
 
 
 def invoke(*args: str):
-    return runner.invoke(_app(), list(args), env={"COLUMNS": "200"})
+    return runner.invoke(_app(), list(args))
 
 
 def test_run_prints_the_split_and_writes_a_record(tmp_path):
@@ -36,9 +38,10 @@ def test_run_prints_the_split_and_writes_a_record(tmp_path):
 
 def test_simulate_writes_table_record_and_figure(tmp_path):
     result = invoke("stencil", "simulate", "--ranks", "64,256", "--cells", "64", "--fabrics", "25gbe",
-                    "--out", str(tmp_path))
+                    "--out", str(tmp_path), "--format", "csv")
     assert result.exit_code == 0, result.output
-    assert "25gbe" in result.stdout and "4x4x4" in result.stdout
+    table = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [(r["fabric"], r["ranks"], r["grid"]) for r in table] == [("25gbe", "64", "4x4x4"), ("25gbe", "256", "8x8x4")]
     rows = json.loads((tmp_path / "stencil_sim.json").read_text())["results"]
     assert [r["num_ranks"] for r in rows] == [64, 256] and rows[0]["racks"] == 2
     assert (tmp_path / "stencil_sim.png").stat().st_size > 0
@@ -48,3 +51,16 @@ def test_bad_rank_count_is_one_line():
     result = invoke("stencil", "simulate", "--ranks", "3", "--cells", "16")
     assert result.exit_code == 2
     assert "3 ranks cannot split 16x16x16 cells" in result.stderr
+
+
+def test_run_as_json_is_one_table_of_the_split(tmp_path):
+    result = invoke("stencil", "run", "--np", "2", "--cells", "8", "--steps", "2", "--format", "json")
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.stdout)
+    assert table["rows"][0]["ranks"] == "2" and table["rows"][0]["grid"] == "2x1x1"
+
+
+def test_a_rank_count_that_cannot_split_the_cube_is_refused_at_once():
+    result = invoke("stencil", "simulate", "--ranks", "262143", "--cells", "128")
+    assert result.exit_code == 2
+    assert "262143 ranks cannot split 128x128x128 cells" in result.stderr and "e.g. 262144" in result.stderr

@@ -9,7 +9,8 @@ import pytest
 from torch import nn
 from torch.nn import functional as F
 
-from fabriclab.runtime.launch import LaunchConfig, LaunchError, spawn
+from fabriclab.runtime.environment import LaunchError
+from fabriclab.runtime.launch import LaunchConfig, spawn
 from fabriclab.runtime.trainer import DataParallelTrainer, TrainerConfig
 
 TIMEOUT_S = 3.0

@@ -9,14 +9,14 @@ def _grads(n, size, step_s):
     return [size] * n, [step_s * (i + 1) for i in range(n)]
 
 
-def test_paper004_flushes_every_5ms_of_backward():
+def test_time_or_size_flushes_every_5ms_of_backward():
     sizes, ready = _grads(10, 1000, 1e-3)
     buckets = FusionPolicy().buckets(sizes, ready)
     assert [b.num_grads for b in buckets] == [5, 5]
     assert [b.ready_s for b in buckets] == pytest.approx([5e-3, 10e-3])
 
 
-def test_paper004_flushes_at_64_mib():
+def test_time_or_size_flushes_at_64_mib():
     sizes, ready = _grads(5, 40 * MIB, 1e-5)
     buckets = FusionPolicy().buckets(sizes, ready)
     assert [b.num_grads for b in buckets] == [2, 2, 1]
@@ -50,5 +50,11 @@ def test_none_is_one_bucket_at_the_end():
 
 
 def test_unknown_policy_lists_the_known_ones():
-    with pytest.raises(ValueError, match="use one of paper004, horovod, ddp, none"):
+    with pytest.raises(ValueError, match="use one of time-or-size, horovod, ddp, none"):
         FusionPolicy(name="greedy").buckets([1], [0.0])
+
+
+def test_the_old_spelling_is_the_same_policy():
+    sizes, ready = _grads(10, 1000, 1e-3)
+    assert FusionPolicy(name="paper004") == FusionPolicy(name="time-or-size")
+    assert FusionPolicy(name="paper004").buckets(sizes, ready) == FusionPolicy().buckets(sizes, ready)

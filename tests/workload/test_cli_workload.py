@@ -72,6 +72,10 @@ def test_models_unknown(app):
     (("--model", "alexnet", "--batch-size", "0"), "batch size must be >= 1"),
     (("--model", "bert_base", "--input-size", "1000"), "sequence length 1000 is outside 1..512"),
     (("--model", "alexnet", "--device", "tpu"), "use cpu, cuda or cuda:N"),
+    (("--model", "alexnet", "--repeats", "0"), "1 <= --repeats"),
+    (("--model", "alexnet", "--threads", "0"), "--threads 0: give 1..1024"),
+    (("--model", "resnet50", "--batch-size", "100000"), "of memory, more than the"),
+    (("--model", "alexnet", "--out", "/proc/a.json"), "--out /proc/a.json: not a regular file location"),
 ])
 def test_profile_bad_input(app, args, fragment):
     assert_one_line_error(invoke(app, "profile", *args), fragment)
@@ -86,7 +90,7 @@ def test_profile_writes_every_file(app, tmp_path):
     out, bk, trace, record = (tmp_path / name for name in ("a.json", "a.bk.log", "a.trace.json", "rec.json"))
     result = invoke(app, "profile", "--model", "googlenet", "--batch-size", "2", "--input-size", "32",
                     "--warmup", "0", "--repeats", "2", "--threads", "1", "--out", str(out),
-                    "--bk-log", str(bk), "--trace", str(trace), "--json", str(record))
+                    "--bk-log", str(bk), "--trace", str(trace), "--json", str(record), "--format", "plain")
     assert result.exit_code == 0, result.output
     assert "hooked iteration 2/2" in result.stderr  # progress
     assert "samples/s" in result.stdout and "slowest layers" in result.stdout
@@ -99,7 +103,8 @@ def test_profile_writes_every_file(app, tmp_path):
 
 def test_add_cost(app, tmp_path):
     out = tmp_path / "add.log"
-    result = invoke(app, "profile", "add-cost", "--device", "cpu", "--max-size", "1KB", "--out", str(out))
+    result = invoke(app, "profile", "add-cost", "--device", "cpu", "--max-size", "1KB", "--out", str(out),
+                    "--format", "plain")
     assert result.exit_code == 0, result.output
     table = AddCost.from_log(out)
     assert table.size_bytes.tolist() == [40, 80, 160, 320, 640]

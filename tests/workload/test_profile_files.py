@@ -22,6 +22,8 @@ HEADER = "first line is a comment\n1\n"
     (HEADER + "1\n3,-400\n", ":4", "negative value"),
     (HEADER + "1\nfast,400\n", ":4", "wait_us must be a number, got 'fast'"),
     (HEADER + "1\n3,big\n", ":4", "param_bytes must be a number"),
+    (HEADER + "2\n3,400\nnan,400\n", ":5", "wait_us must be a finite number, got 'nan'"),
+    (HEADER + "1\n3,inf\n", ":4", "param_bytes must be a finite number"),
     ("comment\none\n1\n1,2\n", ":2", "the number of batches must be a whole number"),
     (HEADER + "x\n1,2\n", ":3", "the number of rows must be a whole number"),
 ])
@@ -62,6 +64,9 @@ def test_good_files_round_trip(tmp_path):
     (lambda text: json.dumps({**json.loads(text), "iteration_s": -1}), "iteration_s must be > 0"),
     (lambda text: text.replace("8192000", "-8192000"), "gradient 1 (fc.weight) has negative bytes"),
     (lambda text: text.replace("0.0012", "0.0001"), "before the previous one"),
+    (lambda text: text.replace("0.0012", "NaN"), ":15: NaN is not a finite number"),
+    (lambda text: text.replace('"iteration_s": 0.1', '"iteration_s": Infinity'), ":5: Infinity is not a finite"),
+    (lambda text: text.replace("8192000", "1e999"), ":14: 1e999 is not a finite number"),
 ])
 def test_malformed_profile_json(tmp_path, edit, message):
     path = tmp_path / "bad.json"

@@ -26,100 +26,39 @@ Try it: `fabriclab collectives bench --algo ring,butterfly,native --np 4 --sizes
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
+# The config and its checks live without torch (the CLI checks its input before importing torch).
+from fabriclab.bench.collectives_config import (BUS_FACTORS, COLUMNS, DTYPE_SIZES, NATIVE, REDOPS,
+                                               BenchConfig, config_dict)
 from fabriclab.collectives import registry
-from fabriclab.collectives.schedule import (ALLGATHER, ALLREDUCE, BROADCAST, COLLECTIVES, REDUCE,
-                                            REDUCE_SCATTER, split_counts)
-from fabriclab.runtime.executor import (DEFAULT_SEGMENT_BYTES, DTYPES, REDOPS, BufferPool,
-                                        ScheduleExecutor, run_native)
+from fabriclab.collectives.schedule import ALLGATHER, ALLREDUCE, BROADCAST, REDUCE, REDUCE_SCATTER, split_counts
+from fabriclab.runtime.executor import DTYPES, BufferPool, ScheduleExecutor, run_native
 from fabriclab.runtime.launch import LaunchConfig, RankContext, launch
 from fabriclab.units import format_size
 
-NATIVE = "native"
+__all__ = ["BUS_FACTORS", "COLUMNS", "DTYPE_SIZES", "NATIVE", "REDOPS", "BenchConfig", "config_dict",
+           "run_bench", "bench_rank"]
 PERIOD = 4099
 SENTINEL = 7
-BUS_FACTORS: dict[str, Callable[[int], float]] = {
-    ALLREDUCE: lambda n: 2 * (n - 1) / n,
-    REDUCE_SCATTER: lambda n: (n - 1) / n,
-    ALLGATHER: lambda n: (n - 1) / n,
-    REDUCE: lambda n: 1.0,
-    BROADCAST: lambda n: 1.0,
-}
-COLUMNS = ("algo", "size_bytes", "count", "dtype", "redop", "root", "time_us", "algbw_GBps", "busbw_GBps",
-           "num_wrong")
-
-
-@dataclass(frozen=True, kw_only=True)
-class BenchConfig:
-    """One benchmark run: algorithms x sizes of one collective."""
-
-    algos: tuple[str, ...] = ("ring", "butterfly", NATIVE)
-    """Algorithm specs (`ring`, `chain:chunks=8`, ...) or `native` for the backend's own collective."""
-    op: str = ALLREDUCE
-    """allreduce, reduce, broadcast, reduce_scatter or allgather."""
-    sizes_bytes: tuple[int, ...] = (1 << 10, 1 << 20)
-    """Buffer sizes; each becomes `size // element size` elements (the row reports the real size)."""
-    dtype: str = "float32"
-    """Element type: float32, float16, bfloat16, int32 or int64."""
-    redop: str = "sum"
-    """Reduction: sum, max or min (unused by broadcast and allgather)."""
-    root: int = 0
-    """Root rank of reduce and broadcast."""
-    iters: int = 20
-    """Timed iterations per algorithm and size."""
-    warmup: int = 5
-    """Untimed iterations before them."""
-    num_ranks: int = 4
-    """Local ranks to spawn (a torchrun/Slurm/MPI launch brings its own)."""
-    timeout_s: float = 60.0
-    """Longest wait for a missing or stuck rank before the run fails naming it."""
-    segment_bytes: int = DEFAULT_SEGMENT_BYTES
-    """Message size the executor cuts chunks into on CPU (pipelining); see `runtime.executor`."""
-    backend: str = "gloo"
-    """torch.distributed backend."""
-
-    def __post_init__(self) -> None:
-        if self.op not in COLLECTIVES:
-            raise ValueError(f"unknown collective {self.op!r}: use one of {', '.join(COLLECTIVES)}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {self.dtype!r}: use one of {', '.join(DTYPES)}")
-        if self.redop not in REDOPS:
-            raise ValueError(f"unknown reduce op {self.redop!r}: use one of {', '.join(REDOPS)}")
-        if self.num_ranks < 1:
-            raise ValueError(f"number of ranks must be >= 1, got {self.num_ranks}")
-        if not 0 <= self.root < self.num_ranks:
-            raise ValueError(f"root {self.root} is out of range for {self.num_ranks} ranks: "
-                             f"use 0..{self.num_ranks - 1}")
-        if self.iters < 1 or self.warmup < 0:
-            raise ValueError(f"need iters >= 1 and warmup >= 0, got {self.iters} and {self.warmup}")
-        if not self.sizes_bytes or min(self.sizes_bytes) < 0:
-            raise ValueError("sizes must be a non-empty list of byte counts >= 0, e.g. 1KB:16MB")
-        if not self.algos:
-            raise ValueError("no algorithm given: use e.g. ring,butterfly,native")
-        if len(set(self.algos)) < len(self.algos):
-            raise ValueError(f"an algorithm is listed twice in {','.join(self.algos)}: list each once")
-        if self.segment_bytes < 1:
-            raise ValueError(f"segment size must be at least 1 byte, got {self.segment_bytes}")
-        for algo in self.algos:
-            if algo != NATIVE:
-                registry.parse_spec(self.op, algo, self.num_ranks)
 
 
 def run_bench(config: BenchConfig, *, on_row: Callable[[dict], None] | None = None,
-              build: Callable | None = None) -> list[dict]:
+              build: Callable | None = None, on_launch: Callable[[dict], None] | None = None) -> list[dict]:
     """Run the benchmark on local ranks (or the launch found in the environment); one row per algo x size.
 
     `on_row(row)` is called in this process as each row completes (progress). `build` replaces
-    `registry.build_schedule` (same signature; tests use it to corrupt a schedule); it must be picklable."""
-    launch_config = LaunchConfig(num_ranks=config.num_ranks, backend=config.backend,
+    `registry.build_schedule` (same signature; tests use it to corrupt a schedule); it must be picklable.
+    `on_launch(placement)` gets where the ranks ran (launcher, hosts, ranks, GPUs), for the record."""
+    launch_config = LaunchConfig(num_ranks=config.num_ranks, device=config.device, backend=config.backend,
                                  timeout_s=config.timeout_s)
     outcome = launch(bench_rank, (config, build), config=launch_config,
                      on_message=None if on_row is None else (lambda rank, row: on_row(row)))
+    if on_launch is not None and outcome.placement is not None:
+        on_launch(outcome.placement)
     return outcome.results[min(outcome.results)]
 
 
@@ -230,7 +169,3 @@ def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
-
-def config_dict(config: BenchConfig) -> dict:
-    """The config as plain data, for a record."""
-    return asdict(config)

@@ -1,4 +1,5 @@
-"""Seed 000's fabric benchmark in the emulated cluster: training images/sec per fabric, workers, algorithm.
+"""The fabric benchmark of Samsi et al. (TX-GAIA) in the emulated cluster: training images/sec per fabric,
+workers and algorithm.
 
 For every fabric preset (`25gbe`, `100g-opa`, scaled by `scale`, i.e. dilation D = 1/scale) and every
 worker count, one emulated star of that many hosts (TX-GAIA's Ethernet has one non-blocking core switch)
@@ -9,10 +10,10 @@ measured images/sec are un-dilated (x D), so they are those of the real fabric w
 
 Beside every measurement, two predictions of the same scenario on the real (un-dilated) fabric, both
 replaying the profile's backward with the trainer's buckets (`whatif.iteration`):
-* **what-if**: seed 004's closed form per bucket (2S(N-1)/N / bw + (N-1) AddEst(S/N), V100 add table);
+* **what-if**: Zhang et al.'s (NetAI'20) closed form per bucket (2S(N-1)/N / bw + (N-1) AddEst(S/N), V100 add table);
 * **sim**: the flow-level simulator running the algorithm's schedule on the star of that fabric.
 and the error of each, (predicted - measured) / measured. The fabric difference is averaged over the
-(workers, algorithm) points both fabrics have, as seed 000 reports it (12.78 % fewer images/sec on
+(workers, algorithm) points both fabrics have, as Samsi et al. report it (12.78 % fewer images/sec on
 25 GbE than on Omni-Path).
 
 Real compute is refused: N ranks computing a ResNet on this box's cores would measure the CPU, not the
@@ -41,11 +42,11 @@ from fabriclab.fabric.links import link_preset
 from fabriclab.fabric.scenario import TopologySpec, build_topology
 
 REPLAY = "replay:"
-# Deep queues as in the validation: seed 000's fabrics are lossless (RoCE with PFC, Omni-Path credits).
+# Deep queues as in the validation: Samsi et al.'s fabrics are lossless (RoCE with PFC, Omni-Path credits).
 QUEUE_S = 200e-3
 BURST_S = 1e-3
 SEED_000_DIFFERENCE_PCT = 12.78
-"""Seed 000: the Ethernet fabric's average reduction of images/sec against Omni-Path."""
+"""Samsi et al.: the Ethernet fabric's average reduction of images/sec against Omni-Path."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +54,7 @@ class FabricsConfig:
     """One fabric benchmark: fabrics x workers x algorithms, with replayed compute."""
 
     fabrics: tuple[str, ...] = FABRIC_PRESET_NAMES
-    """Fabric presets of `emu.presets` (seed 000's 25gbe and 100g-opa)."""
+    """Fabric presets of `emu.presets` (Samsi et al.'s 25gbe and 100g-opa)."""
     workers: tuple[int, ...] = (2, 4, 8)
     """Worker counts; one emulated host (and rank) each."""
     algos: tuple[str, ...] = ("ring", "butterfly", "hierarchical:group=2")
@@ -114,7 +115,7 @@ def predict(config: FabricsConfig, fabric: str, workers: int, algo: str) -> dict
     policy = TrainerConfig().policy
     images = workers * profile.batch_size
     out = {}
-    for name, model in (("whatif", CostModel(kind="paper004", bandwidth_Bps=bandwidth, num_workers=workers,
+    for name, model in (("whatif", CostModel(kind="ring-addest", bandwidth_Bps=bandwidth, num_workers=workers,
                                              add_cost=add)),
                         ("sim", CostModel(kind="simulated", bandwidth_Bps=bandwidth, num_workers=workers,
                                           add_cost=add, algo=algo, topology=build_topology(spec)))):

@@ -1,4 +1,5 @@
-"""Seed 002's "network fatness" study as a resumable sweep: 1 GB of gradients on fat trees.
+"""The "network fatness" study of Zhang, Li, Tanimura, Nakada ("How Much Should We Invest for Network
+Facility") as a resumable sweep: 1 GB of gradients on fat trees.
 
 Grid (the poster's): 2-level fat trees of 128, 512 and 2048 hosts and 3-level ones of 256 and 1024;
 bisection 1, 1/2, 1/4, 1/8, 1/16; links of 1 and 4 GB/s; 0.2 and 1 us per link; methods ring, flat
@@ -8,7 +9,9 @@ servers spread evenly, also workers). Hosts hang off leaves of 16 (the 3-level t
 leaves of 8 so that it has two pods at every ratio; see `fabric.fattree` for where the ratio is
 applied). One rank per host, linear placement, D-mod-K routing, float32 gradients.
 
-Every finished point is appended to the CSV at once, so an interrupted sweep resumes where it stopped.
+Every finished point is appended to the CSV at once, so an interrupted sweep resumes where it stopped. The
+CSV is not trusted on resume: a row cut short (no newline, a missing field) or holding NaN is dropped and
+computed again, and a file that is not a sweep CSV at all is an error naming it.
 
 Try it: `fabriclab simulate sweep --preset fatness --out results/fatness`.
 """
@@ -16,8 +19,10 @@ Try it: `fabriclab simulate sweep --preset fatness --out results/fatness`.
 from __future__ import annotations
 
 import csv
+import math
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -69,8 +74,8 @@ class Point:
     def topology_spec(self) -> TopologySpec:
         return TopologySpec(kind="fat-tree", levels=self.layers, hosts=self.hosts,
                             hosts_per_leaf=self.hosts_per_leaf, leaves_per_pod=self.leaves_per_pod,
-                            bisection=self.bisection, bandwidth=f"{self.link_GBps:g}GB/s",
-                            latency=f"{self.latency_us:g}us")
+                            bisection=Fraction(self.bisection), bandwidth_Bps=self.link_GBps * 1e9,
+                            latency_s=self.latency_us * 1e-6)
 
 
 def fatness_points() -> list[Point]:
@@ -85,28 +90,89 @@ def _key_of_row(row: dict) -> tuple[str, ...]:
             f"{float(row['latency_us']):g}", row["method"])
 
 
-def load_rows(csv_path: Path) -> list[dict]:
+def _finite(text: str, positive: bool = False) -> bool:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(value) and (value > 0 if positive else value >= 0)
+
+
+def _valid(row: dict) -> bool:
+    """A finished point: every field present, numbers finite, names known (a cut or NaN row is not)."""
+    if None in row or any(row.get(f) in (None, "") for f in FIELDS):
+        return False
+    return (row["layers"] in ("2", "3") and row["hosts"].isdigit() and row["bisection"] in BISECTIONS
+            and row["method"] in METHODS and row["exact"] in ("True", "False") and _finite(row["link_GBps"], True)
+            and _finite(row["latency_us"]) and _finite(row["time_s"], True) and _finite(row["wall_s"]))
+
+
+def read_csv(csv_path: Path) -> tuple[list[dict], list[str]]:
+    """(finished rows, what was left out and why) of a sweep CSV; a file that is not one is a ValueError.
+
+    The last line counts only when it ends with a newline (the writer flushes whole rows), so a row cut
+    inside a number is not taken for a finished point."""
     if not csv_path.exists():
-        return []
-    with csv_path.open(newline="") as f:
-        return [row for row in csv.DictReader(f) if row.get("time_s")]
+        return [], []
+    try:
+        text = csv_path.read_bytes().decode("utf-8")
+    except (UnicodeDecodeError, OSError) as exc:
+        raise ValueError(f"{csv_path}: not a fatness sweep CSV ({getattr(exc, 'reason', exc)}): move it away "
+                         f"or give another --out") from None
+    if "\0" in text:
+        raise ValueError(f"{csv_path}: not a fatness sweep CSV (binary data): move it away or give another --out")
+    lines = text.split("\n")
+    notes = []
+    if lines[-1]:
+        notes.append(f"{csv_path}: dropped an unfinished last row ({lines[-1][:40]!r}); it is computed again")
+    lines = lines[:-1]
+    if not lines:
+        return [], notes
+    if lines[0].strip() != ",".join(FIELDS):
+        raise ValueError(f"{csv_path}: its header {lines[0][:60]!r} is not a fatness sweep CSV's: move it away "
+                         f"or give another --out")
+    rows = []
+    for number, row in enumerate(csv.DictReader(lines, restval=None), 2):
+        if _valid(row):
+            rows.append(row)
+        else:
+            notes.append(f"{csv_path}: dropped line {number}, not a finished point; it is computed again")
+    return rows, notes
 
 
-def run_points(points: list[Point], csv_path: Path, progress: Callable[[Point, bool], None] | None = None
-               ) -> Iterator[dict]:
-    """Simulate every point not yet in `csv_path`, appending each result as soon as it is known."""
+def load_rows(csv_path: Path) -> list[dict]:
+    """The finished points of a sweep CSV (see `read_csv`)."""
+    return read_csv(csv_path)[0]
+
+
+def repair_csv(csv_path: Path) -> list[str]:
+    """Rewrite the CSV with its finished rows only when it holds anything else; returns what was dropped."""
+    rows, notes = read_csv(csv_path)
+    if notes:
+        tmp = csv_path.with_name(csv_path.name + ".tmp")
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows({k: r[k] for k in FIELDS} for r in rows)
+        tmp.replace(csv_path)
+    return notes
+
+
+def run_points_progress(points: list[Point], csv_path: Path) -> Iterator[tuple[Point, dict | None]]:
+    """(point, its new row or None when it was already done) for every point, simulating those not yet
+    in `csv_path` and appending each result as soon as it is known."""
+    repair_csv(csv_path)
     done = {_key_of_row(r) for r in load_rows(csv_path)}
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     new_file = not csv_path.exists() or csv_path.stat().st_size == 0
     topologies: dict[TopologySpec, object] = {}
     with csv_path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
         if new_file:
             writer.writeheader()
         for point in points:
             if point.key in done:
-                if progress:
-                    progress(point, True)
+                yield point, None
                 continue
             spec = point.topology_spec()
             if spec not in topologies:
@@ -120,6 +186,14 @@ def run_points(points: list[Point], csv_path: Path, progress: Callable[[Point, b
                    "wall_s": f"{time.perf_counter() - t0:.3f}"}
             writer.writerow(row)
             f.flush()
-            if progress:
-                progress(point, False)
+            yield point, row
+
+
+def run_points(points: list[Point], csv_path: Path, progress: Callable[[Point, bool], None] | None = None
+               ) -> Iterator[dict]:
+    """Simulate every point not yet in `csv_path`, yielding the new rows; `progress(point, was_done)`."""
+    for point, row in run_points_progress(points, csv_path):
+        if progress:
+            progress(point, row is None)
+        if row is not None:
             yield row

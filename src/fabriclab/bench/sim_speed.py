@@ -2,8 +2,8 @@
 
 Each case is timed with our default engine (`auto`) and, where the general event-driven engine can
 finish in reasonable time, with that engine too in the same run, so the ratio is measured rather than
-quoted. SimGrid 3.32 (seed 002's simulator) was timed on this machine by the project for the 2048-host
-cases; those figures are quoted beside ours and marked as quoted.
+quoted. SimGrid 3.32 (the simulator of Zhang, Li, Tanimura, Nakada) was timed on this machine by the
+project for the 2048-host cases; those figures are quoted beside ours and marked as quoted.
 
 Try it: `fabriclab bench sim`.
 """
@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 
 from fabriclab.fabric.scenario import TopologySpec, build_topology
 from fabriclab.sim.collective import simulate
@@ -70,8 +71,8 @@ def _case(name: str) -> SpeedCase:
 def measure(name: str, engine: str) -> dict:
     """The child's side: build the topology, then time only the simulation."""
     case = _case(name)
-    topo = build_topology(TopologySpec(kind="fat-tree", hosts=case.hosts, bisection="1/4",
-                                       bandwidth="4GB/s", latency="0.2us"))
+    topo = build_topology(TopologySpec(kind="fat-tree", hosts=case.hosts, hosts_per_leaf=16,
+                                       bisection=Fraction(1, 4), bandwidth_Bps=4e9, latency_s=0.2e-6))
     t0 = time.perf_counter()
     result = simulate("allreduce", case.algo, topo, case.hosts, 2**30, engine=engine)
     wall = time.perf_counter() - t0

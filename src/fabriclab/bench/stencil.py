@@ -25,8 +25,10 @@ def run_stencil(config: StencilConfig, num_ranks: int = 1, *, timeout_s: float =
     """(summary, is_reporter): run the mini-app on `num_ranks` local ranks or the launch in the environment.
 
     `is_reporter` is False in every rank but 0 of a joined launch (they should print nothing)."""
-    outcome = launch(stencil_rank, (config,), config=LaunchConfig(num_ranks=num_ranks, timeout_s=timeout_s))
+    outcome = launch(stencil_rank, (config,), config=LaunchConfig(num_ranks=num_ranks, timeout_s=timeout_s,
+                                                                  device=config.device, backend=config.backend))
     summary = dict(outcome.results[min(outcome.results)])
+    summary["launch"] = outcome.placement
     # CPU time, not wall: stays the cost of one core when more ranks than cores share the machine.
     summary["compute_per_cell_s"] = summary["compute_cpu_s"] / summary["cells_per_rank"]
     summary["config"] = asdict(config)

@@ -1,4 +1,4 @@
-"""Strong scaling of the stencil mini-app on the emulated fabrics of seed 000, next to its simulation.
+"""Strong scaling of the stencil mini-app on Samsi et al.'s two fabrics, emulated, next to its simulation.
 
 For every fabric preset (`25gbe`, `100g-opa` at a scale, i.e. a dilation) and every rank count, one
 emulated star of that many hosts (TX-GAIA's Ethernet: one core switch) runs the mini-app, one rank per
@@ -38,7 +38,7 @@ class ScaleConfig:
     """A strong-scaling sweep of the mini-app on emulated fabrics."""
 
     fabrics: tuple[str, ...] = FABRIC_PRESET_NAMES
-    """Fabric presets (seed 000): 25gbe, 100g-opa."""
+    """Fabric presets (Samsi et al.'s fabrics): 25gbe, 100g-opa."""
     num_ranks: tuple[int, ...] = (1, 2, 4, 8)
     """Rank counts, one emulated host each."""
     scale: str = DEFAULT_SCALE

@@ -1,10 +1,10 @@
-"""The stencil workload simulated at scale: strong scaling on seed 000's two fabrics, racks of 32 nodes.
+"""The stencil workload simulated at scale: strong scaling on Samsi et al.'s two fabrics, racks of 32 nodes.
 
 For every fabric (link presets of `fabriclab.emu.presets`: 25GbE RoCE and 100 Gb Omni-Path, at their real
 rates and per-hop latencies) and every rank count, `simulate_stencil` runs the halo exchange and compute
 of a few steps on `rack_fat_tree`: racks of `rack_size` nodes are the leaves of a 2-level fat tree,
 ranks are placed linearly (`ranks_per_node` per node), so the first rack boundary is crossed at
-rack_size x ranks_per_node ranks (seed 000: 32 nodes x 40 cores = 1280, where CartDG's scaling
+rack_size x ranks_per_node ranks (Samsi et al.: 32 nodes x 40 cores = 1280, where CartDG's scaling
 plateaued). Rows give compute and communication time per step, speed-up and parallel efficiency.
 
 Try it: `fabriclab stencil simulate --ranks 64,256,1024,4096 --rack-size 32 --cells 128`.
@@ -33,7 +33,7 @@ class AtScaleConfig:
     ranks: tuple[int, ...] = (64, 256, 1024, 4096)
     """Rank counts (each must split the cells into identical blocks)."""
     fabrics: tuple[str, ...] = FABRIC_PRESET_NAMES
-    """Fabric presets of seed 000: 25gbe, 100g-opa."""
+    """Fabric presets of Samsi et al.: 25gbe, 100g-opa."""
     cells: int = 128
     """Cells per side of the periodic cube."""
     compute_per_cell_s: float = MINI_APP_COMPUTE_PER_CELL_S
@@ -43,21 +43,22 @@ class AtScaleConfig:
     rack_size: int = RACK_NODES
     """Nodes per rack, i.e. per leaf switch."""
     ranks_per_node: int = 1
-    """Ranks per node (seed 000's CPU nodes: 40); they share the node's NIC."""
+    """Ranks per node (Samsi et al.'s CPU nodes: 40); they share the node's NIC."""
     bisection: str = "1"
     """Bisection ratio of the fat tree above the racks."""
     steps: int = 2
     """Steps simulated per point."""
     alpha_s: float = 0.0
     """Software overhead per message (MPI, NIC), added to its latency; the link presets hold none."""
+    overlap_fraction: float = 0.0
+    """Share of a step's compute that runs while the halo travels (CartDG overlaps; 0: none)."""
 
     def __post_init__(self) -> None:
         if not self.ranks or min(self.ranks) < 1:
             raise ValueError(f"rank counts {self.ranks}: give counts >= 1, e.g. 64,256,1024,4096")
         for name in self.fabrics:
             fabric_preset(name)
-        StencilWorkload(cells=(self.cells,) * 3, compute_per_cell_s=self.compute_per_cell_s,
-                        bytes_per_face_cell=self.bytes_per_face_cell, steps=self.steps)
+        self.workload()  # checks the workload's fields
         if not self.alpha_s >= 0:
             raise ValueError(f"per-message overhead {self.alpha_s} s: give a time >= 0, e.g. 1us")
         for n in self.ranks:
@@ -65,7 +66,8 @@ class AtScaleConfig:
 
     def workload(self) -> StencilWorkload:
         return StencilWorkload(cells=(self.cells,) * 3, compute_per_cell_s=self.compute_per_cell_s,
-                               bytes_per_face_cell=self.bytes_per_face_cell, steps=self.steps)
+                               bytes_per_face_cell=self.bytes_per_face_cell, steps=self.steps,
+                               overlap_fraction=self.overlap_fraction)
 
 
 def simulate_at_scale(config: AtScaleConfig, *, on_row: Callable[[dict], None] | None = None) -> list[dict]:

@@ -1,4 +1,5 @@
-"""Training benchmark in the style of tf_cnn_benchmarks (seed 000), for our trainer and DDP side by side.
+"""Training benchmark in the style of tf_cnn_benchmarks (as Samsi et al. ran it), for our trainer and DDP
+side by side.
 
 Each rank builds the model once per runtime (`ours`: `runtime.trainer.DataParallelTrainer`; `ddp`:
 DistributedDataParallel, the peer) from the same seed, then runs `warmup` untimed and `steps` timed
@@ -11,9 +12,9 @@ strong scaling); images/sec counts the global batch.
 Inputs: `synthetic` (one fixed batch in memory per rank), a dataset folder of TFRecord shards read by
 parallel readers (`runtime.data`), or `replay` (`runtime.replay`: layers wait out a profile's times).
 
-Then a 1-rank run of the same per-rank batch gives the single-device throughput T for seed 004's
-scaling factor T_n / (n T) (skipped under torchrun/Slurm, which fix the world size). Every run checks
-that the ranks end with identical parameters (`params_agree`).
+Then a 1-rank run of the same per-rank batch gives the single-device throughput T for the scaling
+factor T_n / (n T) of Zhang et al. (NetAI'20) (skipped under torchrun/Slurm, which fix the world
+size). Every run checks that the ranks end with identical parameters (`params_agree`).
 
 Try it: `fabriclab train --model resnet50 --np 4 --image-size 32 --batch-size 32 --steps 20 --warmup 5 --runtime ours,ddp`.
 """
@@ -22,110 +23,51 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 
+# The config and its checks live without torch (the CLI checks its input before importing torch).
+from fabriclab.bench.train_config import RUNTIMES, SYNTHETIC, TrainBenchConfig, check_batch
 from fabriclab.bench.train_report import summarize
-from fabriclab.runtime.data import ShardReader, SyntheticSource, image_size_of, list_shards, rank_shards
+from fabriclab.runtime.data import (ShardReader, SyntheticSource, image_size_of, list_shards, on_device,
+                                    rank_shards)
 from fabriclab.runtime.ddp import DDPRunner
 from fabriclab.runtime.launch import LaunchConfig, RankContext, launch
 from fabriclab.runtime.meters import HostMeter
 from fabriclab.runtime.trainer import DataParallelTrainer, TrainerConfig
-from fabriclab.workload.zoo import get_spec, input_shape
 
-RUNTIMES = ("ours", "ddp")
-SYNTHETIC = "synthetic"
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainBenchConfig:
-    """One benchmark run: a model, a rank count, a trainer configuration and the runtimes to time."""
-
-    model: str = "resnet50"
-    """Zoo model (ignored with `replay`, which builds a model of the profile's gradients)."""
-    num_ranks: int = 4
-    """Local ranks to spawn (a torchrun/Slurm/MPI launch brings its own)."""
-    batch_size: int = 32
-    """Global batch per step, split evenly over the ranks."""
-    image_size: int | None = None
-    """Image side in pixels (the model's default, 224 for ResNet-50, when None; a dataset's own size)."""
-    steps: int = 50
-    """Timed steps per runtime."""
-    warmup: int = 10
-    """Untimed steps before them."""
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    """Sync, overlap, fusion, compression and SGD settings of our trainer (SGD also for DDP)."""
-    runtimes: tuple[str, ...] = ("ours",)
-    """ours, ddp, or both (timed in turn)."""
-    data: str = SYNTHETIC
-    """`synthetic` or a folder of TFRecord shards (`fabriclab data make`)."""
-    prefetch: int = 4
-    """Batches each rank's reader thread keeps ready."""
-    replay: str | None = None
-    """Profile to replay instead of computing: a built-in V100 name (resnet50, ...) or a profile file."""
-    dilation: float = 1.0
-    """Factor on every replayed time."""
-    baseline: bool = True
-    """Also run 1 rank at the per-rank batch, for the scaling factor."""
-    display_every: int = 10
-    """Print a tf_cnn_benchmarks line every this many steps."""
-    trace_steps: int = 0
-    """Timed steps of `ours` (the last ones) whose events go into the Chrome trace; 0: no trace."""
-    timeout_s: float = 120.0
-    """Longest wait for a missing or stuck rank before the run fails naming it."""
-    backend: str = "gloo"
-    """torch.distributed backend."""
-    seed: int = 0
-    """Seed of the model initialisation and the synthetic batches."""
-
-    def __post_init__(self) -> None:
-        if not self.runtimes or set(self.runtimes) - set(RUNTIMES) or len(set(self.runtimes)) < len(self.runtimes):
-            raise ValueError(f"unknown or repeated runtime in {','.join(self.runtimes)}: use ours, ddp or ours,ddp")
-        if self.num_ranks < 1:
-            raise ValueError(f"number of ranks must be >= 1, got {self.num_ranks}")
-        check_batch(self.batch_size, self.num_ranks)
-        if self.steps < 1 or self.warmup < 0 or self.display_every < 1:
-            raise ValueError(f"need steps >= 1, warmup >= 0 and display-every >= 1, got {self.steps}, "
-                             f"{self.warmup} and {self.display_every}")
-        if not 0 <= self.trace_steps <= self.steps:
-            raise ValueError(f"trace steps {self.trace_steps} must be within 0..{self.steps}")
-        if self.replay is None:
-            get_spec(self.model)
-            input_shape(self.model, max(2, self.batch_size // self.num_ranks), self.image_size)
-        elif self.data != SYNTHETIC:
-            raise ValueError("replayed compute reads no data: drop --data or --replay")
-        if not self.dilation > 0:
-            raise ValueError(f"dilation must be > 0, got {self.dilation}")
-
-
-def check_batch(batch_size: int, num_ranks: int) -> None:
-    if batch_size < 1 or batch_size % num_ranks:
-        good = max(num_ranks, round(batch_size / num_ranks) * num_ranks)
-        raise ValueError(f"batch size {batch_size} does not split over {num_ranks} ranks: use a multiple of "
-                         f"{num_ranks}, e.g. {good}")
+__all__ = ["RUNTIMES", "SYNTHETIC", "TrainBenchConfig", "check_batch", "run_train_bench", "bench_rank"]
 
 
 def run_train_bench(config: TrainBenchConfig, *, on_message: Callable[[int, dict], None] | None = None) -> dict:
-    """Run the benchmark (and the 1-rank baseline); returns the summary of every runtime."""
+    """Run the benchmark (and the 1-rank baseline); returns the summary of every runtime.
+
+    `on_message(rank, message)` gets rank 0's report of every step as it ends (`runtime`, `step`,
+    `timed`, `seconds`: rank 0's own time, `loss`, and `baseline`: True in the 1-rank run)."""
+    if config.trainer is None:
+        config = dataclasses.replace(config, trainer=TrainerConfig())
     if config.data != SYNTHETIC:  # a missing shard fails here, in one line, before any rank starts
         size = image_size_of(list_shards(config.data)[0])
         if config.image_size is not None and config.image_size != size:
             raise ValueError(f"the dataset's images are {size}x{size} but --image-size is {config.image_size}: "
                              f"drop --image-size or make the dataset with --image-size {config.image_size}")
-    lc = LaunchConfig(num_ranks=config.num_ranks, backend=config.backend, timeout_s=config.timeout_s)
+    lc = LaunchConfig(num_ranks=config.num_ranks, device=config.trainer.device, backend=config.backend,
+                      timeout_s=config.timeout_s)
     outcome = launch(bench_rank, (config,), config=lc, on_message=on_message)
     result = outcome.results[min(outcome.results)]
     baseline = None
     if config.baseline and outcome.external is None and config.num_ranks > 1:
         one = dataclasses.replace(config, num_ranks=1, batch_size=config.batch_size // config.num_ranks,
                                   runtimes=("ours",), trace_steps=0, baseline=False)
-        single = launch(bench_rank, (one,), config=dataclasses.replace(lc, num_ranks=1), on_message=on_message)
+        single = launch(bench_rank, (one,), config=dataclasses.replace(lc, num_ranks=1),
+                        on_message=None if on_message is None else (
+                            lambda rank, message: on_message(rank, {**message, "baseline": True})))
         baseline = single.results[0]["runtimes"]["ours"]["images_per_sec"]
     elif config.num_ranks == 1:
         baseline = result["runtimes"][config.runtimes[0]]["images_per_sec"]
+    result["launch"] = outcome.placement
     for summary in result["runtimes"].values():
         summary["single_rank_images_per_sec"] = baseline
         summary["scaling_factor"] = (summary["images_per_sec"] / (result["num_ranks"] * baseline)
@@ -161,6 +103,7 @@ def bench_rank(ctx: RankContext, config: TrainBenchConfig) -> dict:
     check_batch(config.batch_size, ctx.world_size)
     per_rank = config.batch_size // ctx.world_size
     build, loss_fn, source = _workload(config, per_rank, ctx.rank, ctx.world_size)
+    source = on_device(source, ctx.device, config.trainer.channels_last)
     runners = {}
     for name in config.runtimes:
         torch.manual_seed(config.seed)
@@ -169,7 +112,7 @@ def bench_rank(ctx: RankContext, config: TrainBenchConfig) -> dict:
             runners[name] = DataParallelTrainer(model, loss_fn, config.trainer, example=source.next(),
                                                 trace=config.trace_steps > 0)
         else:
-            runners[name] = DDPRunner(model, loss_fn, config.trainer.sgd)
+            runners[name] = DDPRunner(model, loss_fn, config.trainer.sgd, **config.trainer.compute_options)
     meter = HostMeter() if ctx.local_rank == 0 else None
     times = {n: [] for n in runners}
     losses = {n: [] for n in runners}
@@ -238,7 +181,7 @@ def _mean_stats(stats: list[dict], world_size: int) -> dict[str, float]:
 
 def _params_agree(model, world_size: int) -> bool:
     """The correctness check of every run: all ranks end with bit-identical parameters."""
-    flat = torch.cat([p.detach().flatten().double() for p in model.parameters()])
+    flat = torch.cat([p.detach().flatten().double() for p in model.parameters()]).cpu()
     digest = torch.stack([flat.sum(), (flat * torch.arange(1, flat.numel() + 1, dtype=torch.float64)).sum()])
     if world_size == 1:
         return True

@@ -43,7 +43,8 @@ def parse_mode(text: str, base: TrainerConfig) -> TrainerConfig:
 def run_modes(base: TrainBenchConfig, modes: list[str],
               on_row: Callable[[dict], None] | None = None) -> list[dict]:
     """One launch per mode (ours and DDP interleaved step by step); returns one row per mode."""
-    configs = [(m, parse_mode(m, base.trainer)) for m in modes]  # every mode checked before any runs
+    base_trainer = base.trainer if base.trainer is not None else TrainerConfig()
+    configs = [(m, parse_mode(m, base_trainer)) for m in modes]  # every mode checked before any runs
     rows = []
     for mode, trainer in configs:
         config = dataclasses.replace(base, trainer=trainer, runtimes=("ours", "ddp"), baseline=False,

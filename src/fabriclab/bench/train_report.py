@@ -1,4 +1,4 @@
-"""tf_cnn_benchmarks' numbers and lines from per-step times (seed 000 ran tf_cnn_benchmarks).
+"""tf_cnn_benchmarks' numbers and lines from per-step times (Samsi et al. ran tf_cnn_benchmarks).
 
 As `benchmark_cnn.get_perf_timing` computes them, for the steps so far with global batch B and
 per-step times t_i (here the slowest rank's): speed_i = B / t_i; the printed mean is B / mean(t_i),
@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 
 RULE = "-" * 64
+HEADER = "Step\tImg/sec\ttotal_loss"
 MAD_TO_STD = 1.4826  # median absolute deviation x 1.4826 estimates sigma of a normal distribution
 
 
@@ -28,13 +29,28 @@ def perf_timing(batch_size: int, times: list[float]) -> tuple[float, float, floa
 
 def tf_cnn_lines(times: list[float], losses: list[float], batch_size: int, display_every: int) -> list[str]:
     """`Step  Img/sec  total_loss` lines at step 1 and every `display_every` steps, then the total."""
-    lines = ["Step\tImg/sec\ttotal_loss"]
+    lines = [HEADER]
     for step in range(1, len(times) + 1):
-        if step == 1 or step % display_every == 0:
-            mean, unc, jitter = perf_timing(batch_size, times[:step])
-            lines.append(f"{step}\timages/sec: {mean:.1f} +/- {unc:.1f} (jitter = {jitter:.1f})\t{losses[step - 1]:.3f}")
-    lines += [RULE, f"total images/sec: {total_images_per_sec(times, batch_size):.2f}", RULE]
+        if is_display_step(step, display_every):
+            lines.append(step_line(times[:step], losses[step - 1], batch_size))
+    lines += total_lines(times, batch_size)
     return lines
+
+
+def is_display_step(step: int, display_every: int) -> bool:
+    """tf_cnn_benchmarks prints step 1 and every `display_every`-th step (steps count from 1)."""
+    return step == 1 or step % display_every == 0
+
+
+def step_line(times: list[float], loss: float, batch_size: int) -> str:
+    """The line of step `len(times)`: mean images/sec of the steps so far, uncertainty, jitter, loss."""
+    mean, unc, jitter = perf_timing(batch_size, times)
+    return f"{len(times)}\timages/sec: {mean:.1f} +/- {unc:.1f} (jitter = {jitter:.1f})\t{loss:.3f}"
+
+
+def total_lines(times: list[float], batch_size: int) -> list[str]:
+    """The closing lines: a rule, `total images/sec`, a rule."""
+    return [RULE, f"total images/sec: {total_images_per_sec(times, batch_size):.2f}", RULE]
 
 
 def total_images_per_sec(times: list[float], batch_size: int) -> float:

@@ -26,12 +26,12 @@ from fabriclab.bench.validate_model import (NATIVE, TCP_PAYLOAD_EFFICIENCY, EmuM
                                             model_from_calibration, plan_iterations, simulate_model,
                                             simulate_plain, stream_efficiency)
 from fabriclab.collectives import registry
+from fabriclab.collectives.plan import DEFAULT_SEGMENT_BYTES
 from fabriclab.collectives.schedule import ALLREDUCE
 from fabriclab.emu.cluster import EmuConfig, emulated_cluster, shaping
 from fabriclab.emu.launch import raise_on_failure, run_in_cluster
 from fabriclab.fabric.scenario import TopologySpec
-from fabriclab.runtime.executor import DEFAULT_SEGMENT_BYTES
-from fabriclab.units import parse_bandwidth
+from fabriclab.units import parse_bandwidth, parse_ratio
 
 TOPOLOGIES = ("star", "fat-tree")
 # 1 Gbit/s real links at D = 2 run at 500 Mbit/s: 4 ranks and the kernel's forwarding then leave room on
@@ -41,7 +41,7 @@ DEFAULT_DILATION = 2.0
 # tbf bucket: the emulator's floor (128 KiB) at these rates; a bucket lets messages after idle through
 # unshaped, so the smaller, the closer the emulation is to a fluid link.
 DEFAULT_BURST_S = 1e-3
-# Deep tbf queues (200 ms at the link rate): seed 000's fabrics are lossless (RoCE with PFC, Omni-Path
+# Deep tbf queues (200 ms at the link rate): Samsi et al.'s fabrics are lossless (RoCE with PFC, Omni-Path
 # credits), and with the emulator's 10 ms queues incast (direct, 3 senders into one host) dropped whole
 # 64 KiB GSO packets: measured 7 retransmission timeouts (>= 200 ms each) in 11 iterations of a 4 MB
 # direct all-reduce at 250 Mbit/s, which then took 2x the model; with 200 ms queues, none.
@@ -116,11 +116,11 @@ class ValidateConfig:
 
     def spec(self) -> TopologySpec:
         """The TopologySpec both the emulator and the simulator build."""
-        common = dict(hosts=self.hosts, bandwidth=self.link, latency="0s")
+        common = dict(hosts=self.hosts, bandwidth_Bps=parse_bandwidth(self.link), latency_s=0.0)
         if self.topology == "star":
             return TopologySpec(kind="star", **common)
         return TopologySpec(kind="fat-tree", levels=2, hosts_per_leaf=self.hosts_per_leaf,
-                            bisection=self.bisection, **common)
+                            bisection=parse_ratio(self.bisection), **common)
 
 
 def estimate_times(config: ValidateConfig) -> dict[int, float]:

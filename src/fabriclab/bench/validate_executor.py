@@ -7,12 +7,14 @@ and posts a message as soon as the receives it depends on have been applied, acr
 a tree (binomial, chain, hierarchical) with several segments per chunk that halves the time of the
 step-by-step model, so validating the simulator against measurements needs this model of the executor.
 
-The task graph, per rank, follows `compile_plan` exactly:
+The task graph, per rank, follows the executor's own plan (`fabriclab.collectives.plan.compile_plan`)
+exactly; the costs besides the wire are an `ExecutorCosts`:
 * **post i** (compute, `post_s`): the posting thread hands segment i to Gloo; posts happen in program
   order, after receive `need - 1` was applied, and a direct receive after the sends that still read its
   range (write-after-read) completed.
 * **transfer** (flow on the topology) of every matched send/receive pair (k-th send a->b with the k-th
-  receive at b from a, Gloo's FIFO matching): starts when both ends have posted (Gloo's unbound buffers
+  receive at b from a, Gloo's FIFO matching, paired by `match_messages` as the simulator pairs a
+  schedule's ops): starts when both ends have posted (Gloo's unbound buffers
   rendezvous: the sender waits for the receiver's NOTIFY_RECV_READY, gloo/transport/tcp/pair.cc) and
   after the pair's previous message (one TCP connection per pair carries them one after another).
 * **apply a** (compute): receives are applied in op order on the posting thread, each after its
@@ -24,22 +26,33 @@ Try it: `fabriclab validate --topology star --hosts 4 --algos binomial --sizes 1
 
 from __future__ import annotations
 
-from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
+from fabriclab.collectives.plan import compile_plan, match_messages
 from fabriclab.collectives.schedule import Schedule
-from fabriclab.runtime.executor import compile_plan
 from fabriclab.sim.engine import TaskGraph, run
 
 
-def executor_graph(schedule: Schedule, placement: np.ndarray, *, itemsize: int, segment_bytes: int,
-                   post_s: float = 0.0, gamma_s_per_byte: float = 0.0, copy_s_per_byte: float = 0.0,
-                   burst_bytes: int = 0) -> tuple[TaskGraph, list[list[int]]]:
-    """The task graph of the executor running `schedule`; also each rank's tasks that end its run.
+@dataclass(frozen=True, kw_only=True)
+class ExecutorCosts:
+    """What the executor spends besides the wire (all zero: the network alone)."""
 
-    `burst_bytes`: the first message each rank sends carries that many bytes fewer through the flow
-    model (a token bucket, full after the idle barrier, lets them through unshaped)."""
+    post_s: float = 0.0
+    """Posting thread's time to hand one segment to Gloo, seconds."""
+    gamma_s_per_byte: float = 0.0
+    """Reduction time per received byte (`recv_reduce`), seconds."""
+    copy_s_per_byte: float = 0.0
+    """Time per byte to copy a received segment out of its temporary (`recv_copy`), seconds."""
+    burst_bytes: int = 0
+    """The first message each rank sends carries that many bytes fewer through the flow model (a token
+    bucket, full after the idle barrier, lets them through unshaped)."""
+
+
+def executor_graph(schedule: Schedule, placement: np.ndarray, *, itemsize: int, segment_bytes: int,
+                   costs: ExecutorCosts = ExecutorCosts()) -> tuple[TaskGraph, list[list[int]]]:
+    """The task graph of the executor running `schedule`; also each rank's tasks that end its run."""
     if segment_bytes < itemsize:
         raise ValueError(f"segment size {segment_bytes} B is smaller than one element ({itemsize} B)")
     seg_elements = max(1, segment_bytes // itemsize)
@@ -48,32 +61,25 @@ def executor_graph(schedule: Schedule, placement: np.ndarray, *, itemsize: int, 
     posts: list[list[int]] = []
     applies: list[list[int]] = []
     for plan in plans:
-        posts.append([graph.add_compute(post_s) for _ in plan.segments])
+        posts.append([graph.add_compute(costs.post_s) for _ in plan.segments])
         apply_tasks = []
         for i in plan.applies:
             seg = plan.segments[i]
-            per_byte = 0.0 if seg.tmp < 0 else (gamma_s_per_byte if seg.reduce else copy_s_per_byte)
+            per_byte = 0.0 if seg.tmp < 0 else (costs.gamma_s_per_byte if seg.reduce else costs.copy_s_per_byte)
             apply_tasks.append(graph.add_compute((seg.stop - seg.start) * itemsize * per_byte))
         applies.append(apply_tasks)
-    # Match sends and receives FIFO per ordered pair of ranks, as Gloo matches messages with one tag.
-    sends: dict[tuple[int, int], list[int]] = defaultdict(list)
-    recvs: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for r, plan in enumerate(plans):
-        for i, seg in enumerate(plan.segments):
-            (sends[(r, seg.peer)] if seg.is_send else recvs[(seg.peer, r)]).append(i)
+    # Segments pair up as the schedule's ops do: FIFO per ordered pair (Gloo matches one tag in order).
+    segments = ((r, seg.peer, seg.is_send, i) for r, plan in enumerate(plans)
+                for i, seg in enumerate(plan.segments))
     transfer: list[dict[int, int]] = [{} for _ in plans]  # rank -> segment -> transfer task
     first_send = [next((i for i, seg in enumerate(plan.segments) if seg.is_send), -1) for plan in plans]
-    for (a, b), out in sorted(sends.items()):
-        into = recvs.get((a, b), [])
-        if len(into) != len(out):
-            raise ValueError(f"rank {a} posts {len(out)} segments to rank {b}, which posts {len(into)} "
-                             f"receives: the schedule is inconsistent (verify it)")
+    for (a, b), out, into in sorted(match_messages(segments)):
         previous = None
         for i, j in zip(out, into):
             seg = plans[a].segments[i]
             size = (seg.stop - seg.start) * itemsize
             if i == first_send[a]:
-                size = max(size - burst_bytes, 0)
+                size = max(size - costs.burst_bytes, 0)
             t = graph.add_transfer(int(placement[a]), int(placement[b]), size)
             graph.depend(t, posts[a][i])
             graph.depend(t, posts[b][j])
@@ -121,15 +127,12 @@ def _wire_rank(graph: TaskGraph, plan, posts: list[int], applies: list[int], tra
 
 
 def simulate_executor(schedule: Schedule, topology, placement: np.ndarray | None = None, *, itemsize: int,
-                      segment_bytes: int, post_s: float = 0.0, gamma_s_per_byte: float = 0.0,
-                      copy_s_per_byte: float = 0.0, burst_bytes: int = 0) -> float:
+                      segment_bytes: int, costs: ExecutorCosts = ExecutorCosts()) -> float:
     """Simulated time of one run of `schedule` by the pipelined executor: the last rank's end."""
     if placement is None:
         placement = np.arange(schedule.num_ranks)
     graph, ends = executor_graph(schedule, np.asarray(placement), itemsize=itemsize,
-                                 segment_bytes=segment_bytes, post_s=post_s,
-                                 gamma_s_per_byte=gamma_s_per_byte, copy_s_per_byte=copy_s_per_byte,
-                                 burst_bytes=burst_bytes)
+                                 segment_bytes=segment_bytes, costs=costs)
     if not len(graph):
         return 0.0
     timeline = run(graph, topology)

@@ -39,12 +39,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fabriclab.bench.validate_executor import simulate_executor
+from fabriclab.bench.validate_executor import ExecutorCosts, simulate_executor
+from fabriclab.collectives.plan import DEFAULT_SEGMENT_BYTES
 from fabriclab.collectives.registry import build_schedule
 from fabriclab.collectives.schedule import ALLREDUCE
 from fabriclab.fabric.scenario import TopologySpec, build_topology
 from fabriclab.fabric.topology import Topology
-from fabriclab.runtime.executor import DEFAULT_SEGMENT_BYTES
 from fabriclab.sim.collective import simulate
 
 # TCP payload per frame as tbf counts it (no preamble, FCS or inter-frame gap): 1500 B MTU - 20 B IPv4
@@ -135,9 +135,10 @@ def simulate_model(topology: Topology, algo: str, num_ranks: int, size_bytes: in
     """The executor model on `topology` (built with the model's efficiency and alpha: `emulated_topology`)."""
     spec = NATIVE_AS if algo == NATIVE else algo
     schedule = build_schedule(ALLREDUCE, spec, num_ranks, size_bytes // ITEMSIZE)
+    costs = ExecutorCosts(gamma_s_per_byte=model.gamma_s_per_byte, copy_s_per_byte=model.copy_s_per_byte,
+                          burst_bytes=model.burst_bytes)
     return simulate_executor(schedule, topology, itemsize=ITEMSIZE, segment_bytes=model.segment_bytes,
-                             gamma_s_per_byte=model.gamma_s_per_byte,
-                             copy_s_per_byte=model.copy_s_per_byte, burst_bytes=model.burst_bytes)
+                             costs=costs)
 
 
 @dataclass(frozen=True, kw_only=True)

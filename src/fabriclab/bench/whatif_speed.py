@@ -1,6 +1,6 @@
-"""How long seed 004's full what-if sweep takes: our event-driven replay against a real-time replay.
+"""How long the full what-if sweep of Zhang et al. (NetAI'20) takes: our event-driven replay against a real-time replay.
 
-Seed 004's scripts replay each point in real time, slowed down 10x, with a backward process and an
+The paper's scripts replay each point in real time, slowed down 10x, with a backward process and an
 all-reduce process that spin-wait (`sim_with_compression_comm.py`). `realtime_replay` does the same for
 one point (two threads spin-waiting on the same bucket schedule), so its cost is measured here rather
 than quoted; the full sweep's replay time is that per-point figure summed over the grid's points
@@ -20,7 +20,7 @@ from fabriclab.whatif.sweep import PAPER_COMPRESSION, SweepAxes, run_sweep
 from fabriclab.workload.addcost import builtin_add_cost
 from fabriclab.workload.profile import V100_BATCH_S, load_profile
 
-SLOWDOWN = 10  # seed 004's slowdown_f
+SLOWDOWN = 10  # the paper's scripts' slowdown_f
 
 
 def _spin(seconds: float) -> None:
@@ -30,7 +30,7 @@ def _spin(seconds: float) -> None:
 
 
 def realtime_replay(profile, fusion: FusionPolicy, cost: CostModel, slowdown: float = SLOWDOWN) -> float:
-    """Replay one point in real time, as seed 004 does; returns the measured t_sync (un-slowed)."""
+    """Replay one point in real time, as the paper's scripts do; returns the measured t_sync (un-slowed)."""
     buckets = fusion.buckets([g.size_bytes for g in profile.grads], [g.ready_s for g in profile.grads])
     handed: list[int] = []
     lock = threading.Condition()

@@ -2,13 +2,19 @@
 
 `verify` builds every schedule asked for (every collective, algorithm spec, rank count, element count
 and, for reduce and broadcast, root 0 and the last rank), checks each with the symbolic verifier and
-prints one table row per (collective, spec); it exits with 1 when any check fails. `show` prints the
-per-rank operations of one schedule, verifies it, and can save it as JSON or load a saved one.
+prints one table row per (collective, spec); it exits with 1 when any check fails. Before it builds
+anything it checks the size of the job: at most 1024 ranks and 4096 chunks per schedule, and a sweep
+estimated (from timings on this machine) to finish within `MAX_VERIFY_S`. `show` prints the per-rank
+operations of one schedule (as a table of ops with `--format csv|json|markdown`), verifies it, and can
+save it as JSON or load a saved one.
 
 Try it: `fabriclab collectives verify --algo all --ranks 1-64`.
 """
 
 import dataclasses
+import json
+import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -18,18 +24,25 @@ from rich.table import Table
 from rich.text import Text
 
 import fabriclab.collectives.verify as verifier
-from fabriclab.cli.common import (EXIT_FAILED, JsonOption, console, err_console, save_record,
-                                  split_list, user_errors)
+from fabriclab.bench.schedule_cost import MAX_SCHEDULE_RANKS, VerifyCost, schedule_work
+from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption,
+                                  check_output_path, err_console, print_error, split_list, user_errors)
 from fabriclab.collectives import registry
 from fabriclab.collectives.schedule import (BROADCAST, RECV_COPY, RECV_REDUCE, REDUCE, SEND, Op,
                                             Schedule)
 from fabriclab.units import format_int_list, parse_int_list, parse_rank_range
 
-app = typer.Typer(help="Collective algorithms as schedules: list, show and verify them.",
-                  no_args_is_help=True)
+app = typer.Typer(help="Collective algorithms as schedules: list, show, verify and benchmark them.",
+                  no_args_is_help=True, rich_markup_mode=None)
 
 MAX_FAILURES_SHOWN = 5
 MAX_FAILURES_RECORDED = 100
+# A verify sweep estimated (`bench.schedule_cost.VerifyCost`) to take longer than this is refused before
+# it starts: split it, or verify fewer rank counts or algorithms.
+MAX_VERIFY_S = 1800.0
+MAX_CASES = 1_000_000
+PROGRESS_EVERY_S = 30.0
+MAX_COUNT = 1 << 62
 OP_LABELS = {SEND: "send", RECV_REDUCE: "recv+reduce", RECV_COPY: "recv+copy"}
 
 
@@ -63,13 +76,15 @@ class Outcome:
 
 
 @app.command("list")
-def list_algorithms() -> None:
+@user_errors
+def list_algorithms(fmt: FormatOption = None) -> None:
     """Print every collective's algorithms with their parameters (and defaults) and a one-line doc."""
+    out = Output(fmt)
     for collective in registry.COLLECTIVE_NAMES:
         table = Table("algorithm", "parameters", "description", title=collective, title_justify="left")
         for name, params, doc in registry.describe(collective):
             table.add_row(name, params or "-", doc)
-        console.print(table)
+        out.table(table)
 
 
 @app.command()
@@ -80,26 +95,26 @@ def verify(
     ranks: Annotated[str, typer.Option(help="Rank counts: 3, 1-64 or 1,2,4,8.")] = "1-16",
     collective: Annotated[str, typer.Option(help="'all' or a comma list, e.g. allreduce,reduce.")] = "all",
     counts: Annotated[str, typer.Option(help="Element counts per buffer: 0,1,7,1001 or 0-9.")] = "0,1,7,1001",
+    fmt: FormatOption = None,
     json_path: JsonOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Build and symbolically verify schedules for many rank counts and buffer sizes."""
+    out = Output(fmt, json_path, store)
     collectives = _collectives(collective)
     algos = None if algo.strip() == "all" else split_list(algo, "algorithm list")
-    rank_counts = parse_rank_range(ranks)
-    element_counts = parse_int_list(counts, minimum=0, what="element count")
+    rank_counts = parse_rank_range(ranks, maximum=MAX_SCHEDULE_RANKS)
+    element_counts = parse_int_list(counts, minimum=0, what="element count", maximum=MAX_COUNT)
     cases = _cases(collectives, algos, rank_counts, element_counts)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True,
-                  disable=not err_console.is_terminal) as progress:
-        outcomes = [_check(case) for case in progress.track(cases, description="verifying")]
+    outcomes = _check_all(cases)
     rows = _summarise(outcomes)
     failures = [{**dataclasses.asdict(o.case), "errors": o.errors} for o in outcomes if o.errors]
-    _print_verify_table(rows)
-    _print_failures(failures, len(cases))
+    out.table(_verify_table(rows))
+    _print_failures(out, failures, len(cases))
     config = {"algo": algo, "collectives": collectives, "ranks": rank_counts, "counts": element_counts}
     results = {"num_checked": len(cases), "num_failed": len(failures), "rows": rows,
                "failures": failures[:MAX_FAILURES_RECORDED]}
-    save_record(json_path, "collectives.verify", config, results)
+    out.record("collectives.verify", config, results)
     if failures:
         raise typer.Exit(EXIT_FAILED)
 
@@ -116,8 +131,13 @@ def show(
     save: Annotated[Optional[Path], typer.Option(metavar="PATH", help="Save the schedule as JSON.")] = None,
     load: Annotated[Optional[Path], typer.Option(metavar="PATH", help="Show a saved schedule.")] = None,
     trace: Annotated[bool, typer.Option(help="Also print what each rank holds after each step.")] = False,
+    fmt: FormatOption = None,
 ) -> None:
-    """Print one schedule step by step (per rank: send / recv+reduce / recv+copy) and verify it."""
+    """Print one schedule step by step (per rank: send / recv+reduce / recv+copy) and verify it.
+
+    With --format csv, json or markdown the schedule is printed as a table of its operations."""
+    out = Output(fmt)
+    check_output_path(save, "--save")
     if load is not None:
         if any(x is not None for x in (algo, ranks, collective, count, root)):
             raise ValueError("--load shows the schedule saved in the file; drop --algo, --ranks, "
@@ -126,38 +146,103 @@ def show(
     elif algo is None or ranks is None:
         raise ValueError("give --algo and --ranks (e.g. --algo ring --ranks 4), or --load PATH")
     else:
-        num_ranks = parse_rank_range(ranks)
+        num_ranks = parse_rank_range(ranks, maximum=MAX_SCHEDULE_RANKS)
         if len(num_ranks) != 1:
             raise ValueError(f"--ranks {ranks!r} names {len(num_ranks)} rank counts; show takes one, e.g. 4")
+        if count is not None and not 0 <= count <= MAX_COUNT:
+            raise ValueError(f"--count {count}: give a number of elements from 0 to {MAX_COUNT}")
+        schedule_work(collective or "allreduce", algo.strip(), num_ranks[0])
         schedule = registry.build_schedule(collective or "allreduce", algo.strip(), num_ranks[0],
                                            2 * num_ranks[0] if count is None else count, root or 0)
     if save is not None:
-        save.parent.mkdir(parents=True, exist_ok=True)
-        save.write_text(schedule.to_json() + "\n")
-        err_console.print(f"schedule saved to {save}", markup=False, soft_wrap=True)
-    for line in format_schedule(schedule):
-        typer.echo(line)
+        _save_schedule(schedule, save)
+    if out.fmt in ("table", "plain"):
+        for line in format_schedule(schedule):
+            out.note(line)
+    else:
+        out.table(ops_table(schedule))
     result = verifier.verify(schedule, trace=trace)
     if trace:
-        typer.echo("\n".join(["trace (what each rank holds after each of its steps):", *result.trace]))
+        out.note("\n".join(["trace (what each rank holds after each of its steps):", *result.trace]))
     if result.ok:
-        console.print(f"verify: ok ({result.num_steps} steps, {result.num_messages} messages)",
-                      style="green", markup=False)
+        out.note(f"verify: ok ({result.num_steps} steps, {result.num_messages} messages)")
         return
-    console.print("verify: FAILED", style="bold red", markup=False)
+    out.note("verify: FAILED")
     for error in result.errors:
-        typer.echo(f"  {error}")
+        out.note(f"  {error}")
     raise typer.Exit(EXIT_FAILED)
+
+
+def _check_all(cases: list[Case]) -> list[Outcome]:
+    """Check every case; progress on stderr: a bar on a terminal, else a line every `PROGRESS_EVERY_S`."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    start = last = time.monotonic()
+    outcomes = []
+    with Progress(*columns, console=err_console, transient=True,
+                  disable=not err_console.is_terminal) as progress:
+        for i, case in enumerate(progress.track(cases, description="verifying"), 1):
+            outcomes.append(_check(case))
+            now = time.monotonic()
+            if not err_console.is_terminal and now - last >= PROGRESS_EVERY_S:
+                last = now
+                print(f"verifying: {i:,} of {len(cases):,} schedules ({i / len(cases):.0%}), {now - start:.0f} s",
+                      file=sys.stderr, flush=True)
+    return outcomes
+
+
+def _save_schedule(schedule: Schedule, path: Path) -> None:
+    """Write the schedule; a write that fails is one error line, and the schedule is still shown."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(schedule.to_json() + "\n")
+    except OSError as exc:
+        print_error(f"cannot save the schedule to {path}: {exc.strerror or exc}")
+        return
+    err_console.print(f"schedule saved to {path}", markup=False, soft_wrap=True)
 
 
 def load_schedule(path: Path) -> Schedule:
     """A schedule read from a JSON file written by `show --save`; ValueError says what is wrong."""
     try:
-        return Schedule.from_json(path.read_text())
+        text = path.read_text()
     except OSError as exc:
         raise ValueError(f"cannot read schedule file {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a text file; give a schedule saved by `collectives show --save`") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: schedule file is not valid JSON: {exc}") from None
+    hint = "give a file saved by `collectives show --save`"
+    if not isinstance(data, dict):
+        kind = {list: "an array", type(None): "null", str: "a string", bool: "true or false"}.get(type(data),
+                                                                                                "a number")
+        raise ValueError(f"{path}: not a fabriclab schedule: the file holds {kind}, not a JSON object; {hint}")
+    try:
+        schedule = Schedule.from_dict(data)
+    except (AttributeError, IndexError, TypeError, AssertionError, ValueError) as exc:
+        text = str(exc) if str(exc).startswith("not a fabriclab schedule") else f"not a fabriclab schedule ({exc})"
+        raise ValueError(f"{path}: {text}; {hint}") from None
+    if not 1 <= schedule.num_ranks <= MAX_SCHEDULE_RANKS:
+        raise ValueError(f"{path}: the schedule has {schedule.num_ranks} ranks; show takes 1 to "
+                         f"{MAX_SCHEDULE_RANKS}")
+    return schedule
+
+
+def ops_table(s: Schedule) -> Table:
+    """Every operation of a schedule as a row: rank, step, op, chunk, its element range and the peer."""
+    table = Table(title=f"{s.collective} {s.algorithm}: {s.num_ranks} ranks, count {s.count}, root {s.root}",
+                  title_justify="left")
+    for column in ("rank", "step", "op", "chunk", "start", "stop", "peer"):
+        table.add_column(column, justify="left" if column == "op" else "right")
+    for r in range(s.num_ranks):
+        for k, step in enumerate(s.steps[r]):
+            for op in step:
+                exists = 0 <= op.chunk < len(s.chunks)
+                start, length = s.chunks[op.chunk] if exists else (-1, 0)
+                table.add_row(str(r), str(k), OP_LABELS.get(op.kind, op.kind), str(op.chunk), str(start),
+                              str(start + length if exists else -1), str(op.peer))
+    return table
 
 
 def format_schedule(s: Schedule) -> list[str]:
@@ -201,7 +286,7 @@ def _cases(collectives: list[str], algos: list[str] | None, rank_counts: list[in
             choices = sorted({n for names in known.values() for n in names})
             raise ValueError(f"unknown algorithm {base!r} for {', '.join(collectives)}: "
                              f"expected one of {', '.join(choices)}")
-    cases = []
+    plan = []  # (collective, ranks, roots, specs): checked for size before any case exists
     for c in collectives:
         for n in rank_counts:
             roots = sorted({0, n - 1}) if c in (REDUCE, BROADCAST) else [0]
@@ -209,9 +294,32 @@ def _cases(collectives: list[str], algos: list[str] | None, rank_counts: list[in
                 specs = [(s, False) for s in registry.verify_specs(c, n)]
             else:
                 specs = [(s, True) for spec in algos for s in _expand(c, n, spec, known[c])]
-            cases += [Case(collective=c, spec=s, num_ranks=n, count=k, root=root, user_spec=user)
-                      for s, user in specs for k in counts for root in roots]
-    return cases
+            plan.append((c, n, roots, specs))
+    num_cases = sum(len(specs) * len(counts) * len(roots) for _, _, roots, specs in plan)
+    seconds = _sweep_seconds(plan, counts, VerifyCost(probe=False))
+    if seconds > MAX_VERIFY_S:  # the quick upper bound is too high: count the messages of each spec
+        seconds = _sweep_seconds(plan, counts, VerifyCost())
+    if num_cases > MAX_CASES or seconds > MAX_VERIFY_S:
+        raise ValueError(f"this sweep is {num_cases:,} schedules, about {seconds / 60:,.0f} min of verification "
+                         f"on this machine; the limit is {MAX_CASES:,} schedules and {MAX_VERIFY_S / 60:.0f} "
+                         f"min: verify fewer --ranks, --counts, --algo or --collective at a time")
+    return [Case(collective=c, spec=s, num_ranks=n, count=k, root=root, user_spec=user)
+            for c, n, roots, specs in plan for s, user in specs for k in counts for root in roots]
+
+
+def _sweep_seconds(plan: list, counts: list[int], cost: VerifyCost) -> float:
+    return sum(_seconds(cost, c, s, n, k, user) * len(roots)
+               for c, n, roots, specs in plan for s, user in specs for k in counts)
+
+
+def _seconds(cost: VerifyCost, collective: str, spec: str, num_ranks: int, count: int, user_spec: bool) -> float:
+    """Estimated seconds of a case; a built-in spec that does not parse costs nothing (its build fails)."""
+    try:
+        return cost.seconds(collective, spec, num_ranks, count)
+    except ValueError as exc:
+        if user_spec:
+            raise ValueError(f"{collective} {spec} (ranks={num_ranks}): {exc}") from None
+        return 0.0
 
 
 def _expand(collective: str, num_ranks: int, spec: str, known: list[str]) -> list[str]:
@@ -273,7 +381,7 @@ def _span(values: list[int]) -> str:
     return "-" if lo is None else str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def _print_verify_table(rows: list[dict]) -> None:
+def _verify_table(rows: list[dict]) -> Table:
     table = Table(title="collectives verify", title_justify="left")
     for column in ("collective", "algorithm", "ranks", "counts", "steps", "messages", "result"):
         table.add_column(column, overflow="fold", no_wrap=column not in ("algorithm", "ranks"))
@@ -283,20 +391,18 @@ def _print_verify_table(rows: list[dict]) -> None:
                   else Text(f"ok ({row['num_checked']})", style="green"))
         table.add_row(row["collective"], Text(row["algorithm"]), row["ranks"],
                       ",".join(map(str, row["counts"])), row["steps"], row["messages"], result)
-    console.print(table)
+    return table
 
 
-def _print_failures(failures: list[dict], num_cases: int) -> None:
+def _print_failures(out: Output, failures: list[dict], num_cases: int) -> None:
     if not failures:
-        console.print(f"all {num_cases} schedules verified", style="green", markup=False)
+        out.note(f"all {num_cases} schedules verified")
         return
-    console.print(f"{len(failures)} of {num_cases} schedules failed; the first:", style="bold red",
-                  markup=False)
+    out.note(f"{len(failures)} of {num_cases} schedules failed; the first:")
     for f in failures[:MAX_FAILURES_SHOWN]:
-        typer.echo(f"  {f['collective']} {f['spec']} ranks={f['num_ranks']} count={f['count']} "
-                   f"root={f['root']}:")
+        out.note(f"  {f['collective']} {f['spec']} ranks={f['num_ranks']} count={f['count']} root={f['root']}:")
         for error in f["errors"][:3]:
-            typer.echo(f"    {error}")
+            out.note(f"    {error}")
 
 
 def register(main_app: typer.Typer) -> None:

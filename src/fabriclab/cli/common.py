@@ -42,7 +42,7 @@ err_console = Console(stderr=True, highlight=False, width=_WIDTH)
 
 JsonOption = Annotated[
     Optional[Path],
-    typer.Option("--json", metavar="PATH", dir_okay=False,
+    typer.Option("--json", metavar="PATH",
                  help="Write a machine-readable record of this run (config, versions, host, results) "
                       "to PATH; - writes it to stdout."),
 ]
@@ -54,7 +54,7 @@ FormatOption = Annotated[
 ]
 StoreOption = Annotated[
     Optional[Path],
-    typer.Option("--store", metavar="PATH", dir_okay=False,
+    typer.Option("--store", metavar="PATH",
                  help="Results store (SQLite) this run's record is added to (default: $FABRICLAB_STORE, "
                       "else ~/.local/share/fabriclab/results.db)."),
 ]

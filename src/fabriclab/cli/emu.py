@@ -19,19 +19,40 @@ from typing import Any, Callable, List, Optional, TypeVar
 import typer
 from rich.table import Table
 
-from fabriclab.cli.common import (EXIT_FAILED, console, err_console, JsonOption, print_error, save_record,
-                                  user_errors)
+from fabriclab.cli.common import (
+    EXIT_FAILED,
+    FormatOption,
+    JsonOption,
+    Output,
+    StoreOption,
+    err_console,
+    print_error,
+    user_errors,
+)
+from fabriclab.cli.options import (
+    EMU_DEFAULT_LINK,
+    BisectionOption,
+    DimsOption,
+    EcmpSeedOption,
+    HostsOption,
+    HostsPerLeafOption,
+    LatencyOption,
+    LeavesPerPodOption,
+    LevelsOption,
+    LinkOption,
+    RoutingOption,
+    SpinesOption,
+    TopologyOption,
+    parse_count,
+    parse_number,
+    topology_spec_from,
+)
 from fabriclab.emu import netns
-from fabriclab.emu.cluster import EmuConfig, build_cluster, teardown_cluster
-from fabriclab.emu.launch import DEFAULT_MASTER_PORT, exit_code, first_failure, ping_hosts, run_in_cluster
-from fabriclab.emu.presets import DEFAULT_SCALE, FABRIC_PRESET_NAMES, apply_preset
-from fabriclab.emu.state import cluster_lock, load_state, state_path
-from fabriclab.fabric.links import DEFAULT_LINK
-from fabriclab.fabric.scenario import TopologySpec, build_topology
-from fabriclab.units import parse_bandwidth, parse_time
+from fabriclab.emu.launch import DEFAULT_MASTER_PORT
+from fabriclab.emu.presets import DEFAULT_SCALE, FABRIC_PRESET_NAMES
 
 app = typer.Typer(help="Emulated cluster in this box (root): namespaces as hosts, shaped links, launcher.",
-                  no_args_is_help=True)
+                  no_args_is_help=True, rich_markup_mode=None)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -68,58 +89,70 @@ def _us(seconds: float | None) -> str:
 @user_errors
 @_emu_errors
 def up_cmd(
-    topology: str = typer.Option("fat-tree", help="star, fat-tree, leaf-spine, ring, torus, flattened-butterfly."),
-    hosts: int = typer.Option(8, help="Number of hosts (one namespace and one rank each)."),
-    levels: int = typer.Option(2, help="Fat-tree levels (2 or 3)."),
-    hosts_per_leaf: int = typer.Option(4, help="Hosts per leaf switch."),
-    bisection: str = typer.Option("1", help="Fat-tree bisection ratio: 1, 1/2, 1/4, ..."),
-    leaves_per_pod: Optional[int] = typer.Option(None, help="3-level fat trees: leaves per pod."),
-    spines: int = typer.Option(2, help="Leaf-spine: number of spines."),
-    dims: str = typer.Option("2x2", help="Torus / flattened butterfly dimensions, e.g. 2x3."),
-    link: Optional[str] = typer.Option(None, help="Link preset (25GbE, OPA100, ...) or bandwidth (1Gbps); "
-                                                  "default 1Gbps."),
-    latency: Optional[str] = typer.Option(None, help="Per-link latency recorded in the spec (NOT emulated)."),
-    routing: str = typer.Option("dmodk", help="dmodk or ecmp (ecmp needs per-source policy routes)."),
-    seed: int = typer.Option(0, help="Seed of ECMP hashing."),
-    dilation: Optional[float] = typer.Option(None, help="Time dilation D >= 1: links run at bandwidth / D."),
+    topology: TopologyOption = "fat-tree",
+    hosts: HostsOption = None,
+    levels: LevelsOption = "2",
+    hosts_per_leaf: HostsPerLeafOption = None,
+    bisection: BisectionOption = "1",
+    leaves_per_pod: LeavesPerPodOption = None,
+    spines: SpinesOption = "4",
+    dims: DimsOption = None,
+    link: LinkOption = None,
+    latency: LatencyOption = None,
+    routing: RoutingOption = "dmodk",
+    seed: EcmpSeedOption = "0",
+    dilation: Optional[str] = typer.Option(None, metavar="D", help="Time dilation D >= 1: links run at "
+                                                                     "bandwidth / D."),
     preset: Optional[str] = typer.Option(None, help=f"Fabric preset: {', '.join(FABRIC_PRESET_NAMES)}."),
     scale: Optional[str] = typer.Option(None, help=f"With --preset: link rate scale (default {DEFAULT_SCALE}); "
                                                    f"the dilation is 1/scale."),
     burst: str = typer.Option("2ms", help="tbf bucket as time at the link rate (floor 128 KiB)."),
     queue: str = typer.Option("10ms", help="tbf queue limit as time at the link rate."),
+    fmt: FormatOption = None,
     json_path: JsonOption = None,
+    store: StoreOption = None,
 ) -> None:
-    """Build the emulated cluster (anything stale is removed first)."""
-    try:
-        dims_t = tuple(int(x) for x in dims.lower().split("x"))
-    except ValueError:
-        raise ValueError(f"--dims {dims!r}: write dimensions like 2x2 or 2x3") from None
-    bandwidth = None
-    if link is not None and preset is None:
-        try:
-            parse_bandwidth(link)
-            bandwidth, link = link, DEFAULT_LINK
-        except ValueError:
-            pass
-    spec = TopologySpec(kind=topology, hosts=hosts, levels=levels, hosts_per_leaf=hosts_per_leaf,
-                        bisection=bisection, leaves_per_pod=leaves_per_pod, spines=spines, dims=dims_t,
-                        link=link or DEFAULT_LINK, bandwidth=bandwidth if link else "1Gbps", latency=latency,
-                        routing=routing, seed=seed)
-    if preset is not None:
-        if link is not None or dilation is not None:
-            raise ValueError("--preset sets the link and the dilation (1/--scale): drop --link and --dilation")
-        spec, dilation = apply_preset(spec, preset, scale or DEFAULT_SCALE)
-    elif scale is not None:
+    """Build the emulated cluster (anything stale is removed first).
+
+    The default link is 1 Gbit/s, a rate this machine can shape; latency is recorded, not emulated."""
+    from fabriclab.emu.cluster import (
+        MAX_NAMESPACES,
+        EmuConfig,
+        build_cluster,
+        check_spec,
+    )
+    from fabriclab.emu.presets import apply_preset
+    from fabriclab.emu.state import cluster_lock, state_path
+    from fabriclab.fabric.scenario import build_topology
+    from fabriclab.units import parse_time
+
+    out = Output(fmt, json_path, store)
+    if preset is not None and (link is not None or dilation is not None):
+        raise ValueError("--preset sets the link and the dilation (1/--scale): drop --link and --dilation")
+    if preset is None and scale is not None:
         raise ValueError("--scale goes with --preset; without a preset give --dilation D instead")
-    config = EmuConfig(dilation=1.0 if dilation is None else dilation, burst_s=parse_time(burst),
+    if hosts is not None and parse_count(hosts, "--hosts") > MAX_NAMESPACES:
+        raise ValueError(f"--hosts {hosts}: the emulator makes at most {MAX_NAMESPACES} namespaces (hosts and "
+                         f"switches); use fewer hosts, or `fabriclab simulate` for large fabrics")
+    spec = topology_spec_from(topology=topology, hosts=hosts, levels=levels, hosts_per_leaf=hosts_per_leaf,
+                              bisection=bisection, leaves_per_pod=leaves_per_pod, spines=spines, dims=dims,
+                              link=link or EMU_DEFAULT_LINK, latency=latency, routing=routing, seed=seed)
+    dilation_f = None if dilation is None else parse_number(dilation, "--dilation", minimum=0.0, example="100")
+    if dilation_f is not None and dilation_f < 1:
+        raise ValueError(f"--dilation {dilation}: give D >= 1 (links run at bandwidth / D), e.g. 100")
+    if preset is not None:
+        spec, dilation_f = apply_preset(spec, preset, scale or DEFAULT_SCALE,
+                                        latency_s=None if latency is None else spec.latency_s)
+    config = EmuConfig(dilation=1.0 if dilation_f is None else dilation_f, burst_s=parse_time(burst),
                        queue_s=parse_time(queue))
+    check_spec(spec)
     topo = build_topology(spec)
     netns.check_system()
     with cluster_lock():
         state = build_cluster(spec, config)
-    console.print(f"emulated cluster up: {topo.name}: {len(state.hosts)} hosts, {len(state.switches)} "
-                  f"switch{'es' if len(state.switches) != 1 else ''} (forwarding namespaces), {len(state.links)} "
-                  f"cables; routes: {state.routing}-based /32, identical to Topology.route()")
+    out.note(f"emulated cluster up: {topo.name}: {len(state.hosts)} hosts, {len(state.switches)} "
+             f"switch{'es' if len(state.switches) != 1 else ''} (forwarding namespaces), {len(state.links)} "
+             f"cables; routes: {state.routing}-based /32, identical to Topology.route()")
     table = Table(title="hosts")
     for col in ("rank", "namespace", "address", "iface", "links from rank 0", "base RTT"):
         table.add_column(col, justify="right")
@@ -127,24 +160,24 @@ def up_cmd(
     for h in state.hosts:
         hops, r = rtt.get(h.rank, (0, None))
         table.add_row(str(h.rank), h.namespace, h.ip, h.iface, str(hops), _us(r))
-    console.print(table)
+    out.table(table)
     shapes = sorted({(c.rate_Bps[e], c.burst_bytes[e], c.limit_bytes[e]) for c in state.links for e in (0, 1)})
     for emulated, burst_b, limit_b in shapes:
-        console.print(f"links: {_rate(emulated * config.dilation)} / D={config.dilation:g} -> {_rate(emulated)} "
-                      f"per direction, tbf burst {burst_b} B, limit {limit_b} B")
+        out.note(f"links: {_rate(emulated * config.dilation)} / D={config.dilation:g} -> {_rate(emulated)} "
+                 f"per direction, tbf burst {burst_b} B, limit {limit_b} B")
     bound = "at most " if len({hops for _, hops, _ in state.rtts}) == 1 else ""
-    console.print(f"latency: NOT emulated (this kernel has no netem); the spec's per-link latency "
-                  f"{_us(float(topo.latency_s[0]) if topo.num_links else None)} is recorded only. Measured base "
-                  f"latency per link: {bound}{_us(state.hop_latency_s)} (dilated), "
-                  f"{_us(state.hop_latency_s / config.dilation if state.hop_latency_s is not None else None)} "
-                  f"un-dilated: validate against a simulation with that --latency.")
-    console.print(f"dilation D={config.dilation:g}: divide measured times by D (multiply bandwidths by D) for the "
-                  f"real fabric. State: {state_path()}. Next: `fabriclab emu run -- CMD`, `fabriclab emu down`.")
-    save_record(json_path, "emu.up", {"topology": spec.as_dict(), "dilation": config.dilation,
-                                      "burst_s": config.burst_s, "queue_s": config.queue_s},
-                {"hosts": [h.__dict__ for h in state.hosts], "switches": list(state.switches),
-                 "routing": state.routing, "rtts": [list(r) for r in state.rtts],
-                 "hop_latency_s": state.hop_latency_s})
+    out.note(f"latency: NOT emulated (this kernel has no netem); the spec's per-link latency "
+             f"{_us(float(topo.latency_s[0]) if topo.num_links else None)} is recorded only. Measured base "
+             f"latency per link: {bound}{_us(state.hop_latency_s)} (dilated), "
+             f"{_us(state.hop_latency_s / config.dilation if state.hop_latency_s is not None else None)} "
+             f"un-dilated: validate against a simulation with that --latency.")
+    out.note(f"dilation D={config.dilation:g}: divide measured times by D (multiply bandwidths by D) for the "
+             f"real fabric. State: {state_path()}. Next: `fabriclab emu run -- CMD`, `fabriclab emu down`.")
+    out.record("emu.up", {"topology": spec.as_dict(), "dilation": config.dilation,
+                          "burst_s": config.burst_s, "queue_s": config.queue_s},
+               {"hosts": [h.__dict__ for h in state.hosts], "switches": list(state.switches),
+                "routing": state.routing, "rtts": [list(r) for r in state.rtts],
+                "hop_latency_s": state.hop_latency_s})
 
 
 @app.command("run")
@@ -152,12 +185,21 @@ def up_cmd(
 @_emu_errors
 def run_cmd(
     command: List[str] = typer.Argument(..., help="The command to run on every host, after `--`."),
-    timeout: Optional[float] = typer.Option(None, help="Kill all ranks after this many seconds (exit 124)."),
-    port: int = typer.Option(DEFAULT_MASTER_PORT, help="MASTER_PORT."),
+    timeout: Optional[str] = typer.Option(None, metavar="SECONDS",
+                                          help="Kill all ranks after this many seconds (exit 124)."),
+    port: str = typer.Option(str(DEFAULT_MASTER_PORT), metavar="PORT", help="MASTER_PORT (1024..65535)."),
     rank0_only: bool = typer.Option(False, "--rank0-only", help="Stream only rank 0's output (a failed "
                                                                 "rank's tail is shown anyway)."),
+    launcher: str = typer.Option("direct", help="direct (COMMAND is the rank, one per host) or torchrun (a "
+                                                "torchrun agent per host, c10d rendezvous at host 0; output "
+                                                "and exit codes per host)."),
+    nproc_per_host: str = typer.Option("1", metavar="K", help="Processes per host (--launcher torchrun)."),
 ) -> None:
     """Run COMMAND once per emulated host with the torchrun-style environment; exit with rank 0's code."""
+    from fabriclab.emu.launch import exit_code, first_failure, run_in_cluster
+
+    master_port = parse_count(port, "--port", minimum=1024, maximum=65535)
+    timeout_s = None if timeout is None else parse_number(timeout, "--timeout", minimum=0.001, example="60")
     lock = threading.Lock()
 
     def show(rank: int, line: str) -> None:
@@ -167,16 +209,17 @@ def run_cmd(
                 sys.stdout.flush()
 
     try:
-        results = run_in_cluster(command, timeout, master_port=port, on_line=show)
+        results = run_in_cluster(command, timeout_s, master_port=master_port, on_line=show, launcher=launcher.strip(),
+                                 nproc_per_host=parse_count(nproc_per_host, "--nproc-per-host", maximum=1024))
     except KeyboardInterrupt:
         err_console.print("interrupted: every rank was killed", style="red")
         raise typer.Exit(130) from None
     bad = first_failure(results)
     if bad is None:
-        console.print(f"all {len(results)} ranks exited 0 (slowest {max(r.elapsed_s for r in results):.2f} s)")
+        print(f"all {len(results)} ranks exited 0 (slowest {max(r.elapsed_s for r in results):.2f} s)", flush=True)
     else:
         stopped = [str(r.rank) for r in results if r.status in ("killed", "timeout") and r is not bad]
-        what = (f"timed out after {timeout:g} s" if bad.status == "timeout"
+        what = (f"timed out after {timeout_s:g} s" if bad.status == "timeout"
                 else f"failed with exit code {bad.returncode} after {bad.elapsed_s:.2f} s")
         err_console.print(f"rank {bad.rank} ({bad.namespace}) {what}"
                           + (f"; stopped ranks {', '.join(stopped)}" if stopped else ""), style="red")
@@ -191,20 +234,31 @@ def run_cmd(
 @_emu_errors
 def down_cmd() -> None:
     """Remove every namespace and link of the emulator, with or without a state file."""
+    from fabriclab.emu.cluster import teardown_cluster
+    from fabriclab.emu.state import cluster_lock
+
     netns.check_system()
     with cluster_lock():
         removed = teardown_cluster()
-    console.print(f"removed {len(removed)}: {' '.join(removed)}" if removed else "nothing to remove")
+    print(f"removed {len(removed)}: {' '.join(removed)}" if removed else "nothing to remove", flush=True)
 
 
 @app.command("status")
 @user_errors
 @_emu_errors
 def status_cmd(
-    count: int = typer.Option(3, help="Pings per host."),
+    count: str = typer.Option("3", metavar="N", help="Pings per host (1..100)."),
+    fmt: FormatOption = None,
     json_path: JsonOption = None,
+    store: StoreOption = None,
 ) -> None:
     """What is up, and a ping from host 0 to every host; exit 1 when stale or unreachable."""
+    from fabriclab.emu.launch import ping_hosts
+    from fabriclab.emu.state import load_state, state_path
+    from fabriclab.fabric.scenario import build_topology
+
+    out = Output(fmt, json_path, store)
+    pings = parse_count(count, "--count", minimum=1, maximum=100)
     netns.check_system()
     state, ours = load_state(), netns.our_namespaces()
     if state is None:
@@ -212,7 +266,7 @@ def status_cmd(
             err_console.print(f"stale: {len(ours)} namespaces ({' '.join(ours)}) but no state file "
                               f"{state_path()}: run `fabriclab emu down`", style="red")
             raise typer.Exit(EXIT_FAILED)
-        console.print("no emulated cluster is up")
+        out.note("no emulated cluster is up")
         return
     missing = sorted(set(state.namespaces) - set(ours))
     if missing:
@@ -220,21 +274,21 @@ def status_cmd(
                           f"`fabriclab emu down`", style="red")
         raise typer.Exit(EXIT_FAILED)
     topo = build_topology(state.topology_spec())
-    console.print(f"up: {topo.name}, dilation {state.dilation:g}, {len(state.hosts)} hosts, "
-                  f"{len(state.switches)} switches, built by pid {state.driver_pid}; latency not emulated")
+    out.note(f"up: {topo.name}, dilation {state.dilation:g}, {len(state.hosts)} hosts, "
+             f"{len(state.switches)} switches, built by pid {state.driver_pid}; latency not emulated")
     table = Table(title=f"ping from rank 0 ({state.hosts[0].namespace}, {state.hosts[0].ip})")
     for col in ("rank", "namespace", "address", "links", "received", "min RTT", "avg RTT"):
         table.add_column(col, justify="right")
     rows, lost = [], 0
-    for rank, hops, rtts in ping_hosts(state, topo, count=count):
+    for rank, hops, rtts in ping_hosts(state, topo, count=pings):
         got = [r for r in rtts if r is not None]
         lost += not got
         h = state.hosts[rank]
         table.add_row(str(rank), h.namespace, h.ip, str(hops), f"{len(got)}/{len(rtts)}",
                       _us(min(got) if got else None), _us(sum(got) / len(got) if got else None))
         rows.append({"rank": rank, "links": hops, "rtts_s": rtts})
-    console.print(table)
-    save_record(json_path, "emu.status", {"state": str(state_path())}, {"pings": rows})
+    out.table(table)
+    out.record("emu.status", {"state": str(state_path())}, {"pings": rows})
     if lost:
         err_console.print(f"{lost} hosts unreachable from rank 0", style="red")
         raise typer.Exit(EXIT_FAILED)

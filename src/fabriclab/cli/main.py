@@ -12,13 +12,24 @@ Try it: `fabriclab --help`.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+from typing import Any
 
-import click
 import typer
-from typer.core import TyperGroup
+
+try:  # typer >= 0.25 carries its own copy of click; older typers use click itself
+    from typer import _click as click
+    from typer._click import exceptions as click_errors
+    from typer.exceptions import Abort
+except ImportError:  # pragma: no cover
+    import click
+    from click import exceptions as click_errors
+    from click.exceptions import Abort
+from typer.core import TyperCommand, TyperGroup
 
 import fabriclab
-from fabriclab.cli.common import user_errors
+from fabriclab.cli.common import print_error, user_errors
 
 # name -> (module, one-line help); the module's `register(app)` adds the command or group `name`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -88,8 +99,29 @@ class LazyGroup(TyperGroup):
         if name not in COMMANDS or not _available(name):
             return None
         if self._listing:  # the top-level help needs only the name and the line of help
-            return click.Command(name, help=COMMANDS[name][1], short_help=COMMANDS[name][1])
+            return TyperCommand(name, help=COMMANDS[name][1], short_help=COMMANDS[name][1])
         return load_command(name)
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Run; click's usage errors (unknown option, `--np abc`) become one `error:` line, exit 2."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except getattr(click_errors, "NoArgsIsHelpError", ()) as exc:
+            exc.show()  # a group called without a command: its help, exit 2 as click does
+            sys.exit(exc.exit_code)
+        except click_errors.UsageError as exc:
+            where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+            print_error(exc.format_message().replace("\n", " ") + where)
+            sys.exit(exc.exit_code)
+        except click_errors.ClickException as exc:
+            print_error(exc.format_message().replace("\n", " "))
+            sys.exit(exc.exit_code)
+        except Abort:
+            print_error("interrupted")
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         self._listing = True

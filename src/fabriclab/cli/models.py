@@ -14,7 +14,13 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from fabriclab.cli.common import JsonOption, console, save_record, user_errors
+from fabriclab.cli.common import (
+    FormatOption,
+    JsonOption,
+    Output,
+    StoreOption,
+    user_errors,
+)
 from fabriclab.workload.zoo import get_spec, layer_table, list_models
 
 
@@ -29,7 +35,7 @@ def _zoo_rows() -> list[dict]:
     return rows
 
 
-def _print_zoo(rows: list[dict]) -> None:
+def _print_zoo(out: Output, rows: list[dict]) -> None:
     table = Table(title="model zoo (FLOPs: 2 x multiply-adds per sample, forward)", title_justify="left")
     for column in ("model", "input", "parameters", "MB (fp32)", "GFLOPs/sample", "layers", "description"):
         table.add_column(column, justify="left" if column in ("model", "input", "description") else "right")
@@ -37,11 +43,11 @@ def _print_zoo(rows: list[dict]) -> None:
         table.add_row(row["model"], "x".join(map(str, row["input_shape"])), f"{row['num_params']:,}",
                       f"{row['param_bytes'] / 1e6:.2f}", f"{row['forward_flops'] / 1e9:.3f}",
                       f"{row['num_param_layers']}/{row['num_layers']}", row["description"])
-    console.print(table)
-    console.print("layers: with parameters / all leaf modules. `fabriclab models NAME` lists one model's layers.")
+    out.table(table)
+    out.note("layers: with parameters / all leaf modules. `fabriclab models NAME` lists one model's layers.")
 
 
-def _print_layers(name: str) -> list[dict]:
+def _print_layers(out: Output, name: str) -> list[dict]:
     model = layer_table(name)
     table = Table(title=model.summary(), title_justify="left")
     for column in ("#", "layer", "parameters", "bytes", "MFLOPs/sample"):
@@ -52,24 +58,27 @@ def _print_layers(name: str) -> list[dict]:
                       f"{layer.forward_flops / 1e6:.2f}")
         rows.append({"name": layer.name, "num_params": layer.num_params, "param_bytes": layer.param_bytes,
                      "forward_flops": layer.forward_flops})
-    console.print(table)
+    out.table(table)
     return rows
 
 
 @user_errors
 def models_cmd(
     name: Optional[str] = typer.Argument(None, help="Show this model's layer table (see the list)."),
+    fmt: FormatOption = None,
     json_path: JsonOption = None,
+    store: StoreOption = None,
 ) -> None:
     """List the model zoo: parameters, MB (fp32) and forward GFLOPs per sample; or one model's layers."""
+    out = Output(fmt, json_path, store)
     if name is None:
         rows = _zoo_rows()
-        _print_zoo(rows)
-        save_record(json_path, "models", {}, rows)
+        _print_zoo(out, rows)
+        out.record("models", {}, rows)
         return
     get_spec(name)
-    rows = _print_layers(name)
-    save_record(json_path, "models.layers", {"model": name}, rows)
+    rows = _print_layers(out, name)
+    out.record("models.layers", {"model": name}, rows)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,20 +2,25 @@
 
 Spawns `--np` local ranks on a Gloo group (or joins a torchrun / Slurm / mpirun launch) and trains
 `--model` with our trainer (`--runtime ours`), PyTorch DDP (`ddp`) or both in turn (`ours,ddp`).
-Prints tf_cnn_benchmarks' lines per runtime (images/sec with uncertainty and jitter every
-`--display-every` steps, then `total images/sec`), then one row per runtime: images/sec, ratio to DDP,
-scaling factor against a 1-rank run of the same per-rank batch (seed 004: T_n / (n T)), per-iteration
-compute / communication / exposed communication time and bytes sent per rank, and the host's network
-throughput and CPU utilisation over the timed steps. `--trace PATH` writes a Chrome trace of the last
-steps of ours (every layer's compute, every bucket's communication); `--json PATH` a record.
-Exits with 1 when a rank fails or ranks end with different parameters, 2 on bad input.
+Prints tf_cnn_benchmarks' lines as the steps run (images/sec with uncertainty and jitter at step 1 and
+every `--display-every` steps, from rank 0's step times, as each tf_cnn_benchmarks worker prints its
+own), warm-up progress on stderr, then per runtime `total images/sec` (from the slowest rank's step
+times) and one row per runtime: images/sec, ratio to DDP, scaling factor against a 1-rank run of the
+same per-rank batch (Zhang et al., NetAI'20: T_n / (n T)), per-iteration compute / communication /
+exposed communication time and bytes sent per rank, and the host's network throughput and CPU
+utilisation over the timed steps. `--trace PATH` writes a Chrome trace of the last steps of ours
+(every layer's compute, every bucket's communication); `--json PATH` a record. Every input is checked
+before torch is imported or a rank starts. Exits with 1 when a rank fails or ranks end with different
+parameters, 2 on bad input.
 
 Try it: `fabriclab train --model resnet50 --np 4 --batch-size 32 --image-size 32 --sync allreduce:ring --overlap backward --steps 50 --warmup 10`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -23,15 +28,16 @@ import typer
 from rich import box
 from rich.table import Table
 
-from fabriclab.bench.train import SYNTHETIC, TrainBenchConfig, run_train_bench
-from fabriclab.bench.train_report import tf_cnn_lines
-from fabriclab.cli.common import (EXIT_FAILED, console, err_console, JsonOption, print_error, save_record,
-                                  split_list, user_errors)
-from fabriclab.runtime.buckets import SGDConfig
-from fabriclab.runtime.launch import LaunchError, detect_launch
-from fabriclab.runtime.meters import chrome_trace
-from fabriclab.runtime.trainer import TrainerConfig
+from fabriclab.bench.limits import check_number
+from fabriclab.bench.train_config import SYNTHETIC, TrainBenchConfig
+from fabriclab.bench.train_report import HEADER, is_display_step, step_line, total_lines
+from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption,
+                                  check_output_path, print_error, split_list, user_errors)
+from fabriclab.runtime.environment import LaunchError, detect_launch
 from fabriclab.units import parse_size, parse_time
+from fabriclab.whatif.fusion import POLICIES
+
+MAX_COMM_THREADS = 16
 
 
 def register(app: typer.Typer) -> None:
@@ -50,10 +56,11 @@ def train(
                                            "direct: ZeRO-1) or ps:servers=K.")] = "allreduce:native",
     overlap: Annotated[str, typer.Option(help="none (SC-B), forward (SC-OB, reduce/sharded) or backward "
                                               "(SC-OBR, DDP).")] = "backward",
-    fusion: Annotated[str, typer.Option(help="Bucket policy: ddp, horovod, paper004 or none.")] = "ddp",
+    fusion: Annotated[str, typer.Option(help=f"Bucket policy: {', '.join(POLICIES)} (time-or-size: Zhang "
+                                             f"et al.'s timeout and buffer).")] = "ddp",
     bucket: Annotated[str, typer.Option(help="Bucket cap / fusion threshold.")] = "25MB",
     first_bucket: Annotated[str, typer.Option(help="Cap of the first bucket (ddp policy).")] = "1MB",
-    cycle_time: Annotated[str, typer.Option(help="Horovod cycle time / paper004 timeout.")] = "1ms",
+    cycle_time: Annotated[str, typer.Option(help="Horovod cycle time / time-or-size timeout.")] = "1ms",
     compression: Annotated[str, typer.Option(help="Gradients on the wire: none, fp16 or bf16.")] = "none",
     comm_threads: Annotated[int, typer.Option(help="Helper threads (and process groups) communicating "
                                                    "buckets; k buckets in flight at once.")] = 2,
@@ -70,41 +77,87 @@ def train(
     lr: Annotated[float, typer.Option(help="SGD learning rate.")] = 0.01,
     momentum: Annotated[float, typer.Option(help="SGD momentum.")] = 0.9,
     display_every: Annotated[int, typer.Option(help="Print a line every this many steps.")] = 10,
-    trace: Annotated[Optional[Path], typer.Option(metavar="PATH", dir_okay=False,
+    trace: Annotated[Optional[Path], typer.Option(metavar="PATH",
                                                   help="Write a Chrome trace of ours' last steps.")] = None,
     trace_steps: Annotated[int, typer.Option(help="Steps in the trace.")] = 2,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for a missing or stuck rank.")] = 120.0,
+    device: Annotated[str, typer.Option(help="cpu or cuda (each rank on the GPU of its local rank).")] = "cpu",
+    backend: Annotated[Optional[str], typer.Option(help="gloo, nccl or mpi (default: nccl on cuda, gloo on "
+                                                        "cpu; gloo lets ranks share a GPU).")] = None,
+    precision: Annotated[str, typer.Option(help="fp32, bf16 or fp16 (autocast; fp16 with a loss "
+                                                "scale).")] = "fp32",
+    channels_last: Annotated[bool, typer.Option("--channels-last", help="Channels-last (NHWC) weights and "
+                                                                        "batches.")] = False,
+    fmt: FormatOption = None,
     json_path: JsonOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Train a model data-parallel and report throughput, scaling and communication, tf_cnn_benchmarks style."""
-    trainer = TrainerConfig(sync=sync.strip(), overlap=overlap.strip(), fusion=fusion.strip(),
-                            bucket_bytes=parse_size(bucket), first_bucket_bytes=parse_size(first_bucket),
-                            cycle_time_s=parse_time(cycle_time), compression=compression.strip(),
-                            sgd=SGDConfig(lr=lr, momentum=momentum), timeout_s=timeout,
-                            comm_threads=comm_threads)
+    out = Output(fmt, json_path, store)
+    check_output_path(trace, "--trace")
+    check_number(lr, "--lr", above=0)
+    check_number(momentum, "--momentum", minimum=0)
+    if momentum >= 1:
+        raise ValueError(f"--momentum {momentum:g}: give a momentum in [0, 1)")
+    check_number(dilation, "--dilation", above=0)
+    check_number(timeout, "--timeout", above=0)
+    if not 1 <= comm_threads <= MAX_COMM_THREADS:
+        raise ValueError(f"--comm-threads {comm_threads}: give 1..{MAX_COMM_THREADS}")
+    if trace_steps < 1:
+        raise ValueError(f"--trace-steps {trace_steps}: give at least 1 step")
+    if fusion.strip() not in POLICIES:
+        raise ValueError(f"unknown fusion {fusion.strip()!r}: use one of {', '.join(POLICIES)}")
+    sizes = {name: parse_size(text) for name, text in (("--bucket", bucket), ("--first-bucket", first_bucket))}
+    for name, size in sizes.items():
+        if size < 1:
+            raise ValueError(f"{name} {size} B: give at least 1 byte, e.g. 25MB")
+    cycle_time_s = check_number(parse_time(cycle_time), "--cycle-time", above=0)
     runtimes = tuple(split_list(runtime, "runtime list"))
     if trace is not None and "ours" not in runtimes:
         raise ValueError("--trace shows our trainer's layers and buckets: add ours to --runtime")
+    _check_inputs(data, replay)
     config = TrainBenchConfig(model=model.strip(), num_ranks=num_ranks, batch_size=batch_size,
-                              image_size=image_size, steps=steps, warmup=warmup, trainer=trainer,
-                              runtimes=runtimes, data=data, prefetch=prefetch, replay=replay,
-                              dilation=dilation, baseline=baseline, display_every=display_every,
-                              trace_steps=min(trace_steps, steps) if trace else 0, timeout_s=timeout)
-    raise typer.Exit(execute(config, trace, json_path))
+                              image_size=image_size, steps=steps, warmup=warmup, runtimes=runtimes, data=data,
+                              prefetch=prefetch, replay=replay, dilation=dilation, baseline=baseline,
+                              display_every=display_every, trace_steps=min(trace_steps, steps) if trace else 0,
+                              timeout_s=timeout, backend=backend)
+    # Only the trainer's own settings (sync, overlap, compression) need torch to be checked.
+    from fabriclab.runtime.buckets import SGDConfig
+    from fabriclab.runtime.trainer_config import TrainerConfig
+
+    trainer = TrainerConfig(sync=sync.strip(), overlap=overlap.strip(), fusion=fusion.strip(),
+                            bucket_bytes=sizes["--bucket"], first_bucket_bytes=sizes["--first-bucket"],
+                            cycle_time_s=cycle_time_s, compression=compression.strip(),
+                            sgd=SGDConfig(lr=lr, momentum=momentum), timeout_s=timeout,
+                            comm_threads=comm_threads, device=device, precision=precision,
+                            channels_last=channels_last)
+    raise typer.Exit(execute(dataclasses.replace(config, trainer=trainer), trace, out))
 
 
-def execute(config: TrainBenchConfig, trace_path: Path | None = None, json_path: Path | None = None) -> int:
-    """Run, print (in the reporting process only), write the trace and record; returns the exit code."""
+def _check_inputs(data: str, replay: str | None) -> None:
+    """A dataset folder or a replayed profile that cannot be read is an error before any work."""
+    if replay is not None:
+        from fabriclab.workload.profile import load_profile
+
+        load_profile(replay)
+    if data != SYNTHETIC:
+        from fabriclab.runtime.data import list_shards
+
+        list_shards(data)
+
+
+def execute(config: TrainBenchConfig, trace_path: Path | None = None, out: Output | Path | None = None) -> int:
+    """Run, print (in the reporting process only), write the trace and record; returns the exit code.
+    `out` may also be a `--json` path (or None)."""
+    from fabriclab.bench.train import run_train_bench
+
+    if not isinstance(out, Output):
+        out = Output(None, out)
     launch = detect_launch()
     reporter = launch is None or launch.rank == 0
-
-    def on_message(rank: int, message: dict) -> None:
-        if reporter and err_console.is_terminal and not message["timed"]:
-            err_console.print(f"  warm-up {message['runtime']} step {message['step'] + 1}", style="dim",
-                              markup=False)
-
+    live = LiveLines(out, config) if reporter else None
     try:
-        result = run_train_bench(config, on_message=on_message)
+        result = run_train_bench(config, on_message=live.on_message if live else None)
     except LaunchError as exc:
         print_error(exc)
         return EXIT_FAILED
@@ -112,21 +165,69 @@ def execute(config: TrainBenchConfig, trace_path: Path | None = None, json_path:
         return 0
     trace = result.pop("trace", None)
     for name, summary in result["runtimes"].items():
-        typer.echo(f"\nruntime: {describe(config, name)}")
-        for line in tf_cnn_lines(summary["step_s"], summary["losses"], config.batch_size, config.display_every):
-            typer.echo(line)  # tabs kept, as tf_cnn_benchmarks prints them
-    print_table(result, config)
+        out.note(f"\n{name} over the slowest rank's steps:")
+        for line in total_lines(summary["step_s"], config.batch_size):
+            out.note(line)
+    out.table(result_table(result, config))
+    code = 0
     if trace is not None and trace_path is not None:
-        title = f"{describe(config, 'ours')}, last {config.trace_steps} steps"
-        trace_path.write_text(json.dumps(chrome_trace({int(r): ev for r, ev in trace.items()}, title)) + "\n")
-        err_console.print(f"trace written to {trace_path}", markup=False, soft_wrap=True)
-    save_record(json_path, "train.bench", _config_dict(config), result)
+        code = _write_trace(trace, trace_path, config)
+    out.record("train.bench", dataclasses.asdict(config) | {"launch": result.pop("launch", None)}, result)
     bad = [name for name, s in result["runtimes"].items() if not s["params_agree"]]
     if bad:
-        err_console.print(f"ranks ended with different parameters under {', '.join(bad)}", style="bold red",
-                          markup=False)
+        print_error(f"ranks ended with different parameters under {', '.join(bad)}")
         return EXIT_FAILED
+    return code
+
+
+def _write_trace(trace: dict, path: Path, config: TrainBenchConfig) -> int:
+    """Write the Chrome trace; a failed write is one error line (the run's record is still written)."""
+    from fabriclab.runtime.meters import chrome_trace
+
+    title = f"{describe(config, 'ours')}, last {config.trace_steps} steps"
+    try:
+        path.write_text(json.dumps(chrome_trace({int(r): ev for r, ev in trace.items()}, title)) + "\n")
+    except OSError as exc:
+        print_error(f"cannot write the trace to {path}: {exc.strerror or exc}")
+        return EXIT_FAILED
+    print(f"trace written to {path}", file=sys.stderr)
     return 0
+
+
+class LiveLines:
+    """tf_cnn_benchmarks' step lines printed as rank 0 reports its steps (`on_message` of the launch)."""
+
+    def __init__(self, out: Output, config: TrainBenchConfig) -> None:
+        self.out, self.config = out, config
+        self.times: dict[str, list[float]] = {}
+        self.warmups: dict[str, int] = {}
+        self.several = len(config.runtimes) > 1
+
+    def on_message(self, rank: int, message: dict) -> None:
+        config, baseline = self.config, message.get("baseline", False)
+        key = "1 rank" if baseline else message["runtime"]
+        if not message["timed"]:
+            done = self.warmups[key] = self.warmups.get(key, 0) + 1
+            if is_display_step(done, config.display_every):
+                print(f"  warm-up {key}: step {done} of {config.warmup} ({message['seconds']:.3f} s)",
+                      file=sys.stderr, flush=True)
+            return
+        times = self.times.setdefault(key, [])
+        if not times:
+            self._header(key, baseline)
+        times.append(message["seconds"])
+        if is_display_step(len(times), config.display_every):
+            batch = config.batch_size // config.num_ranks if baseline else config.batch_size
+            prefix = f"[{key}] " if self.several or baseline else ""
+            self.out.note(prefix + step_line(times, message["loss"], batch))
+
+    def _header(self, key: str, baseline: bool) -> None:
+        if baseline:
+            self.out.note(f"\nbaseline for the scaling factor: ours on 1 rank at "
+                          f"{self.config.batch_size // self.config.num_ranks} samples per step")
+        else:
+            self.out.note(f"\nruntime: {describe(self.config, key)}")
+        self.out.note(HEADER)
 
 
 def describe(config: TrainBenchConfig, runtime: str) -> str:
@@ -138,7 +239,7 @@ def describe(config: TrainBenchConfig, runtime: str) -> str:
             + (f", compression {t.compression}" if t.compression != "none" else ""))
 
 
-def print_table(result: dict, config: TrainBenchConfig) -> None:
+def result_table(result: dict, config: TrainBenchConfig) -> Table:
     n = result["num_ranks"]
     title = (f"{n} ranks, global batch {result['global_batch']} ({result['per_rank_batch']} per rank), "
              f"{config.steps} steps (+{config.warmup} warm-up); times per iteration, bytes per rank")
@@ -157,10 +258,4 @@ def print_table(result: dict, config: TrainBenchConfig) -> None:
                       "-" if "host_tx_Bps" not in s else f"{s['host_tx_Bps'] / 1e9:.3f}",
                       "-" if "cpu_util" not in s else f"{s['cpu_util'] * 100:.0f}", ms(s, "cpu_s"),
                       "agree" if s["params_agree"] else "DIFFER")
-    console.print(table, width=None if console.is_terminal else max(console.width, 140))
-
-
-def _config_dict(config: TrainBenchConfig) -> dict:
-    from dataclasses import asdict
-
-    return asdict(config)
+    return table

@@ -1,89 +1,166 @@
-"""`fabriclab validate`: measured collectives on the emulated star / fat tree vs. the simulator (needs root).
+"""`fabriclab validate`: predictions against measurements.
 
-For each topology it builds the emulated cluster, benchmarks every all-reduce algorithm (and `native`) at
-every size (`fabriclab.bench.validate`), simulates the same on the same TopologySpec twice (`plain`: the
-simulator as it is; `model`: plus TCP framing, the executor's segments, measured per-message and
-reduction costs, see `fabriclab.bench.validate_model`) and prints measured, simulated and the error,
-then a summary of the error at >= 1 MB (goal: within 10 %). `--out DIR` writes the record
-(validate.json), validate.csv, validate.md and validate.png.
+* `validate emulated`: measured collectives on the emulated star / fat tree vs. the simulator (needs
+  root). For each topology it builds the emulated cluster, benchmarks every all-reduce algorithm (and
+  `native`) at every size (`fabriclab.bench.validate`), simulates the same on the same TopologySpec
+  twice (`plain`: the simulator as it is; `model`: plus TCP framing, the executor's segments, measured
+  per-message and reduction costs, see `fabriclab.bench.validate_model`) and prints measured, simulated
+  and the error, then a summary of the error at >= 1 MB (goal: within 10 %). `--out DIR` writes the
+  record (validate.json), validate.csv, validate.md and validate.png; `--from-record FILE` reports a
+  recorded run without measuring. Its defaults (4 hosts, 2 per leaf, bisection 1/2) are the validated
+  scenario: small enough for this 2-core machine to measure cleanly.
+* `validate published`: the papers' published numbers against our predictions (`cli/validate_published`).
 
-Try it: `sudo fabriclab validate --topology star,fat-tree --algos all --sizes 1KB:256MB:x4 --out results/validate`.
+Try it: `sudo fabriclab validate emulated --topology star,fat-tree --algos all --sizes 1KB:256MB:x4
+--out results/validate`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from fabriclab.bench.validate import (DEFAULT_BURST_S, DEFAULT_DILATION, DEFAULT_LINK, DEFAULT_QUEUE_S,
-                                      ValidateConfig, all_algos, run_validation)
-from fabriclab.bench.validate_model import TCP_PAYLOAD_EFFICIENCY
-from fabriclab.cli.common import (EXIT_FAILED, console, err_console, JsonOption, print_error, save_record,
-                                  split_list, user_errors)
-from fabriclab.emu.netns import EmuError
-from fabriclab.record import make_record, write_csv, write_record
-from fabriclab.report import validate as report
-from fabriclab.units import format_size, parse_size_range, parse_time
+from fabriclab.cli.common import (
+    EXIT_FAILED,
+    FormatOption,
+    JsonOption,
+    Output,
+    StoreOption,
+    check_output_dir,
+    print_error,
+    split_list,
+    user_errors,
+)
+from fabriclab.cli.options import (
+    BisectionOption,
+    HostsOption,
+    HostsPerLeafOption,
+    LinkOption,
+    parse_bisection,
+    parse_count,
+    parse_number,
+)
 
 DEFAULT_SIZES = "1KB:256MB:x4"
+VALIDATE_KIND = "validate"
+
+validate_app = typer.Typer(help="Predictions against measurements: the emulated cluster, and the papers' "
+                                "published numbers.", no_args_is_help=True, rich_markup_mode=None)
 
 
 def register(app: typer.Typer) -> None:
-    """Add `validate` to the main app."""
-    app.command("validate")(validate)
+    """Add the `validate` group (emulated, and published where its module is installed) to the main app."""
+    if importlib.util.find_spec("fabriclab.cli.validate_published") is not None:
+        from fabriclab.cli import validate_published
+
+        validate_published.register(validate_app)
+    app.add_typer(validate_app, name="validate")
 
 
+def read_validate_record(path: Path) -> dict:
+    """The `validate` record in `path`; a ValueError names the file and says what is wrong with it."""
+    if not path.is_file():
+        raise ValueError(f"--from-record {path}: no such file; give a validate.json written by "
+                         f"`fabriclab validate emulated --out DIR`")
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
+        raise ValueError(f"--from-record {path}: not a JSON record ({exc})") from None
+    kind = record.get("kind") if isinstance(record, dict) else None
+    if kind != VALIDATE_KIND:
+        raise ValueError(f"--from-record {path}: a {kind or 'non-record'!r} file, not a {VALIDATE_KIND!r} "
+                         f"record; give the validate.json of `fabriclab validate emulated --out DIR`")
+    runs = (record.get("results") or {}).get("runs")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("rows"), list)
+                                             for r in runs):
+        raise ValueError(f"--from-record {path}: its results hold no runs with rows; the file is damaged")
+    return record
+
+
+@validate_app.command("emulated")
 @user_errors
-def validate(
+def emulated(
     topology: str = typer.Option("star,fat-tree", help="Comma list of star and fat-tree."),
-    hosts: int = typer.Option(4, help="Emulated hosts (one rank each)."),
-    hosts_per_leaf: int = typer.Option(2, help="Fat tree: hosts per leaf."),
-    bisection: str = typer.Option("1/2", help="Fat tree: bisection ratio."),
+    hosts: HostsOption = None,
+    hosts_per_leaf: HostsPerLeafOption = None,
+    bisection: BisectionOption = "1/2",
     algos: str = typer.Option("all", help="Comma list of all-reduce algorithm specs and native, or all."),
     sizes: str = typer.Option(DEFAULT_SIZES, help="Sizes: 1KB:256MB (x2 steps), 1KB:256MB:x4, 1MB,16MB."),
-    link: str = typer.Option(DEFAULT_LINK, help="Real link bandwidth; the emulated links run at link / D."),
-    dilation: float = typer.Option(DEFAULT_DILATION, help="Time dilation D (links run at link / D)."),
-    burst: str = typer.Option(f"{DEFAULT_BURST_S * 1e3:g}ms", help="tbf bucket as time at the rate "
-                                                                    "(floor 128 KiB)."),
-    queue: str = typer.Option(f"{DEFAULT_QUEUE_S * 1e3:g}ms", help="tbf queue limit as time at the rate."),
-    budget: float = typer.Option(6.0, help="Benchmark seconds aimed at per size (all algorithms)."),
-    max_iters: int = typer.Option(10, help="Most timed iterations per size."),
-    efficiency: float = typer.Option(TCP_PAYLOAD_EFFICIENCY, help="Payload share of the shaped rate in the "
-                                                                  "model (1: no TCP framing)."),
+    link: LinkOption = None,
+    dilation: Optional[str] = typer.Option(None, metavar="D", help="Time dilation D >= 1 (links run at "
+                                                                    "link / D; default 10)."),
+    burst: Optional[str] = typer.Option(None, help="tbf bucket as time at the rate (floor 128 KiB)."),
+    queue: Optional[str] = typer.Option(None, help="tbf queue limit as time at the rate."),
+    budget: str = typer.Option("6", metavar="SECONDS", help="Benchmark seconds aimed at per size (all "
+                                                            "algorithms)."),
+    max_iters: str = typer.Option("10", metavar="N", help="Most timed iterations per size."),
+    efficiency: Optional[str] = typer.Option(None, help="Payload share of the shaped rate in the model (1: no "
+                                                        "TCP framing; default: TCP over Ethernet)."),
     calibrate: bool = typer.Option(True, help="Measure per-message and reduction costs for the model."),
     calibrate_bandwidth: bool = typer.Option(True, help="Model the links at the measured streaming goodput "
                                                         "(else at --efficiency x the shaped rate)."),
-    nice: int = typer.Option(0, help="nice(1) priority of the ranks; negative keeps other jobs from "
-                                     "stretching the times."),
-    out: Optional[Path] = typer.Option(None, file_okay=False, help="Write validate.json/.csv/.md/.png here."),
-    from_record: Optional[Path] = typer.Option(None, dir_okay=False, help="Measure nothing: report the "
+    nice: str = typer.Option("0", metavar="N", help="nice(1) priority of the ranks, -20..19; negative keeps "
+                                                    "other jobs from stretching the times."),
+    out: Optional[Path] = typer.Option(None, help="Write validate.json/.csv/.md/.png here."),
+    from_record: Optional[Path] = typer.Option(None, help="Measure nothing: report the "
                                                                           "validate.json record given."),
+    fmt: FormatOption = None,
     json_path: JsonOption = None,
+    store: StoreOption = None,
 ) -> None:
-    """Measured vs. simulated collectives on the emulated star and fat tree, with the error."""
+    """Measured vs. simulated collectives on the emulated star and fat tree, with the error (root)."""
+    output = Output(fmt, json_path, store)
+    check_output_dir(out)
     if from_record is not None:
-        record = json.loads(from_record.read_text())
+        from fabriclab.report import validate as report
+
+        record = read_validate_record(from_record)
         runs = record["results"]["runs"]
         for result in runs:
-            console.print(report.table(result["rows"], title=f"validate: {result['topology_name']}"))
-        _finish([r for result in runs for r in result["rows"]], out, record["config"], None)
+            output.table(report.table(result["rows"], title=f"validate: {result.get('topology_name', '?')}"))
+        _finish(output, [r for result in runs for r in result["rows"]], out, record.get("config", {}), None)
         return
+    from dataclasses import asdict
+
+    from fabriclab.bench.validate import (
+        DEFAULT_BURST_S,
+        DEFAULT_DILATION,
+        DEFAULT_LINK,
+        DEFAULT_QUEUE_S,
+        ValidateConfig,
+        all_algos,
+        run_validation,
+    )
+    from fabriclab.bench.validate_model import TCP_PAYLOAD_EFFICIENCY
+    from fabriclab.emu.netns import EmuError
+    from fabriclab.fabric.scenario import auto_hosts_per_leaf
+    from fabriclab.units import parse_size_range, parse_time
+
+    ratio = parse_bisection(bisection)
     chosen = all_algos() if algos.strip() == "all" else tuple(split_list(algos, "algorithm list"))
-    configs = [ValidateConfig(topology=t, hosts=hosts, hosts_per_leaf=hosts_per_leaf, bisection=bisection,
-                              algos=chosen, sizes_bytes=tuple(parse_size_range(sizes)), link=link,
-                              dilation=dilation, burst_s=parse_time(burst), queue_s=parse_time(queue),
-                              budget_s=budget, max_iters=max_iters, efficiency=efficiency,
-                              calibrate=calibrate, calibrate_bandwidth=calibrate_bandwidth, nice=nice)
-               for t in split_list(topology, "topology list")]
+    num_hosts = 4 if hosts is None else parse_count(hosts, "--hosts", maximum=64)
+    common = dict(
+        hosts=num_hosts, bisection=bisection, algos=chosen,
+        hosts_per_leaf=(auto_hosts_per_leaf(num_hosts, ratio) if hosts_per_leaf is None
+                        else parse_count(hosts_per_leaf, "--hosts-per-leaf")),
+        sizes_bytes=tuple(parse_size_range(sizes)), link=link or DEFAULT_LINK,
+        dilation=DEFAULT_DILATION if dilation is None else parse_number(dilation, "--dilation", minimum=1.0),
+        burst_s=DEFAULT_BURST_S if burst is None else parse_time(burst),
+        queue_s=DEFAULT_QUEUE_S if queue is None else parse_time(queue),
+        budget_s=parse_number(budget, "--budget", minimum=0.01, example="6"),
+        max_iters=parse_count(max_iters, "--max-iters", maximum=100_000),
+        efficiency=TCP_PAYLOAD_EFFICIENCY if efficiency is None else parse_number(efficiency, "--efficiency",
+                                                                                  minimum=1e-6, example="0.94"),
+        calibrate=calibrate, calibrate_bandwidth=calibrate_bandwidth, nice=_nice(nice))
+    configs = [ValidateConfig(topology=t, **common) for t in split_list(topology, "topology list")]
     results, rows = [], []
     for config in configs:
-        err_console.print(f"validating on the emulated {config.topology} ({config.hosts} hosts, "
-                          f"{config.link} / {config.dilation:g}): {len(config.algos)} algorithms x "
-                          f"{len(config.sizes_bytes)} sizes ...", markup=False)
+        output.note(f"validating on the emulated {config.topology} ({config.hosts} hosts, {config.link} / "
+                    f"{config.dilation:g}): {len(config.algos)} algorithms x {len(config.sizes_bytes)} sizes ...")
         try:
             result = run_validation(config)
         except EmuError as exc:
@@ -91,51 +168,65 @@ def validate(
             raise typer.Exit(EXIT_FAILED) from None
         results.append(result)
         rows += result["rows"]
-        _print_one(config, result)
+        _print_one(output, config, result)
     config_dict = {"runs": [asdict(c) | {"spec": c.spec().as_dict()} for c in configs]}
-    summary = _finish(rows, out, config_dict, results)
-    save_record(json_path, "validate", config_dict, {"runs": results, "summary": summary})
+    summary = _finish(output, rows, out, config_dict, results)
+    output.record(VALIDATE_KIND, config_dict, {"runs": results, "summary": summary})
     if any(r["num_wrong"] for r in rows):
-        err_console.print("some benchmark results were wrong (#wrong > 0)", style="bold red")
+        print_error("some benchmark results were wrong (#wrong > 0)")
         raise typer.Exit(EXIT_FAILED)
 
 
-def _finish(rows: list[dict], out: Path | None, config_dict: dict, results: list[dict] | None) -> dict:
+def _nice(text: str) -> int:
+    value = text.strip()
+    if not value.lstrip("-").isdigit() or not -20 <= int(value) <= 19:
+        raise ValueError(f"--nice {text!r}: give a priority in -20..19 (nice(1))")
+    return int(value)
+
+
+def _finish(output: Output, rows: list[dict], out: Path | None, config_dict: dict,
+            results: list[dict] | None) -> dict:
     """Print the summary; with `out`, write the record (when measured now), CSV, Markdown and plot."""
+    from fabriclab.record import make_record, write_csv, write_record
+    from fabriclab.report import validate as report
+
     summary = report.summarize(rows)
-    console.print("[bold]summary[/bold] (all topologies, sizes >= 1 MB; goal |error| <= 10 %):")
+    output.note("summary (all topologies, sizes >= 1 MB; goal |error| <= 10 %):")
     for line in report.summary_lines(summary):
-        console.print(f"  {line}", markup=False)
-    console.print("  worst |error| of the model per algorithm: "
-                  + ", ".join(f"{a} {e:.1f}%" for a, e in report.per_algo(rows).items()), markup=False)
+        output.note(f"  {line}")
+    output.note("  worst |error| of the model per algorithm: "
+                + ", ".join(f"{a} {e:.1f}%" for a, e in report.per_algo(rows).items()))
     if out is not None:
         if results is not None:
-            write_record(out / "validate.json", make_record("validate", config_dict,
+            write_record(out / "validate.json", make_record(VALIDATE_KIND, config_dict,
                                                             {"runs": results, "summary": summary}))
         write_csv(out / "validate.csv", rows)
         (out / "validate.md").write_text(report.markdown(rows, summary))
         report.plot(rows, out / "validate.png")
-        err_console.print(f"wrote {out}: validate.csv, .md, .png" + (", .json" if results else ""), markup=False)
+        output.note(f"wrote {out}: validate.csv, .md, .png" + (", .json" if results else ""))
     return summary
 
 
-def _print_one(config: ValidateConfig, result: dict) -> None:
+def _print_one(output: Output, config, result: dict) -> None:
+    from fabriclab.bench.validate_model import TCP_PAYLOAD_EFFICIENCY
+    from fabriclab.report import validate as report
+    from fabriclab.units import format_size
+
     model, cal = result["model"], result["calibration"]
     source = "streaming goodput" if config.calibrate and config.calibrate_bandwidth else "TCP payload"
-    console.print(report.table(result["rows"], title=f"validate: {result['topology_name']}, emulated at "
-                               f"{result['emulated_rate_Bps'] * 8 / 1e6:g} Mbit/s (D={config.dilation:g}); "
-                               f"times in the emulation's time"))
-    console.print(f"  plain: shaped rate, {result['hop_latency_s'] * 1e6:.2f} us per hop (measured). model: x "
-                  f"{model['efficiency']:.4f} ({source}; TCP framing alone {TCP_PAYLOAD_EFFICIENCY:.4f}), "
-                  f"alpha {model['alpha_s'] * 1e6:.0f} us per message (neighbour step "
-                  f"{cal.get('step_s', 0) * 1e6:.0f} us, 2-rank one-way {cal.get('one_way_s', 0) * 1e6:.0f} us), "
-                  f"gamma {model['gamma_s_per_byte'] * 1e9:.3f} ns/B, copy {model['copy_s_per_byte'] * 1e9:.3f} "
-                  f"ns/B, segments {format_size(model['segment_bytes'])}, bucket {model['burst_bytes']} B",
-                  markup=False)
+    output.table(report.table(result["rows"], title=f"validate: {result['topology_name']}, emulated at "
+                              f"{result['emulated_rate_Bps'] * 8 / 1e6:g} Mbit/s (D={config.dilation:g}); "
+                              f"times in the emulation's time"))
+    output.note(f"  plain: shaped rate, {result['hop_latency_s'] * 1e6:.2f} us per hop (measured). model: x "
+                f"{model['efficiency']:.4f} ({source}; TCP framing alone {TCP_PAYLOAD_EFFICIENCY:.4f}), "
+                f"alpha {model['alpha_s'] * 1e6:.0f} us per message (neighbour step "
+                f"{cal.get('step_s', 0) * 1e6:.0f} us, 2-rank one-way {cal.get('one_way_s', 0) * 1e6:.0f} us), "
+                f"gamma {model['gamma_s_per_byte'] * 1e9:.3f} ns/B, copy {model['copy_s_per_byte'] * 1e9:.3f} "
+                f"ns/B, segments {format_size(model['segment_bytes'])}, bucket {model['burst_bytes']} B")
     load = (result["load_before"], result["load_after"])
-    console.print(f"  machine load before/after: {load[0].get('loadavg_1min', 0):.2f}/"
-                  f"{load[1].get('loadavg_1min', 0):.2f}, CPU pressure "
-                  f"{load[0].get('cpu_pressure_avg10_pct', float('nan')):.0f}%/"
-                  f"{load[1].get('cpu_pressure_avg10_pct', float('nan')):.0f}%", markup=False)
+    output.note(f"  machine load before/after: {load[0].get('loadavg_1min', 0):.2f}/"
+                f"{load[1].get('loadavg_1min', 0):.2f}, CPU pressure "
+                f"{load[0].get('cpu_pressure_avg10_pct', float('nan')):.0f}%/"
+                f"{load[1].get('cpu_pressure_avg10_pct', float('nan')):.0f}%")
     for line in report.summary_lines(report.summarize(result["rows"])):
-        console.print(f"  {line}", markup=False)
+        output.note(f"  {line}")

@@ -10,8 +10,8 @@ its link. With P ranks, S bytes, p' = the largest power of two <= P, rem = P - p
   plus 2 alpha + 2 S beta + S gamma for the fold and unfold when rem > 0             (exact)
 * recursive doubling: log2(p') (alpha + S beta + S gamma), same fold term            (exact)
 * binomial reduce / broadcast with n chunks: n ceil(log2 P) (alpha + S/n beta [+ S/n gamma])
-  (exact for n = 1, the T(Bin) = log P * t(b) of seed 003)
-* chain reduce / broadcast with n chunks: (n + P - 2)(alpha + S/n beta [+ S/n gamma]) (seed 003's
+  (exact for n = 1, the T(Bin) = log P * t(b) of Awan et al.)
+* chain reduce / broadcast with n chunks: (n + P - 2)(alpha + S/n beta [+ S/n gamma]) (Awan et al.'s
   T(CC); exact)
 * direct: 2 alpha + 2(P-1)/P S beta + (P-1)/P S gamma                                (exact)
 * parameter server with s servers: 2 alpha + 2(P-1)/s S beta + (P-1)/s S gamma       (exact)

@@ -7,7 +7,7 @@
 * Parameter server with `num_servers` servers holding shards (Li et al., OSDI 2014): every worker
   pushes shard k to server k, servers reduce, then send the reduced shard back to every worker.
   Servers are spread evenly over the ranks (server k is member floor(k*P/num_servers)) and also act as
-  workers; seed 002 uses P/8 servers.
+  workers; Zhang, Li, Tanimura, Nakada uses P/8 servers.
 
 Try it: `fabriclab collectives show --algo ps:servers=2 --ranks 4`.
 """

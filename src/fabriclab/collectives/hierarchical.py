@@ -1,7 +1,7 @@
 """Two-level hierarchical collectives: a lower algorithm inside groups, an upper one across leaders.
 
-S-Caffe (seed 003, section 5) reduces inside groups of `chain size` ranks with a chunked chain and then
-across the group leaders with a binomial tree ("CB") or a chain ("CC"); seed 002's "layered butterfly"
+S-Caffe (Awan et al., section 5) reduces inside groups of `chain size` ranks with a chunked chain and then
+across the group leaders with a binomial tree ("CB") or a chain ("CC"); Zhang, Li, Tanimura and Nakada's "layered butterfly"
 is butterfly inside each leaf switch, then butterfly across leaders. Groups are runs of `group_size`
 consecutive ranks (the last may be smaller); the first rank of each group is its leader. For reduce and
 broadcast the ranks are taken relative to the root, so the root leads the first group.

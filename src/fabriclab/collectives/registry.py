@@ -3,7 +3,7 @@
 A spec is `name[:key=value[:key=value]]`, e.g. `ring`, `chain:chunks=8`,
 `hierarchical:lower=chain:upper=binomial:group=4`. Aliases: `rhd` and `halving-doubling` for
 `butterfly`, `rd` for `recursive-doubling`, `dbtree` for `double-binary-tree`, `ps` for
-`parameter-server`, `hier` for `hierarchical`, and S-Caffe's and seed 002's names `cb`
+`parameter-server`, `hier` for `hierarchical`, and S-Caffe's and Zhang, Li, Tanimura and Nakada's names `cb`
 (chain inside groups, binomial across), `cc` (chain, chain) and `layered` (butterfly, butterfly).
 
 Try it: `fabriclab collectives list`.
@@ -98,7 +98,7 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
               builders={ALLREDUCE: trees.binomial_allreduce, REDUCE: trees.binomial_reduce,
                         BROADCAST: trees.binomial_broadcast},
               params=(ONE_CHUNK,), param_names={"chunks": "num_chunks"}),
-    Algorithm(name="chain", doc="Chunked chain, pipelined (S-Caffe CC, seed 003)",
+    Algorithm(name="chain", doc="Chunked chain, pipelined (S-Caffe CC, Awan et al.)",
               builders={ALLREDUCE: trees.chain_allreduce, REDUCE: trees.chain_reduce,
                         BROADCAST: trees.chain_broadcast},
               params=(CHUNKS,), param_names={"chunks": "num_chunks"}),
@@ -111,7 +111,7 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm(name="parameter-server", doc="Sharded parameter server, servers spread evenly",
               builders={ALLREDUCE: direct.parameter_server_allreduce},
               params=(Param(key="servers", default=lambda p: max(1, p // 8), at_most_ranks=True,
-                            doc="number of servers (seed 002: P/8)"),),
+                            doc="number of servers (Zhang, Li, Tanimura, Nakada: P/8)"),),
               param_names={"servers": "num_servers"}),
     Algorithm(name="hierarchical", doc="Two levels: groups, then leaders (S-Caffe CB/CC)",
               builders={ALLREDUCE: hierarchical.hierarchical_allreduce,

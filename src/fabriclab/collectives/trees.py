@@ -1,8 +1,8 @@
 """Tree algorithms: binomial, chunked chain (a pipelined path) and NCCL's double binary tree.
 
 * Binomial reduce and broadcast as in MPICH (Thakur et al., IJHPCA 2005, sections 4.1 and 4.3);
-  S-Caffe models them as T(Bin) = log2(P) * t(b) (seed 003, section 5).
-* Chunked chain (S-Caffe's "CC", seed 003 section 5): the buffer is cut into `num_chunks` chunks that
+  S-Caffe models them as T(Bin) = log2(P) * t(b) (Awan et al., section 5).
+* Chunked chain (S-Caffe's "CC", Awan et al. section 5): the buffer is cut into `num_chunks` chunks that
   flow down a path of ranks; T(CC) = (n + P - 2) * t(c) for n chunks of time t(c) each.
 * Double binary tree (Sanders, Speck & Traeff, "Two-tree algorithms for full bandwidth broadcast,
   reduction and scan", Parallel Computing 2009), built as NCCL's `ncclGetBtree`/`ncclGetDtree`: ranks

@@ -4,7 +4,7 @@
   `Topology.route()`, links shaped with tbf at bandwidth / dilation; latency is not emulated, only measured).
 * `launch`: `run_in_cluster(argv)` runs one process per host with RANK, WORLD_SIZE, MASTER_ADDR, ...
 * `state`: the state file (`/run/fabriclab/emu.json`) and the lock.
-* `presets`: seed 000's fabrics (25 GbE RoCE, 100 Gb Omni-Path) at a scale; `undilate_time`.
+* `presets`: Samsi et al.'s fabrics (25 GbE RoCE, 100 Gb Omni-Path) at a scale; `undilate_time`.
 * `netns`: the wrappers around `ip`, `tc` and setns(2).
 
 Everything needs root and iproute2 except planning (`make_plan`), presets and the state dataclasses.

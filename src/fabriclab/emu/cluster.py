@@ -151,6 +151,16 @@ def shaping(rate_Bps: float, config: EmuConfig) -> tuple[int, int]:
     return burst, max(math.ceil(rate_Bps * config.queue_s), 2 * burst)
 
 
+def check_spec(spec: TopologySpec) -> None:
+    """Before building anything: a spec the emulator cannot run raises ValueError saying why."""
+    if spec.gpus_per_host != 1:
+        raise ValueError(f"the emulator runs one rank per host namespace: use gpus_per_host 1, not "
+                         f"{spec.gpus_per_host}")
+    if spec.num_hosts > MAX_NAMESPACES:
+        raise ValueError(f"{spec.num_hosts} hosts: the emulator makes at most {MAX_NAMESPACES} namespaces "
+                         f"(hosts and switches); use fewer --hosts, or `fabriclab simulate` for large fabrics")
+
+
 def make_plan(topology: Topology, config: EmuConfig) -> Plan:
     """Names, addresses, cables, shaping and routes for `topology`; ValueError if it cannot be emulated."""
     t = topology
@@ -221,6 +231,7 @@ def build_cluster(spec: TopologySpec, config: EmuConfig = EmuConfig(), *,
     """Clean anything stale, build the emulated cluster, measure its base RTT, write the state file.
 
     The caller should hold `cluster_lock()` (the CLI and `emulated_cluster` do)."""
+    check_spec(spec)
     netns.check_system()
     plan = make_plan(build_topology(spec), config)
     teardown_cluster(state_file=state_file)

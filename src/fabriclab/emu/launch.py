@@ -6,6 +6,14 @@ GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (the host's interface: Gloo would otherw
 hostname to an address that does not exist inside the namespace). Every rank's output (stdout and stderr
 merged) is passed line by line to `on_line` and kept in its `RankResult`.
 
+`launcher="torchrun"` runs a real multi-node launch instead: one `torchrun` agent per host
+(`--nnodes` hosts, `--node-rank` its index, `--nproc-per-node nproc_per_host`), meeting over the
+emulated network by c10d rendezvous at host 0's address (host 0's agent hosts the rendezvous store,
+`--rdzv-conf is_host=1`; every agent gives its own address with `--local-addr`, since inside a
+namespace the machine's host name resolves to an address that does not exist there). torchrun then
+sets RANK, LOCAL_RANK, MASTER_ADDR ... for its workers, exactly as on a cluster; a host's output
+carries all its workers' lines.
+
 Failure is bounded and named: when a rank exits non-zero the others get SIGTERM, then SIGKILL after
 `GRACE_S`; past `timeout_s` all are killed; Ctrl-C kills all and re-raises. Each rank runs in its own
 process group (so its children are killed with it) and is killed by the kernel if this process dies
@@ -21,6 +29,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -34,6 +43,11 @@ from fabriclab.fabric.scenario import build_topology
 from fabriclab.fabric.topology import Topology
 
 DEFAULT_MASTER_PORT = 29500
+LAUNCHERS = ("direct", "torchrun")
+# Variables a launcher sets for its workers: left out of a torchrun agent's environment, so that
+# nothing of this process's own launch (if any) leaks into the emulated one.
+_LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                "MASTER_PORT")
 # How long ranks get to exit after SIGTERM before SIGKILL (a Python rank needs well under a second).
 GRACE_S = 2.0
 # Lines of output kept per rank.
@@ -63,14 +77,34 @@ class RankResult:
 def rank_env(state: ClusterState, rank: int, master_port: int = DEFAULT_MASTER_PORT,
              base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of `rank`: `base` (default os.environ) plus the rendezvous variables."""
-    host = state.hosts[rank]
-    env = dict(os.environ if base is None else base)
+    env = host_env(state, rank, base)
     env.update(RANK=str(rank), WORLD_SIZE=str(len(state.hosts)), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
-               GROUP_RANK=str(rank), MASTER_ADDR=state.hosts[0].ip, MASTER_PORT=str(master_port),
-               FABRICLAB_EMU_DILATION=f"{state.dilation:g}", FABRICLAB_EMU_HOST=host.namespace,
+               GROUP_RANK=str(rank), MASTER_ADDR=state.hosts[0].ip, MASTER_PORT=str(master_port))
+    return env
+
+
+def host_env(state: ClusterState, index: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default os.environ) without launch variables, plus what every process on emulated host
+    `index` needs: its name and address, the dilation, and its interface for Gloo, NCCL and TensorPipe."""
+    host = state.hosts[index]
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if k not in _LAUNCH_VARS and not k.startswith("TORCHELASTIC_")}
+    env.update(FABRICLAB_EMU_DILATION=f"{state.dilation:g}", FABRICLAB_EMU_HOST=host.namespace,
                FABRICLAB_EMU_IP=host.ip, GLOO_SOCKET_IFNAME=host.iface, NCCL_SOCKET_IFNAME=host.iface,
                TP_SOCKET_IFNAME=host.iface, PYTHONUNBUFFERED="1")
     return env
+
+
+def torchrun_argv(state: ClusterState, index: int, argv: Sequence[str], nproc_per_host: int,
+                  master_port: int = DEFAULT_MASTER_PORT) -> list[str]:
+    """The torchrun agent of emulated host `index`: c10d rendezvous at host 0, `argv` as its workers."""
+    host = state.hosts[index]
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(state.hosts)),
+            "--node-rank", str(index), "--nproc-per-node", str(nproc_per_host), "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", f"{state.hosts[0].ip}:{master_port}", "--rdzv-id", f"fabriclab-{os.getpid()}",
+            "--rdzv-conf", f"is_host={int(index == 0)}", "--local-addr", host.ip, "--max-restarts", "0",
+            # `--` ends torchrun's options: it would take the workers' own (`--np`) for abbreviations of its.
+            "--no-python", "--", *argv]
 
 
 def require_state(state: ClusterState | None = None) -> ClusterState:
@@ -119,6 +153,15 @@ class _Rank:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def kill_leftovers(self) -> None:
+        """SIGKILL what still runs in this rank's namespace: torchrun starts its workers in sessions of
+        their own, out of reach of `signal`, and they must not outlive the agent we stopped."""
+        for pid in netns.netns_pids(self.namespace):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     def result(self) -> RankResult:
         self.reader.join(timeout=5.0)
         code = self.proc.returncode
@@ -130,8 +173,9 @@ class _Rank:
                           output="\n".join(self.lines[-KEEP_LINES:]))
 
 
-def _stop(ranks: list[_Rank], status: str) -> None:
-    """SIGTERM the ranks still running (marking them `status`), then SIGKILL after GRACE_S."""
+def _stop(ranks: list[_Rank], status: str, sweep: bool = False) -> None:
+    """SIGTERM the ranks still running (marking them `status`), then SIGKILL after GRACE_S; `sweep` also
+    kills what is left in their namespaces (the workers of a torchrun agent)."""
     running = [r for r in ranks if r.poll() is None]
     for r in running:
         r.status = status
@@ -144,36 +188,53 @@ def _stop(ranks: list[_Rank], status: str) -> None:
             r.signal(signal.SIGKILL)
             r.proc.wait()
             r.poll()
+    for r in ranks if sweep else ():
+        r.kill_leftovers()
 
 
 def run_in_cluster(argv: Sequence[str], timeout_s: float | None = None, *, state: ClusterState | None = None,
                    master_port: int = DEFAULT_MASTER_PORT, env: Mapping[str, str] | None = None,
-                   on_line: Callable[[int, str], None] | None = None) -> list[RankResult]:
-    """Run `argv` once per host of the emulated cluster and wait; results in rank order.
+                   on_line: Callable[[int, str], None] | None = None, launcher: str = "direct",
+                   nproc_per_host: int = 1) -> list[RankResult]:
+    """Run `argv` once per host of the emulated cluster and wait; results in host order.
 
+    `launcher` direct: `argv` is rank `host` itself; torchrun: a torchrun agent per host starts
+    `nproc_per_host` workers running `argv` (its results are then the agents', one per host).
     Call it from a thread that outlives the ranks (the kernel kills them when their starter thread ends)."""
     if not argv:
         raise ValueError("no command given: write it after `--`, e.g. `fabriclab emu run -- python train.py`")
     if timeout_s is not None and not timeout_s > 0:
         raise ValueError(f"timeout {timeout_s} s: give a positive number of seconds")
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {launcher!r}: use {' or '.join(LAUNCHERS)}")
+    if not 1 <= nproc_per_host <= 1024:
+        raise ValueError(f"--nproc-per-host {nproc_per_host}: give 1..1024 processes per host")
+    if launcher == "direct" and nproc_per_host != 1:
+        raise ValueError("the direct launcher starts one process per host: use --launcher torchrun for "
+                         f"{nproc_per_host} processes per host")
     netns.check_system()
     state = require_state(state)
+    sweep = launcher == "torchrun"
     ranks: list[_Rank] = []
     try:
         for host in state.hosts:
-            ranks.append(_Rank(host.rank, host.namespace, argv,
-                               rank_env(state, host.rank, master_port, env), on_line))
+            if launcher == "torchrun":
+                command, environ = (torchrun_argv(state, host.rank, argv, nproc_per_host, master_port),
+                                    host_env(state, host.rank, env))
+            else:
+                command, environ = argv, rank_env(state, host.rank, master_port, env)
+            ranks.append(_Rank(host.rank, host.namespace, command, environ, on_line))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while any(r.poll() is None for r in ranks):
             if any(r.poll() not in (None, 0) for r in ranks):
-                _stop(ranks, "killed")
+                _stop(ranks, "killed", sweep)
                 break
             if deadline is not None and time.monotonic() > deadline:
-                _stop(ranks, "timeout")
+                _stop(ranks, "timeout", sweep)
                 break
             time.sleep(0.02)
     except BaseException:
-        _stop(ranks, "killed")
+        _stop(ranks, "killed", sweep)
         raise
     return [r.result() for r in ranks]
 

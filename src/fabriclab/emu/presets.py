@@ -1,6 +1,6 @@
-"""Fabric presets for the emulator: the two back-end fabrics of seed 000, scaled down to fit one machine.
+"""Fabric presets for the emulator: the two back-end fabrics of Samsi et al., scaled down to fit one machine.
 
-Seed 000 ("Benchmarking network fabrics for data distributed training of deep neural networks", MIT
+Samsi et al. ("Benchmarking network fabrics for data distributed training of deep neural networks", MIT
 Lincoln Laboratory TX-GAIA) compares, on the same nodes, a 25 Gb/s Ethernet fabric with RoCE (Mellanox
 ConnectX-4, one non-blocking Arista DCS-7516 core switch) and a 100 Gb/s Intel Omni-Path fabric; it finds
 12.78 % fewer images/s on Ethernet for CNN training and the same communication time for a CFD code.
@@ -27,22 +27,22 @@ DEFAULT_SCALE = "1/100"
 
 @dataclass(frozen=True, kw_only=True)
 class FabricPreset:
-    """A fabric of seed 000: a link preset and what it stands for."""
+    """A fabric of Samsi et al. (TX-GAIA): a link preset and what it stands for."""
 
     name: str
     """Preset name on the command line, e.g. `25gbe`."""
     link: str
     """Link preset of `fabriclab.fabric.links` (one of LINK_PRESET_NAMES)."""
     description: str
-    """What the fabric is, from seed 000."""
+    """What the fabric is, from Samsi et al."""
 
 
 FABRIC_PRESETS: dict[str, FabricPreset] = {
     "25gbe": FabricPreset(name="25gbe", link="25GbE",
                           description="25 Gb/s Ethernet with RoCE (Mellanox ConnectX-4), one non-blocking "
-                                      "Arista DCS-7516 core switch (seed 000, TX-GAIA)"),
+                                      "Arista DCS-7516 core switch (Samsi et al., TX-GAIA)"),
     "100g-opa": FabricPreset(name="100g-opa", link="OPA100",
-                             description="100 Gb/s Intel Omni-Path (seed 000, TX-GAIA)"),
+                             description="100 Gb/s Intel Omni-Path (Samsi et al., TX-GAIA)"),
 }
 FABRIC_PRESET_NAMES = tuple(FABRIC_PRESETS)
 
@@ -64,13 +64,14 @@ def parse_scale(scale: str | float) -> float:
     return float(scale)
 
 
-def apply_preset(spec: TopologySpec, preset: str,
-                 scale: str | float = DEFAULT_SCALE) -> tuple[TopologySpec, float]:
-    """`spec` with the preset's link (bandwidth override cleared; a latency override is kept, it is only
-    recorded), and the dilation 1/scale."""
+def apply_preset(spec: TopologySpec, preset: str, scale: str | float = DEFAULT_SCALE, *,
+                 latency_s: float | None = None) -> tuple[TopologySpec, float]:
+    """`spec` with the preset's link (its bandwidth, and its latency unless `latency_s` is given: the
+    latency is only recorded), and the dilation 1/scale."""
     chosen = fabric_preset(preset)
-    link_preset(chosen.link)  # fails loudly if the link presets were renamed
-    return replace(spec, link=chosen.link, bandwidth=None), 1.0 / parse_scale(scale)
+    link = link_preset(chosen.link)
+    return (replace(spec, link=link.name, bandwidth_Bps=link.bandwidth_Bps,
+                    latency_s=link.latency_s if latency_s is None else latency_s), 1.0 / parse_scale(scale))
 
 
 def emulated_rate_Bps(preset: str, scale: str | float = DEFAULT_SCALE) -> float:

@@ -25,7 +25,9 @@ from fabriclab.emu.netns import EmuError
 from fabriclab.fabric.scenario import TopologySpec
 
 STATE_ENV = "FABRICLAB_EMU_STATE"
-STATE_VERSION = 1
+# A state of 512 namespaces (the emulator's most) takes about 1 MB; anything far larger is not ours.
+MAX_STATE_BYTES = 64 << 20
+STATE_VERSION = 2  # 2: the topology spec holds numbers (bandwidth_Bps, latency_s), not unit strings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,9 +104,7 @@ class ClusterState:
 
     def topology_spec(self) -> TopologySpec:
         """The TopologySpec the cluster was built from."""
-        spec = dict(self.spec)
-        spec["dims"] = tuple(spec.get("dims", (4, 4)))
-        return TopologySpec(**spec)
+        return TopologySpec.from_dict(self.spec)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -155,10 +155,12 @@ def load_state(path: Path | None = None) -> ClusterState | None:
     """The recorded state, or None when there is no state file or it cannot be read (stale or corrupt)."""
     path = path or state_path()
     try:
+        if path.stat().st_size > MAX_STATE_BYTES:  # not a state this module wrote: treat as corrupt
+            return None
         return ClusterState.from_dict(json.loads(path.read_text()))
     except FileNotFoundError:
         return None
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, AttributeError, OSError):
         return None
 
 

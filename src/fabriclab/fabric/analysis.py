@@ -3,7 +3,7 @@
 `bisection_bandwidth_Bps` splits the hosts into the lower and the upper half (by host index, so whole
 leaves and pods of a fat tree fall on each side) and returns the maximum flow the links carry from one
 half to the other (the smaller of the two directions). For a fat tree built with ratio r this is
-r * (hosts / 2) * link bandwidth; seed 002 varies exactly this quantity. The flow is Dinic's algorithm on
+r * (hosts / 2) * link bandwidth; Zhang, Li, Tanimura, Nakada vary exactly this quantity. The flow is Dinic's algorithm on
 the directed links, in plain Python: fine for thousands of links (tests, reports), not for inner loops.
 
 Try it: `python -c "from fabriclab.fabric import fat_tree, bisection_bandwidth_Bps as b;

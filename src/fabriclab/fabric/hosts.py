@@ -4,7 +4,7 @@ With `gpus_per_host == 1` the endpoint *is* the host: its NIC link goes straight
 are no host-internal nodes. With `gpus_per_host = G > 1` every host h has
 
 * G endpoints `h{h}.gpu{g}` (endpoint e = h*G + g), each linked to the host's PCIe switch `h{h}.pcie`
-  by a PCIe link (default PCIe 3.0 x16, the GPU servers of seed 002's era);
+  by a PCIe link (default PCIe 3.0 x16, the GPU servers of that era);
 * optionally an NVLink switch `h{h}.nvsw` (an NVSwitch, or the aggregate of a GPU's direct NVLinks) with
   one NVLink per GPU at the preset's per-GPU per-direction bandwidth;
 * one NIC link from `h{h}.pcie` to the fabric: all GPUs of a host share it.

@@ -13,7 +13,7 @@ turns one `Link` into two directed links), a per-hop latency and an optional pro
   rate, `effective_bandwidth(use_efficiency=True)` the payload rate.
 
 A link is named by a preset (`link_preset("EDR")`) or given as plain bandwidth and latency
-(`parse_link("4GB/s@0.2us")`, the base case of seed 002's fat-tree study).
+(`parse_link("4GB/s@0.2us")`, the base case of the fat-tree study of Zhang, Li, Tanimura, Nakada).
 
 Try it: `python -c "from fabriclab.fabric.links import link_preset; print(link_preset('100GbE'))"`.
 """
@@ -128,6 +128,11 @@ def _key(name: str) -> str:
 
 
 _BY_KEY = {_key(name): name for name in _PRESETS}
+# Speed-first spellings (`fabriclab plan --fabrics 25gbe,100g-opa,100gbe,200g-hdr,400g-ndr`) name the
+# same data sheets as the presets above: Intel Omni-Path Edge Switch 100 Series brief (OPA100),
+# Mellanox Switch-IB 2 SB7800 (EDR), Mellanox Quantum QM8700 (HDR), NVIDIA Quantum-2 QM9700 (NDR).
+_BY_KEY.update({_key(alias): name for alias, name in (("100G-OPA", "OPA100"), ("100G-EDR", "EDR"),
+                                                      ("200G-HDR", "HDR"), ("400G-NDR", "NDR"))})
 
 
 def link_preset(name: str) -> Link:
@@ -190,7 +195,7 @@ def _fmt(value: float) -> str:
     return f"{value:g}"
 
 
-# Seed 002's base case ("How Much Should We Invest for Network Facility", Zhang et al.): 4 GB/s links
+# The base case of Zhang, Li, Tanimura, Nakada ("How Much Should We Invest for Network Facility"): 4 GB/s links
 # and 0.2 us switch latency, which the poster simulated per link in SimGrid.
 DEFAULT_LINK = "4GB/s@0.2us"
 

@@ -7,7 +7,7 @@
 * `flattened_butterfly(dims=(8, 8), hosts_per_router=8)`: Kim, Dally & Abts, "Flattened Butterfly: A
   Cost-Efficient Topology for High-Radix Networks" (ISCA 2007). Routers form a grid; each links directly
   to every router that differs from it in one coordinate, and serves `hosts_per_router` hosts. Minimal
-  dimension-order routing: at most one router-to-router hop per dimension, so seed 002's "flat
+  dimension-order routing: at most one router-to-router hop per dimension, so the "flat
   butterfly" is at most D+2 links from host to host with full bisection bandwidth.
 
 With gpus_per_host > 1 the torus links join the hosts' PCIe switches (see `hosts.py`).

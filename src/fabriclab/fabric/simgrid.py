@@ -1,6 +1,6 @@
 """Export a Topology as a SimGrid platform (XML, version 4.1) to re-run a scenario in SimGrid.
 
-Seed 002 simulated its fat trees in SimGrid; this writes the same networks so a result of `fabriclab.sim`
+Zhang, Li, Tanimura, Nakada simulated their fat trees in SimGrid; this writes the same networks so a result of `fabriclab.sim`
 can be cross-checked there.
 
 * **Fat trees** (`fat_tree`, and `leaf_spine` when uplinks equal host links), one endpoint per host, D-mod-K

@@ -1,6 +1,6 @@
-"""Table and seed 000's Figures 4 and 5 for the emulated fabric benchmark (`bench.fabrics`).
+"""Table and Samsi et al.'s Figures 4 and 5 for the emulated fabric benchmark (`bench.fabrics`).
 
-Seed 000's Figure 4 plots images/sec against GPUs on 25 GbE and on 100 Gb Omni-Path; Figure 5 the same
+Samsi et al.'s Figure 4 plots images/sec against GPUs on 25 GbE and on 100 Gb Omni-Path; Figure 5 the same
 for three all-reduce strategies. Here each is drawn from the benchmark's rows: measured (solid), the
 simulator's prediction (dashed) and the what-if's (dotted), all un-dilated (the real fabric's speed).
 
@@ -46,7 +46,8 @@ def _lines(ax, rows: list[dict], fabric: str, algo: str, color, label: str) -> N
 
 
 def plot_figures(rows: list[dict], out_dir: Path, *, model: str) -> list[Path]:
-    """fig4.png (images/sec vs workers per fabric, first algorithm) and fig5.png (one panel per algorithm)."""
+    """fig4.png and fig5.png, named after the figures of Samsi et al. they correspond to: Figure 4
+    (images/sec vs workers per fabric, first algorithm) and Figure 5 (one panel per algorithm)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -61,7 +62,7 @@ def plot_figures(rows: list[dict], out_dir: Path, *, model: str) -> list[Path]:
     for fabric in fabrics:
         _lines(ax, rows, fabric, algos[0], colors[fabric], FABRIC_LABELS.get(fabric, fabric))
     ax.set(xlabel="workers (GPUs)", ylabel="images/sec", xticks=workers,
-           title=f"{model}: 25 GbE vs 100 Gb Omni-Path (all-reduce {algos[0]}), like seed 000 Fig. 4")
+           title=f"{model}: 25 GbE vs 100 Gb Omni-Path (all-reduce {algos[0]}), like Samsi et al. Fig. 4")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -76,7 +77,7 @@ def plot_figures(rows: list[dict], out_dir: Path, *, model: str) -> list[Path]:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("images/sec")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"{model}: all-reduce strategies on both fabrics, like seed 000 Fig. 5")
+    fig.suptitle(f"{model}: all-reduce strategies on both fabrics, like Samsi et al. Fig. 5")
     fig.tight_layout()
     paths.append(out_dir / "fig5.png")
     fig.savefig(paths[-1], dpi=120)

@@ -1,4 +1,4 @@
-"""Plots and a written verdict for the `fatness` sweep (seed 002), from its CSV only.
+"""Plots and a written verdict for the `fatness` sweep (Zhang, Li, Tanimura, Nakada), from its CSV only.
 
 The poster has four figures (exchange time vs. bisection ratio, one line per method); `plot_figures`
 draws the same four from our numbers, and `summary` checks each of the poster's conclusions against
@@ -67,7 +67,7 @@ def _verdict(ok: bool) -> str:
 def summary(rows: list[dict]) -> str:
     """Check the poster's conclusions against our numbers; each line says the figures it used."""
     t = _table(rows)
-    out = ["# Seed 002 (network fatness): the poster's conclusions against our simulation", ""]
+    out = ["# Network fatness (Zhang, Li, Tanimura, Nakada): the poster's conclusions against our simulation", ""]
 
     def get(layers, hosts, b, link, lat, m):
         return t.get((layers, hosts, b, link, lat, m))

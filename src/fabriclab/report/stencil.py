@@ -1,6 +1,7 @@
-"""Tables and seed 000's Figure 3 for the stencil: compute vs. communication time per step vs. ranks.
+"""Tables and Samsi et al.'s Figure 3 for the stencil: compute vs. communication time per step vs. ranks.
 
-Seed 000's Figure 3 plots, for CartDG on 25 GbE and on 100 Gb Omni-Path, the compute and the
+Figure 3 of Samsi et al. ("Benchmarking network fabrics for data distributed training of deep neural
+networks", TX-GAIA) plots, for CartDG on 25 GbE and on 100 Gb Omni-Path, the compute and the
 communication time against the number of cores (strong scaling, log-log). `plot_figure3` draws the same
 from the rows of `bench.stencil_sim.simulate_at_scale` (or of the emulated sweep, `bench.stencil_scale`):
 one compute line, one communication line per fabric, and the rack boundary where it is crossed.
@@ -22,18 +23,26 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4g}"
 
 
+SCALE_TITLE = "stencil strong scaling on emulated fabrics (times per step, emulation's own time)"
+SCALE_COLUMNS = ("fabric", "ranks", "grid", "link rate", "compute(ms)", "compute CPU(ms)", "comm(ms)",
+                 "comm max(ms)", "sim comm(ms)", "comm share")
+
+
+def scale_cells(r: dict) -> list[str]:
+    """One row of the emulated sweep, as the cells of `SCALE_COLUMNS`."""
+    share = r["comm_s"] / (r["comm_s"] + r["compute_s"]) if r["comm_s"] + r["compute_s"] else 0.0
+    return [r["fabric"], str(r["num_ranks"]), "x".join(map(str, r["procs"])),
+            f"{r['emulated_rate_Bps'] * 8 / 1e6:.4g} Mbit/s", _ms(r["compute_s"]), _ms(r["compute_cpu_s"]),
+            _ms(r["comm_s"]), _ms(r["comm_max_s"]), _ms(r["sim_comm_s"]), f"{share:.0%}"]
+
+
 def scale_table(rows: list[dict]) -> Table:
     """The emulated sweep: per fabric and rank count, measured compute / comm vs. simulated comm."""
-    t = Table(title="stencil strong scaling on emulated fabrics (times per step, emulation's own time)",
-              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for h in ("fabric", "ranks", "grid", "link rate", "compute(ms)", "compute CPU(ms)", "comm(ms)",
-              "comm max(ms)", "sim comm(ms)", "comm share"):
+    t = Table(title=SCALE_TITLE, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for h in SCALE_COLUMNS:
         t.add_column(h, justify="left" if h == "fabric" else "right", no_wrap=True)
     for r in rows:
-        share = r["comm_s"] / (r["comm_s"] + r["compute_s"]) if r["comm_s"] + r["compute_s"] else 0.0
-        t.add_row(r["fabric"], str(r["num_ranks"]), "x".join(map(str, r["procs"])),
-                  f"{r['emulated_rate_Bps'] * 8 / 1e6:.4g} Mbit/s", _ms(r["compute_s"]), _ms(r["compute_cpu_s"]),
-                  _ms(r["comm_s"]), _ms(r["comm_max_s"]), _ms(r["sim_comm_s"]), f"{share:.0%}")
+        t.add_row(*scale_cells(r))
     return t
 
 
@@ -53,8 +62,8 @@ def at_scale_table(rows: list[dict]) -> Table:
 
 def plot_figure3(rows: list[dict], path: Path, *, title: str, rack_ranks: int | None = None,
                  measured: bool = False) -> Path:
-    """Compute and communication time per step vs. ranks (log-log), one comm line per fabric, like seed
-    000's Figure 3. `measured` rows (the emulated sweep) add the CPU-time compute and the simulated comm."""
+    """Compute and communication time per step vs. ranks (log-log), one comm line per fabric, like Samsi
+    et al.'s Figure 3. `measured` rows (the emulated sweep) add the CPU-time compute and the simulated comm."""
     import matplotlib
 
     matplotlib.use("Agg")

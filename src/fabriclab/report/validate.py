@@ -113,7 +113,7 @@ Modelled (columns `model` vs `plain`; each is an option of `fabriclab.bench.vali
 
 Avoided in the emulation: **TCP losses**. With the emulator's default 10 ms tbf queues, incast (direct:
 3 senders into one host) dropped whole 64 KiB GSO packets; 7 retransmission timeouts (>= 200 ms each) in
-11 iterations of a 4 MB direct all-reduce made it take 2x the model. Seed 000's fabrics are lossless
+11 iterations of a 4 MB direct all-reduce made it take 2x the model. Samsi et al.'s fabrics are lossless
 (RoCE with PFC, Omni-Path credits), so `fabriclab validate` shapes with 200 ms queues: no timeouts.
 
 Explained, not modelled:

@@ -1,4 +1,5 @@
-"""Plots of what-if rows like seed 004's Figures 6-8.
+"""Plots of what-if rows like Figures 6-8 of Zhang et al., "Is Network the Bottleneck of Distributed
+Training?" (NetAI'20).
 
 Figure 6: scaling factor vs. bandwidth per model; Figure 7: vs. workers at the highest bandwidth;
 Figure 8: vs. compression ratio at 10 Gbps (and at the highest bandwidth).
@@ -38,7 +39,7 @@ def plot_whatif(rows: list[dict], out_dir: Path) -> list[Path]:
     for m in models:
         ax.plot(bws, [f.get((m, n, b, 1.0), float("nan")) for b in bws], marker="o", label=m)
     ax.set(xscale="log", xlabel="bandwidth (Gbps)", ylabel="scaling factor", ylim=(0, 1.05),
-           title=f"Scaling factor vs bandwidth, {n} workers (cf. 004 Fig. 6)")
+           title=f"Scaling factor vs bandwidth, {n} workers (cf. Zhang et al. Fig. 6)")
     ax.legend()
     ax.grid(alpha=0.3)
     save(fig, "fig6_scaling_vs_bandwidth.png")
@@ -46,7 +47,7 @@ def plot_whatif(rows: list[dict], out_dir: Path) -> list[Path]:
     for m in models:
         ax.plot(workers, [f.get((m, w, bws[-1], 1.0), float("nan")) for w in workers], marker="o", label=m)
     ax.set(xlabel="workers", ylabel="scaling factor", ylim=(0, 1.05),
-           title=f"Scaling factor vs workers at {bws[-1]:g} Gbps (cf. 004 Fig. 7)")
+           title=f"Scaling factor vs workers at {bws[-1]:g} Gbps (cf. Zhang et al. Fig. 7)")
     ax.legend()
     ax.grid(alpha=0.3)
     save(fig, "fig7_scaling_vs_workers.png")
@@ -57,7 +58,7 @@ def plot_whatif(rows: list[dict], out_dir: Path) -> list[Path]:
                 ax.plot(comps, [f.get((m, n, b, c), float("nan")) for c in comps], marker="o",
                         label=f"{m} {b:g} Gbps", linestyle="-" if b == 10 else "--")
         ax.set(xscale="log", xlabel="compression ratio", ylabel="scaling factor", ylim=(0, 1.05),
-               title=f"Scaling factor vs compression, {n} workers (cf. 004 Fig. 8)")
+               title=f"Scaling factor vs compression, {n} workers (cf. Zhang et al. Fig. 8)")
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
         save(fig, "fig8_scaling_vs_compression.png")

@@ -1,7 +1,9 @@
 """Flat parameter and gradient buffers cut into buckets, and SGD on ranges of them.
 
 Every trainable parameter becomes a view into one flat parameter buffer, and its gradient has a slice
-of one flat gradient buffer, both laid out in the order backward produces the gradients. A bucket is
+of one flat gradient buffer, both laid out in the order backward produces the gradients (a
+channels-last weight keeps its strides in both, so the gradient copy is a plain memory copy and the
+element-wise update pairs every weight with its own gradient). A bucket is
 then a contiguous range of both: the trainer's gradient hook copies the gradient autograd just made
 into its slice and drops `.grad` (one read and one write; accumulating into a zeroed slice would cost a
 memset, two reads and a write), a collective runs on the bucket in place, and SGD updates a bucket's
@@ -9,7 +11,7 @@ parameters with three vectorised ops instead of several small ops per tensor.
 
 Which gradients share a bucket is `fabriclab.whatif.fusion.FusionPolicy`'s decision, the same code the
 what-if simulator uses: `ddp` (size caps, 25 MiB and a 1 MiB first bucket), `horovod` (cycle time and
-fusion threshold), `paper004` (timeout and buffer size) or `none` (one bucket: nothing to overlap). The
+fusion threshold), `time-or-size` (Zhang et al.: timeout and buffer size) or `none` (one bucket: nothing to overlap). The
 time-based policies need each gradient's ready time, which the trainer measures on rank 0 in a probe
 iteration and shares, so every rank cuts the same buckets.
 
@@ -56,10 +58,12 @@ class FlatLayout:
         self.flat_grads = torch.zeros_like(self.flat_params)
         self.offsets: list[int] = []
         pos = 0
+        self.strides: list[tuple[int, ...]] = []
         for p in params:
             n = p.numel()
             self.offsets.append(pos)
-            view = self.flat_params[pos:pos + n].view_as(p)
+            self.strides.append(_dense_strides(p))
+            view = self.flat_params[pos:pos + n].as_strided(p.shape, self.strides[-1])
             view.copy_(p.detach())
             p.data = view
             p.grad = None
@@ -82,9 +86,19 @@ class FlatLayout:
         return self.flat_params.numel()
 
     def grad_slice(self, i: int) -> torch.Tensor:
-        """Parameter i's slice of the flat gradient buffer, shaped like the parameter."""
+        """Parameter i's slice of the flat gradient buffer, shaped and laid out like the parameter."""
         off = self.offsets[i]
-        return self.flat_grads[off:off + self.params[i].numel()].view_as(self.params[i])
+        return self.flat_grads[off:off + self.params[i].numel()].as_strided(self.params[i].shape, self.strides[i])
+
+
+def _dense_strides(p: torch.Tensor) -> tuple[int, ...]:
+    """The strides a parameter keeps in the flat buffer: its own when it is channels-last (a dense layout
+    cuDNN's fast kernels want, and autograd gives its gradient the same), else contiguous."""
+    if p.dim() == 4 and not p.is_contiguous() and p.is_contiguous(memory_format=torch.channels_last):
+        return tuple(p.stride())
+    if p.dim() == 5 and not p.is_contiguous() and p.is_contiguous(memory_format=torch.channels_last_3d):
+        return tuple(p.stride())
+    return tuple(torch.empty(p.shape, device="meta").stride())
 
 
 def plan_buckets(sizes_bytes: list[int], ready_s: list[float] | None, policy: FusionPolicy) -> list[int]:

@@ -15,7 +15,8 @@ A job is a function; it may wait for events set by the main thread (a bucket's g
 and set events the main thread waits for (a layer's parameters have arrived). Its communication time
 is what it reports with `add_span`: waiting for the main thread is not communication. An exception
 in a job is re-raised in the main thread by `wait_all`, and every later job fails fast: a dead peer makes
-the whole step fail with the executor's (named) error, never a hang.
+the whole step fail with the executor's (named) error, never a hang. `on_start` runs first on each thread
+(the trainer sets the thread's CUDA device and stream there: both are per thread).
 
 Try it: `fabriclab train --model resnet50 --np 2 --image-size 32 --batch-size 4 --steps 3 --warmup 1 --overlap backward`.
 """
@@ -44,9 +45,10 @@ class Job:
 class CommThread:
     """A daemon thread that runs submitted jobs in order."""
 
-    def __init__(self, name: str = "fabriclab-comm") -> None:
+    def __init__(self, name: str = "fabriclab-comm", on_start: Callable[[], None] | None = None) -> None:
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self.failed: BaseException | None = None
+        self._on_start = on_start
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -63,6 +65,11 @@ class CommThread:
             self._thread.join(timeout=timeout_s)
 
     def _loop(self) -> None:
+        if self._on_start is not None:
+            try:
+                self._on_start()
+            except BaseException as exc:  # every job then fails with it, in the main thread
+                self.failed = exc
         while True:
             job = self._queue.get()
             if job is None:
@@ -81,8 +88,10 @@ class CommThreads:
     """k `CommThread`s; job j of a `submit_each` runs on thread j, and every job records its
     communication spans in one list (list.append is atomic)."""
 
-    def __init__(self, count: int) -> None:
-        self.threads = [CommThread(f"fabriclab-comm-{j}") for j in range(count)]
+    def __init__(self, count: int, on_start: Callable[[int], None] | None = None) -> None:
+        """`on_start(j)` runs first on thread j (per-thread state such as the CUDA device and stream)."""
+        self.threads = [CommThread(f"fabriclab-comm-{j}", None if on_start is None else (lambda j=j: on_start(j)))
+                        for j in range(count)]
         self.spans: list[tuple[str, float, float]] = []
         """(name, start, end) perf_counter seconds of every `add_span` since the last `take_spans`."""
 

@@ -1,12 +1,13 @@
-"""Parallel data readers (S-Caffe, seed 003 section 4.1): each rank reads its own shards into a queue.
+"""Parallel data readers (S-Caffe, Awan et al. section 4.1): each rank reads its own shards into a queue.
 
-A dataset is a folder of TFRecord shards named like seed 000's ImageNet, `train-00000-of-01024` ...
+A dataset is a folder of TFRecord shards named like Samsi et al.'s ImageNet, `train-00000-of-01024` ...
 (`fabriclab.runtime.tfrecord`). Rank r of n reads shards r, r+n, r+2n, ... over and over, on a reader
 thread of its own that decodes whole batches into a bounded prefetch queue (S-Caffe's distributed
 queues: no rank waits for another rank's reads), so the step only pops a ready batch. Every shard must
 be there (the `-of-N` suffix says how many) and every record intact: the error names the file.
 `SyntheticSource` is the in-memory mode (tf_cnn_benchmarks' synthetic data): one fixed random batch
-per rank, no files.
+per rank, no files. `on_device` puts either on the rank's GPU: the synthetic batch once, the reader's
+batches through pinned memory with an asynchronous copy each step.
 
 Try it: `fabriclab data make --out /tmp/synth --shards 8 --images 512 --image-size 32`, then
 `fabriclab train --data /tmp/synth --model resnet50 --np 4 --batch-size 8 --steps 5 --warmup 1`.
@@ -18,11 +19,14 @@ import queue
 import re
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from fabriclab.runtime.tfrecord import decode_example, encode_example, read_records, write_record
+
+if TYPE_CHECKING:  # torch is imported where batches are made: `fabriclab data make` needs none of it
+    import torch
 
 SHARD_RE = re.compile(r"^train-(\d{5})-of-(\d{5})$")
 NUM_CLASSES = 1000  # ImageNet's ILSVRC 2012 classes
@@ -161,6 +165,8 @@ class ShardReader:
 
 
 def _to_batch(images: list[np.ndarray], labels: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
     x = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).contiguous().float()
     return x.div_(127.5).sub_(1.0), torch.tensor(labels, dtype=torch.int64)
 
@@ -176,3 +182,33 @@ class SyntheticSource:
 
     def close(self) -> None:
         pass
+
+
+class DeviceSource:
+    """The batches of a reader on `device` (4-D ones channels-last when asked): each batch is pinned and
+    copied without blocking the host, so the copy overlaps what the GPU still has queued."""
+
+    def __init__(self, source, device: torch.device, channels_last: bool = False) -> None:
+        self.source, self.device, self.channels_last = source, device, channels_last
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        from fabriclab.runtime.precision import prepare_batch
+
+        batch = self.source.next()
+        if self.device.type == "cuda":
+            batch = tuple(t.pin_memory() for t in batch)
+        return prepare_batch(batch, self.device, self.channels_last, non_blocking=True)
+
+    def close(self) -> None:
+        self.source.close()
+
+
+def on_device(source, device: torch.device, channels_last: bool = False):
+    """`source` with its batches on `device`: a synthetic batch moves once, a reader's batch per step."""
+    if device.type == "cpu" and not channels_last:
+        return source
+    if isinstance(source, SyntheticSource):
+        from fabriclab.runtime.precision import prepare_batch
+
+        return SyntheticSource(prepare_batch(source.batch, device, channels_last))
+    return DeviceSource(source, device, channels_last)

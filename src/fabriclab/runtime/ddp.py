@@ -18,6 +18,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from fabriclab.runtime.buckets import SGDConfig
+from fabriclab.runtime.devices import compute_device
+from fabriclab.runtime.precision import autocast, prepare_batch, prepare_model
 
 # Newer torch renamed broadcast_buffers (deprecated, with a warning) to forward_sync_buffers.
 _NO_BUFFER_SYNC = ({"forward_sync_buffers": False}
@@ -26,22 +28,39 @@ _NO_BUFFER_SYNC = ({"forward_sync_buffers": False}
 
 
 class DDPRunner:
-    """One SGD step of `model` under DDP over the default process group (plain model on one rank)."""
+    """One SGD step of `model` under DDP over the default process group; on one rank the plain loop
+    (zero_grad, forward, backward, torch.optim.SGD step) that `bench.train_overhead` measures against.
 
-    def __init__(self, model: nn.Module, loss_fn: Callable, sgd: SGDConfig) -> None:
+    On `device` cuda the model moves to the current GPU; `precision` bf16/fp16 runs forward and loss
+    under torch.autocast, fp16 with torch.amp.GradScaler, as a PyTorch training script does."""
+
+    def __init__(self, model: nn.Module, loss_fn: Callable, sgd: SGDConfig, *, device: str = "cpu",
+                 precision: str = "fp32", channels_last: bool = False) -> None:
         self.model, self.loss_fn = model, loss_fn
+        self.device = compute_device(device)
+        self.precision, self.channels_last = precision, channels_last
+        prepare_model(model, self.device, channels_last)
         distributed = dist.is_initialized() and dist.get_world_size() > 1
-        self.net = DistributedDataParallel(model, **_NO_BUFFER_SYNC) if distributed else model
+        ids = {"device_ids": [self.device.index]} if self.device.type == "cuda" else {}
+        self.net = DistributedDataParallel(model, **ids, **_NO_BUFFER_SYNC) if distributed else model
         self.optimizer = torch.optim.SGD(model.parameters(), lr=sgd.lr, momentum=sgd.momentum,
                                          weight_decay=sgd.weight_decay)
+        self.scaler = torch.amp.GradScaler(self.device.type) if precision == "fp16" else None
         self.last_stats: dict[str, float] = {}
         self.events: list = []
 
     def step(self, inputs, targets) -> float:
+        inputs, targets = prepare_batch((inputs, targets), self.device, self.channels_last, non_blocking=True)
         self.optimizer.zero_grad()
-        loss = self.loss_fn(self.net(inputs), targets)
-        loss.backward()
-        self.optimizer.step()
+        with autocast(self.device, self.precision):
+            loss = self.loss_fn(self.net(inputs), targets)
+        if self.scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         return float(loss.detach())
 
     def finish(self) -> None:

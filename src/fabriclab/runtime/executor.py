@@ -12,167 +12,60 @@ Two ways to walk it, both with the same result bit for bit:
 * `pipelined` mode (CPU tensors, Gloo) splits every chunk into segments of `segment_bytes` and posts a
   segment as soon as the data it depends on has arrived, across step boundaries: a ring then streams like
   Gloo's own segmented allreduce instead of stalling at every step. Hazards are worked out once per
-  schedule (read-after-write for sends, write-after-read and write order for receives), so the pipelining is
-  a transport detail invisible in the result. All ranks must use the same `segment_bytes`, because message
-  matching is FIFO per pair of ranks and both ends must cut a chunk into the same messages.
+  schedule (read-after-write for sends, write-after-read and write order for receives) by
+  `fabriclab.collectives.plan.compile_plan`, torch-free and shared with the executor's simulated twin
+  (`fabriclab.bench.validate_executor`), so the pipelining is a transport detail invisible in the
+  result. All ranks must use the same `segment_bytes`, because message matching is FIFO per pair of
+  ranks and both ends must cut a chunk into the same messages.
+
+On CUDA tensors over NCCL (`auto` picks `step` there) every step is one NCCL group of sends and
+receives, and the reductions are kernels on the GPU: nothing goes through the host. Backends that
+cannot send CUDA tensors point to point (Gloo takes host memory only; several ranks sharing one GPU
+run this way) get the buffer staged: copied to a host buffer, walked there as on CPU, copied back.
 
 Temporaries come from a `BufferPool` on the tensor's device and dtype and are reused across steps and
-calls; the hot path allocates nothing and never copies to the host. `run_native` runs the backend's own
-collective for comparison.
+calls; the hot path allocates nothing. `run_native` runs the backend's own collective for comparison
+(Gloo's CUDA all_reduce and broadcast stage through host memory inside Gloo; its other collectives
+get the buffer staged here).
 
 Try it: `fabriclab collectives bench --algo ring,native --np 4 --sizes 1KB:64MB`.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from dataclasses import dataclass
-
 import torch
 import torch.distributed as dist
 
-from fabriclab.collectives.schedule import (ALLREDUCE, BROADCAST, COLLECTIVES, RECV_COPY,
-                                            REDUCE, REDUCE_SCATTER, SEND, Schedule, split_counts)
+from fabriclab.collectives.plan import DEFAULT_SEGMENT_BYTES, RankPlan, Segment, compile_plan
+from fabriclab.collectives.schedule import (ALLREDUCE, BROADCAST, COLLECTIVES, REDUCE, REDUCE_SCATTER,
+                                            Schedule, split_counts)
+from fabriclab.runtime.devices import device_backend, device_p2p
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "int32": torch.int32, "int64": torch.int64}
 REDOPS = ("sum", "max", "min")
 MODES = ("auto", "step", "pipelined")
-# 4 MiB segments, measured with 4 ranks on 2 cores over Gloo/loopback (ring allreduce 64-256 MB, algorithms
-# interleaved): each Gloo message costs ~30 us of CPU on the posting thread alone, so 1-2 MiB segments lose
-# 5-15% to native all_reduce on a CPU-bound machine, while 4 MiB matched it; 8-16 MiB pipeline too little.
-DEFAULT_SEGMENT_BYTES = 4 << 20
 
 _NATIVE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """One message of one rank: a piece of an op's chunk, with what must happen before it."""
-
-    is_send: bool
-    reduce: bool
-    """For receives: combine into the chunk (`recv_reduce`) rather than overwrite it."""
-    peer: int
-    start: int
-    stop: int
-    tmp: int
-    """Offset of the receive's temporary in the pool buffer; -1 receives straight into the tensor."""
-    need: int
-    """Number of receives (in apply order) that must be applied before this one is posted."""
-    war: tuple[int, ...]
-    """Sends (segment indices) that still read this range: they must complete before it is written."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class RankPlan:
-    """A rank's schedule compiled into segments; built once, run many times."""
-
-    segments: tuple[Segment, ...]
-    """Program order: per step, its receives then its sends."""
-    applies: tuple[int, ...]
-    """Receive segments in the order their values are applied (op order)."""
-    step_starts: tuple[int, ...]
-    """Index of the first segment of each step, plus the total, for step mode."""
-    temp_elements: int
-    """Elements of temporary space the plan uses (two step-sized regions)."""
-
-
-class _Pieces:
-    """Disjoint element ranges covering the buffer, each with (last apply index, sends reading it)."""
-
-    def __init__(self, count: int) -> None:
-        self.starts, self.vals = [0], [(-1, ())]
-        self.count = count
-
-    def _split(self, x: int) -> int:
-        i = bisect_right(self.starts, x) - 1
-        if self.starts[i] != x:
-            i += 1
-            self.starts.insert(i, x)
-            self.vals.insert(i, self.vals[i - 1])
-        return i
-
-    def split_span(self, a: int, b: int) -> range:
-        i = self._split(a)
-        j = self._split(b) if b < self.count else len(self.starts)
-        return range(i, j)
-
-
-def compile_plan(schedule: Schedule, rank: int, segment_elements: int) -> RankPlan:
-    """Cut `rank`'s steps into segments of at most `segment_elements` and work out their hazards."""
-    pieces = _Pieces(max(schedule.count, 1))
-    segs: list[Segment] = []
-    applies: list[int] = []
-    step_starts: list[int] = []
-    applied_by_step: list[int] = []  # receives to apply before a step's temporaries may be reused
-    region = 0
-    steps = schedule.steps[rank]
-    for step in steps:
-        region = max(region, sum(schedule.chunks[op.chunk][1] for op in step if op.is_recv))
-    for k, step in enumerate(steps):
-        step_starts.append(len(segs))
-        base = (k % 2) * region
-        recvs, sends = [], []
-        for i, op in enumerate(step):
-            off, n = schedule.chunks[op.chunk]
-            direct = op.kind == RECV_COPY and not any(
-                j != i and _overlap(off, n, *schedule.chunks[other.chunk]) for j, other in enumerate(step))
-            cut = [(off + a, off + min(n, a + segment_elements)) for a in range(0, n, segment_elements)]
-            (sends if op.kind == SEND else recvs).append((op, cut, direct))
-        reuse = applied_by_step[k - 2] if k >= 2 else 0
-        first_send = len(segs) + sum(len(cut) for _, cut, _ in recvs)
-        # Sends first: they read the start-of-step value, so only earlier steps' writes are waited for.
-        send_segs = []
-        for op, cut, _ in sends:
-            for a, b in cut:
-                idx = first_send + len(send_segs)
-                span = pieces.split_span(a, b)
-                need = 1 + max(pieces.vals[p][0] for p in span)
-                for p in span:
-                    last, reads = pieces.vals[p]
-                    pieces.vals[p] = (last, reads + (idx,))
-                send_segs.append(Segment(is_send=True, reduce=False, peer=op.peer, start=a, stop=b,
-                                         tmp=-1, need=need, war=()))
-        tmp = base
-        for op, cut, direct in recvs:
-            for a, b in cut:
-                span = pieces.split_span(a, b)
-                war = tuple(sorted({s for p in span for s in pieces.vals[p][1]}))
-                if direct:
-                    need = 1 + max(pieces.vals[p][0] for p in span)
-                    seg = Segment(is_send=False, reduce=False, peer=op.peer, start=a, stop=b,
-                                  tmp=-1, need=need, war=war)
-                else:
-                    seg = Segment(is_send=False, reduce=op.kind != RECV_COPY, peer=op.peer, start=a,
-                                  stop=b, tmp=tmp, need=reuse, war=war)
-                    tmp += b - a
-                for p in span:
-                    pieces.vals[p] = (len(applies), ())
-                applies.append(len(segs))
-                segs.append(seg)
-        segs.extend(send_segs)
-        applied_by_step.append(len(applies))
-    step_starts.append(len(segs))
-    return RankPlan(segments=tuple(segs), applies=tuple(applies), step_starts=tuple(step_starts),
-                    temp_elements=2 * region if len(steps) > 1 else region)
-
-
-def _overlap(a: int, n: int, b: int, m: int) -> bool:
-    return a < b + m and b < a + n
+# Collectives Gloo runs on CUDA tensors itself (through pinned host buffers, torch's ProcessGroupGloo);
+# the others are staged through host memory here.
+_GLOO_CUDA_NATIVE = (ALLREDUCE, BROADCAST)
 
 
 class BufferPool:
     """Flat temporaries per (device, dtype), grown on demand and reused by every run that shares it."""
 
     def __init__(self) -> None:
-        self._buffers: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
+        self._buffers: dict[tuple[torch.device, torch.dtype, str], torch.Tensor] = {}
 
-    def get(self, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        key = (torch.device(device), dtype)
+    def get(self, numel: int, dtype: torch.dtype, device: torch.device, *, slot: str = "temp") -> torch.Tensor:
+        """`numel` elements; `slot` names buffers that are in use together (temporaries vs. staging)."""
+        key = (torch.device(device), dtype, slot)
         buf = self._buffers.get(key)
         if buf is None or buf.numel() < numel:
-            buf = torch.empty(max(numel, 1), dtype=dtype, device=device)
+            # Host staging buffers of CUDA tensors are pinned: copies to and from them run at full speed.
+            pin = slot == "stage" and key[0].type == "cpu" and torch.cuda.is_available()
+            buf = torch.empty(max(numel, 1), dtype=dtype, device=device, pin_memory=pin)
             self._buffers[key] = buf
         return buf[:numel]
 
@@ -200,6 +93,7 @@ class ScheduleExecutor:
         self.rank = dist.get_rank(group)
         self.pool = pool if pool is not None else BufferPool()
         self._plans: dict[int, RankPlan] = {}
+        self._direct: dict[str, bool] = {}
 
     def plan(self, itemsize: int, pipelined: bool) -> RankPlan:
         """The compiled plan for one element size (segments are cut in bytes, messages in elements)."""
@@ -211,6 +105,20 @@ class ScheduleExecutor:
 
     def run(self, tensor: torch.Tensor) -> torch.Tensor:
         _check_tensor(tensor, self.schedule.count)
+        if not self._in_place(tensor.device):
+            return _staged(tensor, self.pool, self._walk)
+        return self._walk(tensor)
+
+    def _in_place(self, device: torch.device) -> bool:
+        """Whether the backend moves tensors of `device` itself (cached per device type)."""
+        if device.type not in self._direct:
+            self._direct[device.type] = device_p2p(self.group, device)
+            if device.type != "cpu" and self._direct[device.type] and self.mode == "pipelined":
+                raise ValueError("pipelined mode posts one message per segment and waits for each alone, which "
+                                 "NCCL's grouped point-to-point calls do not offer: use mode step or auto")
+        return self._direct[device.type]
+
+    def _walk(self, tensor: torch.Tensor) -> torch.Tensor:
         pipelined = self.mode == "pipelined" or (self.mode == "auto" and tensor.device.type == "cpu")
         plan = self.plan(tensor.element_size(), pipelined)
         temp = self.pool.get(plan.temp_elements, tensor.dtype, tensor.device)
@@ -274,7 +182,10 @@ def _run_steps(plan: RankPlan, tensor, temp, group, combine) -> None:
     segs, bounds = plan.segments, plan.step_starts
     for k in range(len(bounds) - 1):
         step = range(bounds[k], bounds[k + 1])
-        # One grouped call per step: NCCL needs the sends and receives of a step in one group.
+        if not step:  # nothing of this rank's in the step (a chunk of 0 elements)
+            continue
+        # One grouped call per step: NCCL needs the sends and receives of a step in one group. On CUDA,
+        # wait() makes the current stream wait for NCCL's; the host goes on queueing the next step.
         for work in dist.batch_isend_irecv([_p2p(segs[i], tensor, temp, group) for i in step]):
             work.wait()
         for i in step:
@@ -341,9 +252,13 @@ def run_native(collective: str, tensor: torch.Tensor, *, group: dist.ProcessGrou
     if redop not in REDOPS:
         raise ValueError(f"unknown reduce op {redop!r}: use one of {', '.join(REDOPS)}")
     _check_tensor(tensor, tensor.numel())
-    op, size, rank = _NATIVE_OPS[redop], dist.get_world_size(group), dist.get_rank(group)
+    op, size = _NATIVE_OPS[redop], dist.get_world_size(group)
     if collective in (REDUCE, BROADCAST) and not 0 <= root < size:
         raise ValueError(f"root {root} is out of range for {size} ranks: use 0..{size - 1}")
+    pool = pool or BufferPool()
+    if tensor.device.type != "cpu" and not _native_on_device(collective, group, tensor.device):
+        return _staged(tensor, pool, lambda host: run_native(collective, host, group=group, redop=redop,
+                                                             root=root, pool=pool))
     try:
         if collective == ALLREDUCE:
             dist.all_reduce(tensor, op=op, group=group)
@@ -352,7 +267,7 @@ def run_native(collective: str, tensor: torch.Tensor, *, group: dist.ProcessGrou
         elif collective == BROADCAST:
             dist.broadcast(tensor, group=group, group_src=root)
         else:
-            _native_blocks(collective, tensor, op, group, size, rank, pool or BufferPool())
+            _native_blocks(collective, tensor, op, group, pool)
     except (RuntimeError, NotImplementedError) as exc:
         if "support" in str(exc).lower():
             backend = dist.get_backend(group)
@@ -362,7 +277,8 @@ def run_native(collective: str, tensor: torch.Tensor, *, group: dist.ProcessGrou
     return tensor
 
 
-def _native_blocks(collective, tensor, op, group, size, rank, pool: BufferPool) -> None:
+def _native_blocks(collective, tensor, op, group, pool: BufferPool) -> None:
+    size, rank = dist.get_world_size(group), dist.get_rank(group)
     counts = split_counts(tensor.numel(), size)
     block, even = counts[0], len(set(counts)) == 1
     offset = sum(counts[:rank])
@@ -397,3 +313,19 @@ def _scatter_blocks(flat, padded, counts, block, *, to_padded: bool) -> None:
         else:
             src.copy_(dst)
         offset += n
+
+
+def _native_on_device(collective: str, group, device: torch.device) -> bool:
+    """Whether the backend runs `collective` on tensors of `device` itself (NCCL: all; Gloo on CUDA:
+    all_reduce and broadcast; anything else is staged through host memory)."""
+    backend = device_backend(group, device)
+    return backend == "nccl" or (backend == "gloo" and collective in _GLOO_CUDA_NATIVE)
+
+
+def _staged(tensor: torch.Tensor, pool: BufferPool, run) -> torch.Tensor:
+    """`run` on a host copy of `tensor`, copied back: for backends that cannot move device tensors."""
+    host = pool.get(tensor.numel(), tensor.dtype, torch.device("cpu"), slot="stage")
+    host.copy_(tensor)  # device to host: waits for the kernels that wrote `tensor`
+    run(host)
+    tensor.copy_(host)
+    return tensor

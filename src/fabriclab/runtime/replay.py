@@ -82,7 +82,7 @@ class _Clock:
 class _ReplayLayer(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, forward_s, backward_s, clocks):
-        ctx.backward_s, ctx.clocks, ctx.shape = backward_s, clocks, weight.shape
+        ctx.backward_s, ctx.clocks, ctx.shape, ctx.device = backward_s, clocks, weight.shape, weight.device
         clocks[0].wait(forward_s)
         return x.clone()
 
@@ -93,7 +93,8 @@ class _ReplayLayer(torch.autograd.Function):
             backward_clock.begin()
             backward_clock.pending = False
         backward_clock.wait(ctx.backward_s)
-        return grad_out.clone(), torch.ones((), dtype=torch.float32).expand(ctx.shape), None, None, None
+        grad = torch.ones((), dtype=torch.float32, device=ctx.device).expand(ctx.shape)
+        return grad_out.clone(), grad, None, None, None
 
 
 class ReplayLayer(nn.Module):

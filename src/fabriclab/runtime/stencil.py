@@ -4,11 +4,13 @@ A periodic N^3 (or x*y*z) domain is split into identical blocks over a px x py x
 (`fabriclab.sim.stencil.decompose`: the same decomposition the simulator uses). Each rank keeps its block
 with one ghost layer. A step is:
 
-1. **communication**: pack the 6 faces into contiguous buffers, `isend` each to the neighbour across it
-   and `irecv` the neighbour's face into the ghost layer (tag = the face it came from, so the two faces
-   exchanged with one peer when a dimension has 2 processes stay apart), wait for all, unpack. A
-   dimension with one process wraps onto the rank itself: a local copy. Device-agnostic (Gloo on CPU,
-   NCCL on CUDA tensors).
+1. **communication**: pack the 6 faces into contiguous buffers, send each to the neighbour across it
+   and receive the neighbour's face into the ghost layer, all in one `batch_isend_irecv` (tag = the face
+   it came from, so the two faces exchanged with one peer when a dimension has 2 processes stay apart
+   under Gloo; NCCL matches by order, which the order of the list keeps, and needs the group call so
+   that two ranks receiving from each other first do not wait on each other), wait for all, unpack. A
+   dimension with one process wraps onto the rank itself: a local copy. On CUDA tensors NCCL moves
+   the faces from GPU memory; Gloo (ranks sharing a GPU) gets them packed into host buffers.
 2. **compute**: an explicit diffusion update u' = u + a (sum of the 6 neighbours - 6 u) on every cell,
    repeated `work` times from the same input (the result does not depend on `work`, the cost is
    proportional to it: the knob for compute per cell). Each operation is a plain IEEE add or multiply,
@@ -30,6 +32,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from fabriclab.runtime.devices import device_p2p
+from fabriclab.runtime.environment import resolve_backend
 from fabriclab.sim.stencil import DIMS, StencilGrid, decompose
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -53,6 +57,10 @@ class StencilConfig:
     """Diffusion number a of the update; stable for a <= 1/6."""
     gather: bool = False
     """Return the final field on rank 0 (tests; costs a gather of the whole domain)."""
+    device: str = "cpu"
+    """Where the field lives: cpu, or cuda (each rank on the GPU of its local rank)."""
+    backend: str | None = None
+    """torch.distributed backend: gloo, nccl or mpi; None follows the device (nccl on cuda)."""
 
     def __post_init__(self) -> None:
         if self.cells < 1 or self.steps < 1 or self.warmup < 0 or self.work < 1:
@@ -62,6 +70,7 @@ class StencilConfig:
             raise ValueError(f"dtype {self.dtype!r}: use one of {', '.join(DTYPES)}")
         if not 0 < self.coefficient <= 1 / 6:
             raise ValueError(f"coefficient {self.coefficient}: give 0 < a <= 1/6 (explicit stability)")
+        resolve_backend(self.device, self.backend)
 
 
 def initial_block(grid: StencilGrid, rank: int, dtype: torch.dtype, device=None) -> torch.Tensor:
@@ -88,13 +97,15 @@ class HaloExchange:
 
     def __init__(self, grid: StencilGrid, rank: int, u: torch.Tensor, group=None) -> None:
         self.grid, self.rank, self.group = grid, rank, group
+        # Face buffers where the backend can send from: the field's device, or host memory (Gloo, CUDA).
+        where = u.device if device_p2p(group, u.device) else torch.device("cpu")
         self.faces = []  # (dim, side, peer, send buffer, recv buffer)
         for dim in range(DIMS):
             for side in (-1, 1):
                 shape = _face(u, dim, 1).shape
                 peer = grid.neighbour(rank, dim, side)
-                self.faces.append((dim, side, peer, torch.empty(shape, dtype=u.dtype, device=u.device),
-                                   torch.empty(shape, dtype=u.dtype, device=u.device)))
+                self.faces.append((dim, side, peer, torch.empty(shape, dtype=u.dtype, device=where),
+                                   torch.empty(shape, dtype=u.dtype, device=where)))
 
     @staticmethod
     def tag(dim: int, side: int) -> int:
@@ -103,7 +114,7 @@ class HaloExchange:
 
     def exchange(self, u: torch.Tensor) -> None:
         """Fill the ghost layers of `u` with the neighbours' faces."""
-        works = []
+        ops = []
         for dim, side, peer, send, recv in self.faces:
             send.copy_(_face(u, dim, 1 if side < 0 else -2))
         # Receives first (Gloo then runs both directions of a pair at once), per dimension the +1 ghost
@@ -113,11 +124,11 @@ class HaloExchange:
         for dim, side, peer, send, recv in sorted(self.faces, key=lambda f: (f[0], -f[1])):
             if peer != self.rank:
                 # The face we receive on `side` is the one our neighbour sent towards us: its -side face.
-                works.append(dist.irecv(recv, src=peer, tag=self.tag(dim, -side), group=self.group))
+                ops.append(dist.P2POp(dist.irecv, recv, peer, self.group, self.tag(dim, -side)))
         for dim, side, peer, send, recv in self.faces:
             if peer != self.rank:
-                works.append(dist.isend(send, dst=peer, tag=self.tag(dim, side), group=self.group))
-        for work in works:
+                ops.append(dist.P2POp(dist.isend, send, peer, self.group, self.tag(dim, side)))
+        for work in dist.batch_isend_irecv(ops) if ops else ():
             work.wait()
         for dim, side, peer, send, recv in self.faces:
             ghost = _face(u, dim, 0 if side < 0 else -1)

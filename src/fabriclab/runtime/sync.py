@@ -3,14 +3,14 @@
 * `allreduce:ALGO` (Horovod, DDP): every rank gets the sum of the bucket's gradients and updates its
   own copy of the parameters. ALGO is a schedule spec (`ring`, `butterfly`, `chain:chunks=4`, `cb`,
   ...) run by `ScheduleExecutor`, or `native` for the backend's all_reduce.
-* `reduce:ALGO` (S-Caffe, seed 003): gradients are reduced to the root (rank 0), which alone updates
+* `reduce:ALGO` (S-Caffe, Awan et al.): gradients are reduced to the root (rank 0), which alone updates
   the parameters and broadcasts them back (data propagation). ALGO serves both the reduce and the
   broadcast (`cb` is S-Caffe's hierarchical chain-binomial, `chain:chunks=8` its chunked chain).
 * `sharded:ALGO` (ZeRO stage 1, PyTorch's ZeroRedundancyOptimizer): the bucket's gradients are
   reduce-scattered (ALGO: ring, recursive or direct), each rank updates only its block (split_counts:
   block r is rank r's; its momentum lives only there), and the updated parameters are allgathered with
   the same algorithm. The wire carries what a ring allreduce carries, but the update costs 1/n.
-* `ps:servers=K` (Li et al. 2014, seed 002): K of the ranks are also servers, spread evenly (server k is
+* `ps:servers=K` (Li et al. 2014, Zhang, Li, Tanimura, Nakada): K of the ranks are also servers, spread evenly (server k is
   rank floor(k n / K)). Each bucket is cut into K shards; workers push shard k to server k, which sums
   them, updates its shard of the parameters (its optimizer state lives only there) and every worker
   pulls the updated shard. Push and pull are the two phases of `collectives`' parameter-server

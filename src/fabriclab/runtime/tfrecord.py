@@ -1,6 +1,6 @@
 """TFRecord files of `tf.train.Example` images, written and read without TensorFlow.
 
-The format seed 000 stored ImageNet in (1024 files `train-00000-of-01024` ...; TensorFlow's
+The format Samsi et al. stored ImageNet in (1024 files `train-00000-of-01024` ...; TensorFlow's
 `imagenet_to_gcs.py` layout). A record is `uint64 length, uint32 masked crc32c(length), data,
 uint32 masked crc32c(data)`, little-endian; the data is a serialized `Example` protobuf whose features
 here are `image/encoded` (raw uint8 HWC pixels; real ImageNet shards hold JPEG), `image/format`

@@ -20,6 +20,13 @@ when the next step starts; `finish()` propagates it (call it before reading the 
 every rank holds the same parameters, which equal single-process SGD on the concatenated batches
 (`tests/runtime/test_trainer_correctness.py`). Batch-norm running statistics stay per rank.
 
+`config.device` cuda trains on the rank's current GPU (the launcher picks the GPU of its local rank):
+the model, the flat buckets and the batches live there, each helper thread communicates on a CUDA
+stream of its own, ordered with the compute stream by events (`fabriclab.runtime.streams`).
+`config.precision` bf16/fp16 runs forward and loss under autocast; fp16 also scales the loss and skips
+a step with inf/nan gradients on every rank alike (`fabriclab.runtime.precision`).
+`config.channels_last` puts convolution weights and image batches in NHWC order.
+
 `step` returns the loss; `last_stats` holds the step's wall, compute, communication and exposed
 communication seconds and the bytes this rank's schedules sent.
 
@@ -38,7 +45,10 @@ from torch import nn
 
 from fabriclab.runtime.buckets import FlatLayout, FlatSGD, plan_buckets
 from fabriclab.runtime.comm import CommThreads, wait_event
+from fabriclab.runtime.devices import compute_device, device_backend
 from fabriclab.runtime.executor import BufferPool
+from fabriclab.runtime.precision import LossScaler, autocast, nonfinite_flag, prepare_batch, prepare_model
+from fabriclab.runtime.streams import StreamOrder
 from fabriclab.runtime.sync import DEFERRED, ROOT, BucketSync, SyncSpec
 from fabriclab.runtime.trainer_config import OVERLAPS, TrainerConfig
 
@@ -59,10 +69,25 @@ class DataParallelTrainer:
         self.size = dist.get_world_size() if dist.is_initialized() else 1
         self.spec.check(self.size)
         self.rank = dist.get_rank() if self.size > 1 else 0
-        # A group per helper thread: nothing else ever issues collectives on it.
+        self.device = compute_device(config.device)
+        prepare_model(model, self.device, config.channels_last)
+        if example is not None:
+            example = prepare_batch(example, self.device, config.channels_last)
+        # A group per helper thread: nothing else ever issues collectives on it. Under NCCL one thread:
+        # NCCL queues every bucket on the GPU without blocking the host, so one thread keeps them all in
+        # flight, while kernels of several communicators queued in different orders on different ranks
+        # can wait on each other for good (NCCL's documentation on concurrent communicators).
         threads = config.comm_threads if self.size > 1 else 0
+        if threads and self.device.type == "cuda" and device_backend(None, self.device) == "nccl":
+            threads = 1
         self.groups = [dist.new_group(list(range(self.size))) for _ in range(threads)]
         self.group = self.groups[0] if self.groups else None
+        # fp16: the overflow flag's all-reduce, on the main thread, on a group of its own.
+        self.scaler = LossScaler() if config.precision == "fp16" else None
+        self.flag_group = dist.new_group(list(range(self.size))) if self.scaler and self.size > 1 else None
+        if self.device.type == "cuda":
+            for g in self.groups:  # NCCL: each group's communicator built by every rank (see runtime.launch)
+                dist.all_reduce(torch.zeros(1, device=self.device), group=g)
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ValueError("the model has no trainable parameters")
@@ -74,7 +99,8 @@ class DataParallelTrainer:
         self.sgd = FlatSGD(self.layout, config.sgd)
         k = max(threads, 1)  # buckets take turns over the helper threads' groups and buffer pools
         self.pools = [BufferPool() for _ in range(k)]
-        self.comm = CommThreads(threads) if self.size > 1 else None
+        self.order = StreamOrder(self.device, threads, len(self.layout.buckets))
+        self.comm = CommThreads(threads, on_start=self.order.thread_start) if self.size > 1 else None
         if self.size > 1:
             dist.broadcast(self.layout.flat_params, group=self.group, group_src=ROOT)
         self.syncs = [BucketSync(self.spec, self.layout.flat_grads[b.start:b.stop],
@@ -107,10 +133,18 @@ class DataParallelTrainer:
             return list(reversed(range(len(params)))), None
         index = {p: i for i, p in enumerate(params)}
         seen: list[tuple[int, float]] = []
-        handles = [p.register_post_accumulate_grad_hook(lambda p: seen.append((index[p], time.perf_counter())))
-                   for p in params]
+        cuda = self.device.type == "cuda"
+
+        def ready(p) -> None:
+            if cuda:  # when the GPU has the gradient, not when the host queued it (one probe iteration)
+                torch.cuda.synchronize(self.device)
+            seen.append((index[p], time.perf_counter()))
+
+        handles = [p.register_post_accumulate_grad_hook(ready) for p in params]
         inputs, targets = example
-        self.loss_fn(self.model(inputs), targets).backward()
+        with autocast(self.device, self.config.precision):
+            loss = self.loss_fn(self.model(inputs), targets)
+        loss.backward()
         start = time.perf_counter() if not seen else min(t for _, t in seen)
         for h in handles:
             h.remove()
@@ -146,6 +180,7 @@ class DataParallelTrainer:
                 self._seen[i] = True
                 self._pending[bucket] -= 1
                 if self._pending[bucket] == 0:
+                    self.order.grads_ready(bucket)  # before the host event: the helper then waits for it
                     self._ready[bucket].set()
         return hook
 
@@ -178,6 +213,8 @@ class DataParallelTrainer:
     # -- one step --------------------------------------------------------------------------------
     def step(self, inputs, targets) -> float:
         """One SGD step on this rank's batch; returns its loss."""
+        inputs, targets = prepare_batch((inputs, targets), self.device, self.config.channels_last,
+                                        non_blocking=True)
         start = self._last_ready = time.perf_counter()
         self._wait_s = 0.0
         self.events = []
@@ -191,17 +228,20 @@ class DataParallelTrainer:
             self._stale = False
         self._seen = [False] * len(self.layout.params)
         self._pending = [len(b.params) for b in self.layout.buckets]
+        self.order.new_step()
         for e in self._ready:
             e.clear()
         job = None
         if self.comm is not None and self.config.overlap == "backward":
             job = self.comm.submit_each(self._reduce_job, "gradient aggregation")
-        loss = self.loss_fn(self.model(inputs), targets)
+        with autocast(self.device, self.config.precision):
+            loss = self.loss_fn(self.model(inputs), targets)
         self._last_ready = time.perf_counter()
-        loss.backward()
+        (loss if self.scaler is None else loss.float() * self.scaler.scale).backward()
         for i, seen in enumerate(self._seen):  # parameters without a gradient this step
             if not seen:
                 self.layout.grad_slice(i).zero_()
+        self.order.all_grads_ready()
         for e in self._ready:
             e.set()
         if self.comm is not None:
@@ -212,20 +252,42 @@ class DataParallelTrainer:
                 self.comm.wait_all(self._propagation, self.config.timeout_s)
                 self._propagation = None
             self._waited("wait gradients", begin)
-        self._update()
+        skip = False
+        if self.scaler is not None:
+            skip = self._overflow()
+            self.scaler.update(skip)
+        self._update(skip)
+        value = float(loss.detach())  # on a GPU: waits for the step's kernels, so the step is timed whole
         end = time.perf_counter()
         spans = self.comm.take_spans() if self.comm is not None else []
         self.events += [("comm", name, a, b) for name, a, b in spans]
         self.last_stats = {"iteration_s": end - start, "compute_s": end - start - self._wait_s,
                            "comm_s": _union_s(spans), "exposed_s": self._wait_s,
                            "bytes_sent": float(self.bytes_per_step)}
-        return float(loss.detach())
+        if self.scaler is not None:
+            self.last_stats["loss_scale"] = self.scaler.scale
+            self.last_stats["skipped_steps"] = float(self.scaler.skipped)
+        return value
 
-    def _update(self) -> None:
+    def _overflow(self) -> bool:
+        """Whether any rank's gradients (the ranges it updates) hold inf or nan; the same on every rank."""
+        ranges = [self.layout.flat_grads[bucket.start + a:bucket.start + b]
+                  for sync, bucket in zip(self.syncs, self.layout.buckets) for a, b in sync.owned]
+        flag = nonfinite_flag(ranges, self.device)
+        if self.flag_group is not None:
+            dist.all_reduce(flag, group=self.flag_group)  # nan on every rank if on any
+        return bool(torch.isnan(flag).item())
+
+    def _update(self, skip: bool = False) -> None:
+        """SGD on this rank's ranges (none when `skip`: an fp16 step with inf/nan gradients), then the
+        return of the parameters where the sync kind has one (also after a skipped step: every rank
+        skips alike, and the collectives stay in step)."""
         kind, overlap = self.spec.kind, self.config.overlap
+        unscale = 1.0 if self.scaler is None else 1.0 / self.scaler.scale
         for sync, bucket in zip(self.syncs, self.layout.buckets):
-            for a, b in sync.owned:
-                self.sgd.update(bucket.start + a, bucket.start + b, sync.grad_scale)
+            for a, b in sync.owned if not skip else ():
+                self.sgd.update(bucket.start + a, bucket.start + b, sync.grad_scale * unscale)
+        self.order.updated()
         if self.comm is None:
             return
         if kind == "ps" or (kind in DEFERRED and overlap == "none"):
@@ -245,10 +307,12 @@ class DataParallelTrainer:
             started = []
             for i in self._mine(thread):
                 wait_ready(self._ready[i], self.config.timeout_s, i)
+                self.order.wait_grads(i)
                 begin = time.perf_counter()
                 started.append((i, begin, self.syncs[i].start_reduce()))
             for i, begin, work in started:
                 self.syncs[i].finish_reduce(work)
+                self.order.comm_done(i)
                 self.comm.add_span(f"{self.spec.kind} bucket {i}", begin, time.perf_counter())
         return job
 
@@ -257,10 +321,12 @@ class DataParallelTrainer:
         # parameters (the last buckets) are needed first.
         def job() -> None:
             order = list(reversed(self._mine(thread)))
+            self.order.wait_updated()
             started = [(i, time.perf_counter(), self.syncs[i].start_params()) for i in order]
             for i, begin, work in started:
                 if work is not None:
                     work.wait()
+                self.order.comm_done(i)
                 self.comm.add_span(f"params bucket {i}", begin, time.perf_counter())
                 self._arrived[i].set()
         return job

@@ -1,4 +1,5 @@
-"""The trainer's configuration: how gradients are aggregated, bucketed, compressed and overlapped.
+"""The trainer's configuration: how gradients are aggregated, bucketed, compressed and overlapped, and
+where and in which precision the model computes.
 
 Try it: `fabriclab train --sync ps:servers=2 --overlap forward` (one error line: forward overlap needs reduce sync).
 """
@@ -7,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fabriclab.collectives.plan import DEFAULT_SEGMENT_BYTES
 from fabriclab.runtime.buckets import SGDConfig
-from fabriclab.runtime.executor import DEFAULT_SEGMENT_BYTES
+from fabriclab.runtime.environment import DEVICES
+from fabriclab.runtime.precision import check_precision
 from fabriclab.runtime.sync import COMPRESSIONS, SyncSpec
 from fabriclab.whatif.fusion import MIB, POLICIES, FusionPolicy
 
@@ -24,13 +27,13 @@ class TrainerConfig:
     overlap: str = "backward"
     """none (SC-B), forward (SC-OB, reduce and sharded sync) or backward (SC-OBR, DDP, Horovod)."""
     fusion: str = "ddp"
-    """Bucket policy of `whatif.fusion`: ddp (sizes), horovod (cycle time + size), paper004 or none."""
+    """Bucket policy of `whatif.fusion`: ddp (sizes), horovod (cycle time + size), time-or-size or none."""
     bucket_bytes: int = 25 * MIB
-    """Bucket cap (ddp), fusion threshold (horovod) or buffer size (paper004); DDP's default 25 MiB."""
+    """Bucket cap (ddp), fusion threshold (horovod) or buffer size (time-or-size); DDP's default 25 MiB."""
     first_bucket_bytes: int = 1 * MIB
     """Cap of the first bucket (ddp), so communication starts early; DDP's default 1 MiB."""
     cycle_time_s: float = 1e-3
-    """Horovod's cycle time (HOROVOD_CYCLE_TIME, 1 ms) and paper004's timeout."""
+    """Horovod's cycle time (HOROVOD_CYCLE_TIME, 1 ms) and time-or-size's timeout (Zhang et al.)."""
     compression: str = "none"
     """Gradients on the wire: none, fp16 or bf16."""
     sgd: SGDConfig = field(default_factory=SGDConfig)
@@ -41,7 +44,15 @@ class TrainerConfig:
     """Longest wait for communication before a step fails."""
     comm_threads: int = 2
     """Helper threads, each with a process group of its own; bucket i goes to thread i mod k, so k
-    buckets are in flight at once (Gloo's process group also runs 2 collectives at a time by default)."""
+    buckets are in flight at once (Gloo's process group also runs 2 collectives at a time by default).
+    Under NCCL the trainer uses one: NCCL queues buckets on the GPU without blocking the thread."""
+    device: str = "cpu"
+    """Where the model and its buckets live: cpu, or cuda (the rank's current GPU, which the launcher
+    sets to the GPU of its local rank)."""
+    precision: str = "fp32"
+    """fp32, bf16 (autocast) or fp16 (autocast and a dynamic loss scale); parameters and updates stay fp32."""
+    channels_last: bool = False
+    """Convolution weights and image batches in channels-last (NHWC) order."""
 
     def __post_init__(self) -> None:
         spec = SyncSpec.parse(self.sync)
@@ -59,6 +70,14 @@ class TrainerConfig:
             raise ValueError(f"--comm-threads must be 1..16, got {self.comm_threads}")
         if self.bucket_bytes < 1 or self.first_bucket_bytes < 1 or not self.cycle_time_s > 0:
             raise ValueError("bucket sizes must be >= 1 byte and the cycle time > 0")
+        if self.device not in DEVICES:
+            raise ValueError(f"unknown device {self.device!r}: use {' or '.join(DEVICES)}")
+        check_precision(self.precision)
+
+    @property
+    def compute_options(self) -> dict:
+        """Device, precision and layout, as `runtime.ddp.DDPRunner` takes them (the peer computes alike)."""
+        return {"device": self.device, "precision": self.precision, "channels_last": self.channels_last}
 
     @property
     def policy(self) -> FusionPolicy:

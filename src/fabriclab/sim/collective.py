@@ -10,16 +10,17 @@ Try it: `fabriclab simulate collective --algo ring --topology star --hosts 8 --s
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
 from fabriclab.collectives import vectorized
+from fabriclab.collectives.plan import match_messages
 from fabriclab.collectives.registry import build_schedule
 from fabriclab.collectives.schedule import RECV_REDUCE, SEND, Schedule
 from fabriclab.sim.engine import TaskGraph, Timeline, run
 from fabriclab.sim.levels import Level, levels_of, simulate_levels
+from fabriclab.sim.limits import check_inputs, check_simulation
 
 
 @dataclass(frozen=True)
@@ -36,25 +37,10 @@ class Transfers:
 
 def match_transfers(schedule: Schedule) -> Transfers:
     """Pair the k-th send from a to b with the k-th receive at b from a (FIFO per ordered pair)."""
-    sends: dict[tuple[int, int], list] = defaultdict(list)
-    recvs: dict[tuple[int, int], list] = defaultdict(list)
-    for r in range(schedule.num_ranks):
-        for k, step in enumerate(schedule.steps[r]):
-            for op in step:
-                if op.kind == SEND:
-                    sends[(r, op.peer)].append((k, op.chunk))
-                else:
-                    recvs[(op.peer, r)].append((k, op.kind == RECV_REDUCE))
-    rows = []
-    for pair, out in sends.items():
-        into = recvs.get(pair, [])
-        if len(into) != len(out):
-            raise ValueError(f"schedule sends {len(out)} messages from rank {pair[0]} to rank {pair[1]} "
-                             f"but receives {len(into)}: verify it with `fabriclab collectives verify`")
-        for (ks, chunk), (kd, red) in zip(out, into):
-            rows.append((pair[0], pair[1], ks, kd, schedule.chunks[chunk][1], red))
-    if sum(len(v) for v in recvs.values()) != len(rows):
-        raise ValueError("schedule has receives without a matching send")
+    ops = ((r, op.peer, op.kind == SEND, (k, op)) for r in range(schedule.num_ranks)
+           for k, step in enumerate(schedule.steps[r]) for op in step)
+    rows = [(a, b, ks, kd, schedule.chunks[send.chunk][1], recv.kind == RECV_REDUCE)
+            for (a, b), out, into in match_messages(ops) for (ks, send), (kd, recv) in zip(out, into)]
     cols = list(zip(*rows)) if rows else [[]] * 6
     as_int = [np.asarray(c, dtype=np.int64) for c in cols[:5]]
     return Transfers(*as_int, np.asarray(cols[5], dtype=bool))
@@ -145,15 +131,21 @@ def simulate(collective: str, algo: str, topology, num_ranks: int, size_bytes: i
     `auto` (general up to GENERAL_ENGINE_MAX_TRANSFERS transfers, else levels)."""
     if engine not in ("auto", "general", "levels"):
         raise ValueError(f"engine {engine!r} is not one of auto, general, levels")
-    if size_bytes < 0 or itemsize < 1:
-        raise ValueError("size must be >= 0 bytes and itemsize >= 1")
+    check_inputs(size_bytes, itemsize, gamma_s_per_byte)
+    if isinstance(num_ranks, bool) or not isinstance(num_ranks, (int, np.integer)) or num_ranks < 1:
+        raise ValueError(f"ranks {num_ranks!r}: give a whole number of ranks >= 1")
     count = size_bytes // itemsize
-    if placement is None:
-        placement = np.arange(num_ranks)
-    placement = np.asarray(placement, dtype=np.int64)
     if num_ranks > topology.num_endpoints:
         raise ValueError(f"{num_ranks} ranks do not fit the {topology.num_endpoints} endpoints of "
                          f"{topology.name}: use more hosts or fewer ranks")
+    if placement is None:
+        placement = np.arange(num_ranks)
+    placement = np.asarray(placement, dtype=np.int64)
+    if placement.shape != (num_ranks,) or placement.min(initial=0) < 0 or \
+            placement.max(initial=0) >= topology.num_endpoints:
+        raise ValueError(f"placement must give each of {num_ranks} ranks an endpoint "
+                         f"in 0..{topology.num_endpoints - 1}")
+    check_simulation(collective, algo, num_ranks, count, engine)
     arrays = vectorized.rounds(collective, algo, num_ranks, count) if engine != "general" else None
     if arrays is not None and (engine == "levels" or num_ranks > 64):
         levels = (Level(s, d, e * itemsize, r, ks, kd) for s, d, e, r, ks, kd in arrays)

@@ -85,6 +85,11 @@ def run(graph: TaskGraph, topology) -> Timeline:
     n = len(graph)
     kind = np.asarray(graph.kind, dtype=np.int8)
     size = np.asarray(graph.size_bytes, dtype=np.float64)
+    durations = np.asarray(graph.duration_s, dtype=np.float64)
+    # A negative or NaN time would move the clock backwards and never let the loop end.
+    if n and not (np.isfinite(durations).all() and durations.min() >= 0 and np.isfinite(size).all()
+                  and size.min() >= 0):
+        raise ValueError("every task needs a finite duration >= 0 s and a finite size >= 0 B")
     is_tx = np.flatnonzero(kind == TRANSFER)
     ptr = np.zeros(n + 1, dtype=np.int64)
     links = np.zeros(0, dtype=np.int64)

@@ -125,8 +125,9 @@ class LevelRun:
 def simulate_levels(levels: Iterable[Level], num_ranks: int, topology, placement: np.ndarray, *,
                     gamma_s_per_byte: float = 0.0) -> LevelRun:
     """Run levels in order; see the module docstring for when the answer is exact."""
-    link_bytes = np.zeros(topology.num_links)
-    cache: dict[bytes, tuple] = {}
+    if not (np.isfinite(gamma_s_per_byte) and gamma_s_per_byte >= 0):
+        raise ValueError(f"gamma {gamma_s_per_byte}: give a finite reduction cost >= 0 seconds per byte")
+    cache: dict[bytes, _Batch] = {}
     # Per link: the latest finish so far, and whether any two transfers on it overlapped.
     link_busy_until = np.zeros(topology.num_links)
     overlap = False
@@ -134,62 +135,109 @@ def simulate_levels(levels: Iterable[Level], num_ranks: int, topology, placement
     prev_last_finish = 0.0
     num_levels = 0
     ends = _StepEnds(num_ranks)
-    prev = None
+    prev = prev_batch = None
     for lv in levels:
         num_levels += 1
-        src_ep, dst_ep = placement[lv.src], placement[lv.dst]
         # Consecutive identical levels (a ring's rounds) reuse the batch without hashing the arrays.
         if prev is not None and _same(prev, lv):
             batch = prev_batch
         else:
+            src_ep, dst_ep = placement[lv.src], placement[lv.dst]
             key = src_ep.tobytes() + dst_ep.tobytes() + lv.size_bytes.tobytes()
             if key not in cache:
                 cache[key] = _Batch(*batch_durations(src_ep, dst_ep, lv.size_bytes, topology),
-                                    lv.size_bytes, topology.num_links)
+                                    lv.size_bytes, topology.num_links, lv, num_ranks)
             batch = cache[key]
         prev, prev_batch = lv, batch
-        if batch.unique_ends is None:
-            batch.unique_ends = (np.unique(lv.src).size == lv.src.size
-                                 and np.unique(lv.dst).size == lv.dst.size)
-        start = np.maximum(ends.before(lv.src, lv.src_step), ends.before(lv.dst, lv.dst_step))
+        batch.uses += 1
+        step = ends.lockstep_step(lv, batch)
+        if step is not None:  # every rank once as sender and once as receiver, all at the same step
+            before = ends.uniform_end(step)
+            start = np.maximum(before[lv.src], before[lv.dst])
+        else:
+            start = np.maximum(ends.before(lv.src, lv.src_step), ends.before(lv.dst, lv.dst_step))
         finish = start + batch.duration
         first, last = start.min(), finish.max()
-        if first < start.max() * (1 - SAME_TIME_REL) or first < prev_last_finish * (1 - SAME_TIME_REL):
+        if synchronized and (first < start.max() * (1 - SAME_TIME_REL)
+                             or first < prev_last_finish * (1 - SAME_TIME_REL)):
             synchronized = False
+            if not overlap:
+                link_busy_until = _busy_until(cache.values(), topology.num_links)
         prev_last_finish = last
-        links, per_entry = batch.links, batch.per_entry
-        if batch.shared:
-            overlap = True
-            np.maximum.at(link_busy_until, links, finish[per_entry])
-        else:
-            if not overlap and (link_busy_until[links] > start[per_entry] * (1 + SAME_TIME_REL)).any():
+        if not overlap:  # once links overlap, only `synchronized` can keep the answer exact
+            if batch.shared:
                 overlap = True
-            link_busy_until[links] = np.maximum(link_busy_until[links], finish[per_entry])
-        link_bytes += batch.link_bytes
-        reduce_s = np.where(lv.reduce, lv.size_bytes * gamma_s_per_byte, 0.0) if gamma_s_per_byte else 0.0
-        ends.record(lv, finish, reduce_s, batch.unique_ends)
+            elif synchronized:
+                # Every level so far ended before this one started, so no link is busy at a start; each
+                # link's last finish is that of the latest level that used it (`_busy_until`).
+                batch.last_finish, batch.last_use = finish, num_levels
+            else:
+                links, per_entry = batch.links, batch.per_entry
+                if (link_busy_until[links] > start[per_entry] * (1 + SAME_TIME_REL)).any():
+                    overlap = True
+                link_busy_until[links] = np.maximum(link_busy_until[links], finish[per_entry])
+        reduce_s = batch.reduce_s(lv, gamma_s_per_byte)
+        if step is not None:
+            ends.record_lockstep(step, finish, batch, reduce_s, before)
+        else:
+            ends.record(lv, finish, reduce_s, batch.unique_ends)
     rank_finish = ends.rank_finish()
+    link_bytes = np.zeros(topology.num_links)
+    for batch in cache.values():
+        link_bytes += batch.uses * batch.link_bytes
     return LevelRun(time_s=float(rank_finish.max(initial=0.0)), rank_finish_s=rank_finish,
                     link_bytes=link_bytes, num_levels=num_levels, num_batches=len(cache),
                     exact=synchronized or not overlap)
 
 
+def _busy_until(batches, num_links: int) -> np.ndarray:
+    """Each link's latest finish while all levels ran one after another: the latest level using it wins."""
+    busy = np.zeros(num_links)
+    for batch in sorted((b for b in batches if b.last_use), key=lambda b: b.last_use):
+        busy[batch.links] = batch.last_finish[batch.per_entry]
+    return busy
+
+
 def _same(a: Level, b: Level) -> bool:
-    return (a.src.size == b.src.size and np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst)
-            and np.array_equal(a.size_bytes, b.size_bytes))
+    return (a.src.size == b.src.size and (a.src is b.src or np.array_equal(a.src, b.src))
+            and (a.dst is b.dst or np.array_equal(a.dst, b.dst))
+            and (a.size_bytes is b.size_bytes or np.array_equal(a.size_bytes, b.size_bytes)))
 
 
 class _Batch:
-    """A solved level: durations, routes and what they imply for links."""
+    """A solved level: durations, routes and what they imply for links and ranks."""
 
-    def __init__(self, duration, offsets, links, shared, size_bytes, num_links) -> None:
+    def __init__(self, duration, offsets, links, shared, size_bytes, num_links, lv: Level, num_ranks: int) -> None:
         self.duration = duration
         self.links = links
         self.per_entry = np.repeat(np.arange(duration.size), np.diff(offsets))
         self.shared = shared
-        self.unique_ends = None
+        self.uses = 0
+        self.last_use = 0
+        self.last_finish: np.ndarray | None = None
         self.link_bytes = np.bincount(links, weights=size_bytes[self.per_entry].astype(np.float64),
                                       minlength=num_links)
+        n = lv.src.size
+        self.unique_ends = bool(np.bincount(lv.src).max(initial=0) <= 1 and np.bincount(lv.dst).max(initial=0) <= 1)
+        # Every rank sends once and receives once: position of each rank's send and receive.
+        self.permutation = self.unique_ends and n == num_ranks
+        if self.permutation:
+            self.send_of = np.empty(n, dtype=np.int64)
+            self.send_of[lv.src] = np.arange(n)
+            self.recv_of = np.empty(n, dtype=np.int64)
+            self.recv_of[lv.dst] = np.arange(n)
+        self._reduce: tuple | None = None
+
+    def reduce_s(self, lv: Level, gamma_s_per_byte: float):
+        """Reduction seconds per transfer (0.0 when there is no reduction cost)."""
+        if not gamma_s_per_byte:
+            return 0.0
+        cached = self._reduce
+        if cached is not None and cached[0] is lv.reduce:
+            return cached[1]
+        value = np.where(lv.reduce, lv.size_bytes * gamma_s_per_byte, 0.0)
+        self._reduce = (lv.reduce, value)
+        return value
 
 
 class _StepEnds:
@@ -201,6 +249,39 @@ class _StepEnds:
         self.last_end = np.zeros(num_ranks)
         self.prev_end = np.zeros(num_ranks)
         self.reduce_s = np.zeros(num_ranks)
+        self.no_reduce = True
+        """Whether `reduce_s` is all zeros (then it is not added)."""
+        self.uniform = -1
+        """The step every rank has last recorded, when it is the same for all (else None)."""
+
+    def lockstep_step(self, lv: Level, batch: _Batch) -> int | None:
+        """The level's step if it is a lock-step round after a lock-step past (see `record_lockstep`)."""
+        if self.uniform is None or not batch.permutation:
+            return None
+        step = int(lv.src_step[0])
+        if step != self.uniform + 1 or not lv.src_step.min() == lv.src_step.max() == step:
+            return None
+        if lv.dst_step is not lv.src_step and not lv.dst_step.min() == lv.dst_step.max() == step:
+            return None
+        return step
+
+    def uniform_end(self, step: int) -> np.ndarray:
+        """End of every rank's step `step - 1` (all ranks are there); do not modify it."""
+        if not step:
+            return np.zeros(self.num_ranks)
+        return self.last_end if self.no_reduce else self.last_end + self.reduce_s
+
+    def record_lockstep(self, step: int, finish: np.ndarray, batch: _Batch, reduce_s, before: np.ndarray) -> None:
+        """Add a level in which every rank sends once and receives once, all at step `step`; `before`
+        is `uniform_end(step)`."""
+        self.prev_end = before  # the old `last_end`: replaced below, never changed in place
+        self.last_end = np.maximum(finish[batch.send_of], finish[batch.recv_of])
+        if np.ndim(reduce_s):
+            self.reduce_s, self.no_reduce = reduce_s[batch.recv_of], False
+        elif not self.no_reduce:
+            self.reduce_s, self.no_reduce = np.zeros(self.num_ranks), True
+        self.last_step.fill(step)
+        self.uniform = step
 
     def before(self, ranks: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """End of step k-1 of each (rank, k); a rank's steps arrive in order, so one back suffices."""
@@ -210,6 +291,8 @@ class _StepEnds:
 
     def record(self, lv: Level, finish: np.ndarray, reduce_s, unique_ends: bool) -> None:
         """Add one level's transfers; within a level all entries of a rank belong to one step."""
+        self.uniform = None
+        self.no_reduce = False
         fmax = np.full(self.num_ranks, -np.inf)
         if unique_ends:
             fmax[lv.src] = finish

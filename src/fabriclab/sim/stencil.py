@@ -1,7 +1,7 @@
-"""A CFD-like stencil (seed 000's CartDG): domain decomposition, and its halo exchange simulated at scale.
+"""A CFD-like stencil (Samsi et al.'s CartDG): domain decomposition, and its halo exchange simulated at scale.
 
 The domain is a 3-D periodic Cartesian grid of `cells` (x, y, z) split over a `procs` (px, py, pz)
-process grid into identical blocks (CartDG partitions its mesh equally, seed 000). Ranks are numbered
+process grid into identical blocks (CartDG partitions its mesh equally, Samsi et al.). Ranks are numbered
 row-major with z fastest, as MPI_Cart_create does, so z-neighbours are adjacent ranks and, with linear
 placement, x-neighbours are the farthest apart (across racks at scale). Every step each rank sends its
 6 faces to its 6 neighbours (halo depth 1), then computes; a dimension with one process wraps onto the
@@ -9,7 +9,10 @@ rank itself (a local copy, no message).
 
 `simulate_stencil` runs `steps` such steps as a task graph on the flow-level engine: the transfers of
 step s leave a rank after its compute of step s-1, its compute of step s waits for the 6 faces it
-receives. `rack_fat_tree` builds seed 000's machine shape: racks of 32 nodes under one leaf each.
+receives. With `overlap_fraction` f > 0 (CartDG overlaps computation and communication, Samsi et al.) the
+share f of a step's compute that needs no halo (a DG method's volume terms) runs while the faces
+travel; only the rest waits for them: a step takes max(f x compute, exchange) + (1 - f) x compute.
+`rack_fat_tree` builds Samsi et al.'s machine shape: racks of 32 nodes under one leaf each.
 
 Try it: `fabriclab stencil simulate --ranks 64,256,1024,4096 --rack-size 32`.
 """
@@ -141,8 +144,12 @@ class StencilWorkload:
     """Halo bytes per face cell (e.g. 4: one float32; CartDG p=7: 5 variables x 8x8 points x 8 B = 2560)."""
     steps: int = 2
     """Steps simulated; the step time is the makespan divided by them."""
+    overlap_fraction: float = 0.0
+    """Share of a step's compute that runs while the halo is exchanged (0: all of it waits for the halo)."""
 
     def __post_init__(self) -> None:
+        if not 0 <= self.overlap_fraction <= 1:
+            raise ValueError(f"overlap fraction {self.overlap_fraction}: give a share in [0, 1], e.g. 0.8")
         if not (math.isfinite(self.compute_per_cell_s) and self.compute_per_cell_s >= 0):
             raise ValueError(f"compute per cell {self.compute_per_cell_s} s: give a time >= 0, e.g. 1e-6")
         if self.bytes_per_face_cell < 0 or self.steps < 1:
@@ -184,12 +191,18 @@ def stencil_graph(grid: StencilGrid, workload: StencilWorkload, placement: np.nd
                 if previous[r] is not None:
                     graph.depend(t, previous[r])
                 incoming[peer].append(t)
+        overlap = workload.overlap_fraction
         for r in range(n):
-            task = graph.add_compute(compute_s)
+            task = graph.add_compute(compute_s * (1 - overlap))
             for t in incoming[r]:
                 graph.depend(task, t)
             if previous[r] is not None:
                 graph.depend(task, previous[r])
+            if overlap:
+                inner = graph.add_compute(compute_s * overlap)
+                if previous[r] is not None:
+                    graph.depend(inner, previous[r])
+                graph.depend(task, inner)
             previous[r] = task
     return graph
 

@@ -1,7 +1,8 @@
 """Cost models for one bucket's all-reduce, chosen by a flag.
 
-* `paper004`: seed 004's closed form, 2S(N-1)/N / bw for the wire plus (N-1) * AddEst(S/N) for the
-  additions (its `AllReduceProc`); compression divides the wire term.
+* `ring-addest`: the closed form of Zhang et al., "Is Network the Bottleneck of Distributed Training?"
+  (NetAI'20; its `AllReduceProc`): 2S(N-1)/N / bw for the wire plus (N-1) * AddEst(S/N) for the
+  additions; compression divides the wire term. (`paper004` is an old spelling.)
 * `closed-form`: the alpha-beta-gamma cost of any algorithm of `fabriclab.collectives`.
 * `simulated`: the flow-level simulator running that algorithm's schedule on a topology of
   `fabriclab.fabric`; results are cached per bucket size.
@@ -13,20 +14,21 @@ Try it: `fabriclab whatif --profile resnet50 --cost closed-form --algo butterfly
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from fabriclab.collectives.costs import cost as closed_form_cost
 from fabriclab.workload.addcost import AddCost
 
-COST_MODELS = ("paper004", "closed-form", "simulated")
+COST_MODELS = ("ring-addest", "closed-form", "simulated")
+ALIASES = {"paper004": "ring-addest"}
 
 
 @dataclass(kw_only=True)
 class CostModel:
     """Seconds to all-reduce `size_bytes` among `num_workers`."""
 
-    kind: str = "paper004"
-    """paper004, closed-form or simulated."""
+    kind: str = "ring-addest"
+    """ring-addest, closed-form or simulated."""
     bandwidth_Bps: float = 100e9 / 8
     """Link bandwidth (bytes/s)."""
     num_workers: int = 16
@@ -36,7 +38,7 @@ class CostModel:
     compress_add: bool = False
     """Also divide the reduction cost by the compression ratio."""
     add_cost: AddCost = field(default_factory=AddCost.zero)
-    """AddEst table (paper004; and the gamma term of the others when gamma_s_per_byte is None)."""
+    """AddEst table (ring-addest; and the gamma term of the others when gamma_s_per_byte is None)."""
     algo: str = "ring"
     """Algorithm spec (closed-form, simulated)."""
     alpha_s: float = 0.0
@@ -48,10 +50,17 @@ class CostModel:
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        self.kind = ALIASES.get(self.kind, self.kind)
         if self.kind not in COST_MODELS:
             raise ValueError(f"unknown cost model {self.kind!r}: use one of {', '.join(COST_MODELS)}")
-        if self.bandwidth_Bps <= 0 or self.num_workers < 1 or self.compression <= 0:
-            raise ValueError("bandwidth and compression must be > 0 and workers >= 1")
+        if not (0 < self.bandwidth_Bps < math.inf and 0 < self.compression < math.inf) or self.num_workers < 1:
+            raise ValueError(f"bandwidth {self.bandwidth_Bps:g} B/s, compression {self.compression:g} and "
+                             f"{self.num_workers} workers: give a finite bandwidth and compression > 0 and "
+                             f"workers >= 1")
+        if not (0 <= self.alpha_s < math.inf) or (self.gamma_s_per_byte is not None
+                                                  and not 0 <= self.gamma_s_per_byte < math.inf):
+            raise ValueError(f"latency {self.alpha_s:g} s and gamma {self.gamma_s_per_byte} s/B: give finite "
+                             f"values >= 0")
         if self.kind == "simulated" and self.topology is None:
             raise ValueError("the simulated cost model needs a topology")
 
@@ -66,18 +75,20 @@ class CostModel:
         if n < 2 or size_bytes <= 0:
             return 0.0
         add_div = self.compression if self.compress_add else 1.0
-        if self.kind == "paper004":
+        if self.kind == "ring-addest":
             wire = 2 * size_bytes * (n - 1) / n / self.bandwidth_Bps / self.compression
             return wire + (n - 1) * float(self.add_cost.est(size_bytes / n)) / add_div
         wire_bytes = size_bytes / self.compression
         gamma = self._gamma(size_bytes) * self.compression / add_div  # per wire byte
         if self.kind == "closed-form":
+            from fabriclab.collectives.costs import cost as closed_form_cost  # not needed by ring-addest
+
             return closed_form_cost("allreduce", self.algo, n, wire_bytes, self.alpha_s,
                                     1.0 / self.bandwidth_Bps, gamma)
-        key = round(wire_bytes)
+        key = max(round(wire_bytes / 4) * 4, 4)  # whole float32 elements
         if key not in self._cache:
             from fabriclab.sim.collective import simulate
 
-            self._cache[key] = simulate("allreduce", self.algo, self.topology, n, max(key, 4), itemsize=4,
+            self._cache[key] = simulate("allreduce", self.algo, self.topology, n, key, itemsize=4,
                                         gamma_s_per_byte=gamma).time_s
         return self._cache[key]

@@ -3,9 +3,10 @@
 Each policy maps gradients (size, ready time; backward order) to buckets (size, time the bucket is
 handed to communication). All are deterministic functions of the profile: no real time is waited.
 
-* `paper004`: seed 004's heuristic (its `BackwardProc`): add gradients to a buffer; when the backward
-  time accumulated since the last flush reaches `timeout_s` (5 ms) or the buffer reaches
-  `buffer_bytes` (64 MiB), hand it over at that gradient's ready time; the rest at the end of backward.
+* `time-or-size`: the heuristic of Zhang et al., "Is Network the Bottleneck of Distributed Training?"
+  (NetAI'20; its `BackwardProc`): add gradients to a buffer; when the backward time accumulated since
+  the last flush reaches `timeout_s` (5 ms) or the buffer reaches `buffer_bytes` (64 MiB), hand it over
+  at that gradient's ready time; the rest at the end of backward. (`paper004` is an old spelling.)
 * `horovod`: Horovod's background loop wakes every `cycle_time_s` and fuses all gradients ready by
   then, in order, into buffers of at most `fusion_threshold_bytes` (HOROVOD_CYCLE_TIME,
   HOROVOD_FUSION_THRESHOLD; defaults 1 ms and 64 MiB since Horovod 0.21).
@@ -41,12 +42,12 @@ class Bucket:
 class FusionPolicy:
     """A named policy and its parameters (see the module doc)."""
 
-    name: str = "paper004"
-    """paper004, horovod, ddp or none."""
+    name: str = "time-or-size"
+    """time-or-size, horovod, ddp or none."""
     timeout_s: float = 5e-3
-    """paper004: backward time per buffer (seed 004: 5 ms)."""
+    """time-or-size: backward time per buffer (Zhang et al., NetAI'20: 5 ms)."""
     buffer_bytes: int = 64 * MIB
-    """paper004: buffer size limit (seed 004: 64 MiB)."""
+    """time-or-size: buffer size limit (Zhang et al., NetAI'20: 64 MiB)."""
     cycle_time_s: float = 1e-3
     """horovod: background cycle."""
     fusion_threshold_bytes: int = 64 * MIB
@@ -56,6 +57,9 @@ class FusionPolicy:
     first_bucket_bytes: int = 1 * MIB
     """ddp: cap of the first bucket."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", ALIASES.get(self.name, self.name))
+
     def buckets(self, sizes: list[int], ready: list[float]) -> list[Bucket]:
         if self.name not in POLICIES:
             raise ValueError(f"unknown fusion policy {self.name!r}: use one of {', '.join(POLICIES)}")
@@ -64,7 +68,7 @@ class FusionPolicy:
         return POLICIES[self.name](self, sizes, ready)
 
 
-def _paper004(p: FusionPolicy, sizes: list[int], ready: list[float]) -> list[Bucket]:
+def _time_or_size(p: FusionPolicy, sizes: list[int], ready: list[float]) -> list[Bucket]:
     out, acc_time, acc_bytes, count, prev = [], 0.0, 0, 0, 0.0
     for size, t in zip(sizes, ready):
         acc_time += t - prev
@@ -117,4 +121,15 @@ def _none(p: FusionPolicy, sizes: list[int], ready: list[float]) -> list[Bucket]
     return [Bucket(size_bytes=sum(sizes), ready_s=max(ready), num_grads=len(sizes))]
 
 
-POLICIES = {"paper004": _paper004, "horovod": _horovod, "ddp": _ddp, "none": _none}
+class _Named(dict):
+    """Policies by name; an old spelling (ALIASES) is found too, but only current names are listed."""
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, ALIASES.get(name, name))
+
+    def __getitem__(self, name: str):
+        return dict.__getitem__(self, ALIASES.get(name, name))
+
+
+ALIASES = {"paper004": "time-or-size"}
+POLICIES = _Named({"time-or-size": _time_or_size, "horovod": _horovod, "ddp": _ddp, "none": _none})

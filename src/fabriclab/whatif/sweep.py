@@ -1,4 +1,4 @@
-"""Sweeps of the what-if: profiles x bandwidths x workers x compression (x algorithm), and seed 004's
+"""Sweeps of the what-if: profiles x bandwidths x workers x compression (x algorithm), and Zhang et al.'s
 question "what compression ratio reaches a scaling factor of 0.9 / 0.99?".
 
 Try it: `fabriclab whatif reproduce`.

@@ -1,4 +1,4 @@
-"""The element-wise add cost table of seed 004 (AddEst): `bytes,seconds` per line, interpolated.
+"""The element-wise add cost table of Zhang et al. (AddEst): `bytes,seconds` per line, interpolated.
 
 The paper estimates the reduction cost of a ring all-reduce as (N-1) * AddEst(S/N), interpolating a
 measured table of fp32 vector adds linearly (numpy.interp: clamped at both ends). The V100 table ships
@@ -33,8 +33,8 @@ class AddCost:
         path = Path(path)
         try:
             lines = path.read_text().splitlines()
-        except OSError as exc:
-            raise ValueError(f"{path}: cannot read ({exc.strerror})") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or 'not text'})") from None
         sizes, secs = [], []
         for lineno, line in enumerate(lines, 1):
             if not line.strip():
@@ -44,8 +44,8 @@ class AddCost:
                 size, sec = float(parts[0]), float(parts[1])
             except (ValueError, IndexError):
                 raise ValueError(f"{path}:{lineno}: expected `bytes,seconds`, got {line!r}") from None
-            if size < 0 or sec < 0:
-                raise ValueError(f"{path}:{lineno}: negative value in {line!r}")
+            if not (0 <= size < float("inf") and 0 <= sec < float("inf")):
+                raise ValueError(f"{path}:{lineno}: negative value or NaN/inf in {line!r}")
             sizes.append(size)
             secs.append(sec)
         if not sizes:
@@ -59,5 +59,5 @@ class AddCost:
 
 
 def builtin_add_cost() -> AddCost:
-    """The V100 table of seed 004's repository."""
+    """The V100 table of Zhang et al.'s repository."""
     return AddCost.from_log(DATA_DIR / "cuda_vec_add.log")

@@ -1,7 +1,8 @@
 """A workload profile: when each gradient is ready, how big it is, and how long an iteration takes.
 
-This is the contract between the profiler (which measures a real model), the paper's `.bk.log` format
-(`../shared/reference/training-bottleneck`, from seed 004's repository) and the what-if simulator.
+This is the contract between the profiler (which measures a real model), the `.bk.log` format of Zhang
+et al., "Is Network the Bottleneck of Distributed Training?" (NetAI'20; their repository's logs are in
+`../shared/reference/training-bottleneck`) and the what-if simulator.
 Pure data: standard library only, so the what-if runs where torch is not installed.
 
 * `layers`: forward order; name, parameter bytes, forward and backward seconds (0 where unknown, as
@@ -16,6 +17,8 @@ Try it: `python -c "from fabriclab.workload.profile import read_bk_log; print(re
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -87,18 +90,39 @@ class Profile:
 
     @classmethod
     def from_json(cls, text: str, source: str = "<json>") -> "Profile":
+        _check_finite_json(text, source)
         try:
             data = json.loads(text)
             grads = tuple(GradReady(**g) for g in data.pop("grads"))
             layers = tuple(LayerTime(**layer) for layer in data.pop("layers", ()))
             profile = cls(grads=grads, layers=layers, **data)
-        except (json.JSONDecodeError, TypeError, KeyError) as exc:
+        except (json.JSONDecodeError, TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"{source}: not a fabriclab profile ({exc})") from None
         _check(profile, source)
         return profile
 
 
+# JSON strings, and the number tokens Python's json module reads (NaN, Infinity are not standard JSON).
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:NaN|Infinity)|-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?')
+
+
+def _check_finite_json(text: str, source: str) -> None:
+    """A NaN, an infinity or a number too large for a float, named by its line in the file."""
+    for match in _JSON_TOKEN.finditer(text):
+        token = match.group()
+        if token.startswith('"'):
+            continue
+        if "N" in token or "I" in token or not math.isfinite(float(token)):
+            line = text.count("\n", 0, match.start()) + 1
+            raise ValueError(f"{source}:{line}: {token} is not a finite number; every time and size of a "
+                             f"profile must be one")
+
+
 def _check(p: Profile, source: str) -> None:
+    numbers = [p.iteration_s, p.batch_size, p.spread_s] + [x for g in p.grads for x in (g.size_bytes, g.ready_s)]
+    numbers += [x for layer in p.layers for x in (layer.param_bytes, layer.forward_s, layer.backward_s)]
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in numbers):
+        raise ValueError(f"{source}: every time and size must be a finite number (found NaN, inf or text)")
     if p.iteration_s <= 0 or p.batch_size < 1:
         raise ValueError(f"{source}: iteration_s must be > 0 and batch_size >= 1")
     last = 0.0
@@ -111,13 +135,13 @@ def _check(p: Profile, source: str) -> None:
 
 def read_bk_log(path: str | Path, *, iteration_s: float, model: str | None = None,
                 device: str = "V100", batch_size: int = 32) -> Profile:
-    """Read seed 004's backward log: a comment line, the number of batches, the number of rows, then
-    `wait_us,param_bytes` per gradient in backward order (wait since the previous gradient)."""
+    """Read Zhang et al.'s backward log (`.bk.log`): a comment line, the number of batches, the number of
+    rows, then `wait_us,param_bytes` per gradient in backward order (wait since the previous gradient)."""
     path = Path(path)
     try:
         lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read ({exc.strerror})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or 'not text'})") from None
     if len(lines) < 3:
         raise ValueError(f"{path}: empty or truncated; expected a comment line, the number of batches, "
                          f"the number of rows, then rows `wait_us,param_bytes`")
@@ -163,12 +187,15 @@ def _int(text: str, path: Path, lineno: int, what: str) -> int:
 
 def _float(text: str, path: Path, lineno: int, what: str) -> float:
     try:
-        return float(text.strip())
+        value = float(text.strip())
     except ValueError:
         raise ValueError(f"{path}:{lineno}: {what} must be a number, got {text.strip()!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{path}:{lineno}: {what} must be a finite number, got {text.strip()!r}")
+    return value
 
 
-# Single-GPU batch times (forward + backward + update, batch 32) from seed 004's scripts
+# Single-GPU batch times (forward + backward + update, batch 32) from Zhang et al.'s scripts
 # (`simulation/sim_with_compression_*.py` in netx-repo/training-bottleneck).
 V100_BATCH_S = {"resnet50": 0.12808580219559176, "resnet101": 0.19200599479476405,
                 "vgg16": 0.19452352295080985}
@@ -191,8 +218,8 @@ def load_profile(name_or_path: str, *, iteration_s: float | None = None) -> Prof
         return read_bk_log(path, iteration_s=iteration_s)
     try:
         text = path.read_text()
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read ({exc.strerror})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or 'not text'})") from None
     if not text.strip():
         raise ValueError(f"{path}: empty profile file")
     return Profile.from_json(text, source=str(path))

@@ -3,12 +3,13 @@ ready, and the iteration time (forward + backward + SGD update) with its spread.
 
 Two kinds of timed iterations after `warmup` untimed ones: `repeats` plain iterations give the
 iteration time and its standard deviation; `repeats` hooked iterations give the per-layer times
-(forward pre/post hooks and full backward pre/post hooks on every leaf module) and the gradient-ready
+(forward pre/post hooks on every leaf module, hooks on the autograd node of its output) and the gradient-ready
 times (`Tensor.register_post_accumulate_grad_hook` on every parameter), averaged. On CUDA every
 marker is a `torch.cuda.Event` recorded on the current stream and read after a synchronise, so a
-time is when the GPU got there, not when Python queued the kernel (as seed 004's profiler did); on
-CPU it is `time.perf_counter()`. During hooked iterations in-place activations run out of place:
-autograd forbids modifying a hooked module's output in place.
+time is when the GPU got there, not when Python queued the kernel (as the profiler of Zhang et al., NetAI'20, did); on
+CPU it is `time.perf_counter()`. The hooks cost little host time and never synchronise (one
+synchronise per iteration), so on a GPU the hooked iteration stays close to the plain one
+(`profiler_hooks`; `extra["hooked_iteration_s"]` against `iteration_s` shows it).
 
 Try it: `fabriclab profile --model resnet50 --batch-size 8 --device cpu --out resnet50.json`.
 """
@@ -34,11 +35,11 @@ from fabriclab.workload.zoo import input_shape
 __all__ = ["profile_model", "measure_add_cost", "write_add_cost", "write_chrome_trace", "resolve_device",
            "device_name"]
 
-# SGD with momentum 0.9, as tf_cnn_benchmarks and seed 004's scripts train; the learning rate is
+# SGD with momentum 0.9, as tf_cnn_benchmarks and Zhang et al.'s scripts train; the learning rate is
 # small because labels are random and only the time matters.
 LEARNING_RATE, MOMENTUM = 1e-3, 0.9
 Progress = Callable[[str], None]
-# Seed 004's add sizes: 40 B doubling 24 times to 640 MiB, the rows of its cuda_vec_add.log.
+# Zhang et al.'s (NetAI'20) add sizes: 40 B doubling 24 times to 640 MiB, the rows of its cuda_vec_add.log.
 ADD_SIZES: tuple[int, ...] = tuple(40 * 2**k for k in range(25))
 
 
@@ -208,7 +209,7 @@ def measure_add_cost(device: str = "cpu", sizes: tuple[int, ...] | list[int] = A
 
 
 def write_add_cost(rows: list[tuple[int, float]], path: str | Path) -> Path:
-    """Write `bytes,seconds` lines, the format of seed 004's `cuda_vec_add.log`; read them back with
+    """Write `bytes,seconds` lines, the format of Zhang et al.'s `cuda_vec_add.log`; read them back with
     `fabriclab.workload.addcost.AddCost.from_log`."""
     path = Path(path)
     path.write_text("".join(f"{size},{seconds!r}\n" for size, seconds in rows))

@@ -71,7 +71,7 @@ SPECS: tuple[ModelSpec, ...] = (
               description="ResNet-101 v1 (stride_on_3x3=True gives torchvision's resnet101)"),
     ModelSpec(name="vgg16", family="vgg", description="VGG-16 (configuration D), no batch norm"),
     ModelSpec(name="vgg16_bn", family="vgg", kwargs={"batch_norm": True},
-              description="VGG-16 with batch norm (seed 004's `vgg16`)"),
+              description="VGG-16 with batch norm (Zhang et al.'s `vgg16`)"),
     # 128 tokens: BERT's pre-training runs 90% of its steps at sequence length 128 (Devlin et al.
     # 2019, appendix A.2); 512 is the number of learned positions.
     ModelSpec(name="bert_base", family="bert", input_kind=TOKENS, input_size=128, min_input_size=1,

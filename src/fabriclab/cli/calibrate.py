@@ -1,0 +1,181 @@
+"""`fabriclab calibrate nccl-tests`: fit a cluster model to real nccl-tests output and write it as a file.
+
+Reads every run of the logs (nccl-tests output of any collective, with or without mpirun prefixes, one
+process per GPU or `-g N`; or `fabriclab collectives bench` tables), fits the cluster model
+(`sim/nccl_fit.py`) and prints the parameters (fitted, or kept at their prior when the logs do not
+determine them) and the residual of every row: measured busbw against the fitted model's, with NCCL's
+choice of algorithm and protocol there. `--check LOG` predicts logs the fit never sees and reports their
+errors apart; with `--hold-out-sizes A:B` only their rows in that size range are held out and the rest
+joins the fit. The logs do not say what NIC the servers have: `--nic` and `--nics-per-server` do.
+
+Try it: `fabriclab calibrate nccl-tests ../shared/reference/nccl-tests-a100/nccl_{1,2,4,8,16}.log --out a100.json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from fabriclab.cli.common import (
+    FormatOption,
+    JsonOption,
+    Output,
+    StoreOption,
+    check_output_path,
+    user_errors,
+)
+from fabriclab.fabric.cluster import prior_cluster, save_cluster
+from fabriclab.fabric.links import parse_link
+from fabriclab.fabric.nccl_tests import NcclRun, read_runs
+from fabriclab.units import format_size, parse_size_range
+
+app = typer.Typer(help="Fit a cluster model to real measurements (nccl-tests output).", no_args_is_help=True)
+
+
+@app.callback()
+def _group() -> None:
+    """Fit a cluster model to real measurements (nccl-tests output)."""
+
+
+def register(main_app: typer.Typer) -> None:
+    """Add the `calibrate` group to the main app."""
+    main_app.add_typer(app, name="calibrate")
+
+
+@app.command("nccl-tests")
+@user_errors
+def nccl_tests_cmd(
+    logs: Annotated[list[Path], typer.Argument(metavar="LOG...", help="nccl-tests output files to fit.")],
+    out: Annotated[Path, typer.Option("--out", metavar="PATH", dir_okay=False,
+                                      help="Cluster file to write (JSON).")],
+    check: Annotated[list[Path] | None, typer.Option("--check", metavar="LOG", help=(
+        "A log to predict and compare, not fitted (repeat for several)."))] = None,
+    hold_out_sizes: Annotated[str | None, typer.Option("--hold-out-sizes", metavar="A:B", help=(
+        "Hold out only the --check rows in this size range (e.g. 1MB:1GB); their other rows join the fit."))]
+    = None,
+    nic: Annotated[str, typer.Option(help="NIC of the servers: a link preset (HDR, EDR, 100GbE, ...) or a "
+                                          "rate such as 25GB/s; the logs do not say.")] = "HDR",
+    nics_per_server: Annotated[int | None, typer.Option(help="NICs per server (default: one per GPU).")]
+    = None,
+    gpus_per_server: Annotated[int | None, typer.Option(help="GPUs per server (default: from the logs' "
+                                                                "hosts, else the largest one-server run).")]
+    = None,
+    intra: Annotated[str, typer.Option(help="Inside a server: nvswitch or pcie.")] = "nvswitch",
+    fabric: Annotated[str, typer.Option(help="Network of the cluster file: rail or fat-tree.")] = "rail",
+    fmt: FormatOption = None,
+    json_path: JsonOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Fit a cluster model to nccl-tests logs; print its parameters and the residual of every row."""
+    from fabriclab.sim.nccl_fit import calibrate, summary
+    from fabriclab.sim.nccl_fit import check as check_rows
+
+    check_output_path(out, "--out")
+    output = Output(fmt, json_path, store)
+    runs = [run for path in logs for run in read_runs(path)]
+    held = [run for path in (check or []) for run in read_runs(path)]
+    prior = _prior(runs + held, nic=nic, nics_per_server=nics_per_server, gpus_per_server=gpus_per_server,
+                   intra=intra, fabric=fabric)
+    keep = None
+    fit_runs = runs
+    if hold_out_sizes is not None:
+        if not held:
+            raise ValueError("--hold-out-sizes applies to the --check logs: give at least one --check LOG")
+        sizes = parse_size_range(hold_out_sizes)
+        lo, hi = min(sizes), max(sizes)
+        held_ids = {id(r) for r in held}
+        keep = lambda run, size: id(run) not in held_ids or not lo <= size <= hi
+        fit_runs = runs + held
+    result = calibrate(fit_runs, prior, keep=keep)
+    residuals = list(result.residuals)
+    if hold_out_sizes is None:
+        residuals += check_rows(result.cluster, held)
+    fitted_summary = summary(residuals, held_out=False)
+    held_summary = summary(residuals, held_out=True)
+    fit_info = {
+        "logs": [str(p) for p in logs], "checked_logs": [str(p) for p in check or []],
+        "hold_out_sizes": hold_out_sizes, "rows_fitted": sum(not r.held_out for r in residuals),
+        "parameters": {p.name: {"value": p.value, "prior": p.prior, "fitted": p.determined, "at_bound": p.at_bound}
+                       for p in result.params},
+        "fitted_rows": fitted_summary, "held_out_rows": held_summary}
+    cluster = replace(result.cluster, name=out.stem, fit=fit_info,
+                      description=f"calibrated from {', '.join(p.name for p in logs)} "
+                                  f"(prior: {prior.description.removeprefix('prior: ')})")
+    save_cluster(cluster, out)
+    output.table(_params_table(result.params))
+    output.table(_residual_table([r for r in residuals if not r.held_out],
+                                 "fit: busbw per row (GB/s), measured vs model; error = model / measured - 1"))
+    if any(r.held_out for r in residuals):
+        output.table(_residual_table([r for r in residuals if r.held_out],
+                                     "held out (never fitted): busbw per row (GB/s), measured vs model"))
+    for title, rows in (("fitted rows", fitted_summary), ("held-out rows", held_summary)):
+        for s in rows:
+            output.note(f"{title}: {s['num_gpus']} GPUs, {s['band']}: max |error| {s['max_abs_error_pct']:.1f} % "
+                        f"over {s['rows']} rows (goal {s['goal_pct']:g} %: {'met' if s['within_goal'] else 'missed'})")
+    for run in runs + held:
+        if run.num_ranks == 1:
+            output.note(f"{run.source}: 1 rank moves no data between GPUs (busbw 0): not fitted")
+    if not any(r.num_servers > 1 for r in fit_runs):
+        output.note("no run spans several servers: NIC efficiency and network latencies stay priors")
+    output.note(f"cluster written to {out}")
+    output.record("calibrate.nccl-tests", {"logs": [str(p) for p in logs], "check": [str(p) for p in check or []],
+                                           "hold_out_sizes": hold_out_sizes, "nic": nic, "out": str(out)},
+                  {"parameters": fit_info["parameters"], "residuals": [asdict(r) for r in residuals],
+                   "fitted_rows": fitted_summary, "held_out_rows": held_summary})
+
+
+def _prior(runs: list[NcclRun], *, nic: str, nics_per_server: int | None, gpus_per_server: int | None,
+           intra: str, fabric: str):
+    if not runs:
+        raise ValueError("no runs in the logs")
+    if intra not in ("nvswitch", "pcie"):
+        raise ValueError(f"--intra {intra!r}: use nvswitch or pcie")
+    if fabric not in ("rail", "fat-tree"):
+        raise ValueError(f"--fabric {fabric!r}: use rail or fat-tree")
+    if gpus_per_server is None:
+        multi = {r.gpus_per_server for r in runs if r.num_servers > 1}
+        if len(multi) > 1:
+            raise ValueError(f"the logs come from servers of {sorted(multi)} GPUs: calibrate one kind of server")
+        gpus_per_server = multi.pop() if multi else max(r.num_ranks for r in runs)
+    device = next((r.device_name for r in runs if r.device_name), "GPU")
+    bench = all(r.label for r in runs)  # `fabriclab collectives bench` tables: Gloo's ring, not NCCL
+    return prior_cluster(gpus_per_server=gpus_per_server, gpu_name=device if not bench else "CPU", intra=intra,
+                         nic=parse_link(nic), nics_per_server=nics_per_server, fabric=fabric,
+                         library="gloo" if bench else "nccl")
+
+
+def _quantity(name: str, value: float) -> str:
+    if name.endswith("_Bps"):
+        return f"{value / 1e9:.4g} GB/s"
+    if name.endswith("_s") and not name.endswith("per_byte_s"):
+        return f"{value * 1e6:.4g} us"
+    if name.endswith("per_byte_s"):
+        return f"{value * 1e12:.4g} ps/B"
+    return f"{value:.4g}"
+
+
+def _params_table(params) -> Table:
+    table = Table(title="parameters: fitted, or the prior (data sheets, NCCL 2.9)")
+    for col in ("parameter", "value", "prior", "from"):
+        table.add_column(col, justify="left" if col in ("parameter", "from") else "right")
+    for p in params:
+        source = ("fit, at bound" if p.at_bound else "fit") if p.determined else "prior"
+        table.add_row(p.name.replace("library.", "").replace("server.", ""), _quantity(p.name, p.value),
+                      _quantity(p.name, p.prior), source)
+    return table
+
+
+def _residual_table(residuals, title: str) -> Table:
+    table = Table(title=title)
+    for col in ("log", "GPUs", "size", "NCCL runs", "measured", "model", "error %", "in-place"):
+        table.add_column(col, justify="left" if col in ("log", "NCCL runs") else "right")
+    for r in residuals:
+        in_err = "-" if r.inplace_error_pct is None else f"{r.inplace_error_pct:+.1f}"
+        table.add_row(Path(r.source.split(" (")[0].split(" [")[0]).name, str(r.num_gpus), format_size(r.size_bytes),
+                      r.choice, f"{r.measured_busbw_GBps:.2f}", f"{r.predicted_busbw_GBps:.2f}",
+                      f"{r.error_pct:+.1f}", in_err)
+    return table

@@ -1,0 +1,170 @@
+"""`fabriclab plan`: how much network to buy for a model on N GPUs, in throughput and in money.
+
+Every option (fabric x fat-tree levels x bisection x GPU count x algorithm) is simulated on its real
+topology (`fabriclab.whatif.plan`), priced from a price table (`--prices FILE`; the shipped one is
+illustrative), and shown with its scaling factor, images/s, network cost, the network's share of the
+cluster and the cost per images/s; `P` marks the Pareto frontier of each GPU count, and one line per
+GPU count recommends the cheapest option that reaches `--target` (or the best within `--budget`).
+
+Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --fabrics 25gbe,100g-opa,100gbe,200g-hdr,400g-ndr
+--bisection 1,1/2,1/4 --target 0.9 --out results/plan`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_dir, split_list,
+                                  user_errors)
+from fabriclab.units import parse_int_list, parse_time
+
+DEFAULT_FABRICS = "25gbe,100g-opa,100gbe,200g-hdr,400g-ndr"
+
+
+def _float(text: str | None, what: str, example: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text.replace(",", "").lstrip("$"))
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a number: write e.g. {example}") from None
+    if value != value:
+        raise ValueError(f"{what} is NaN: write a number, e.g. {example}")
+    return value
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(dict.fromkeys(int(item) for item in split_list(text, "levels")))
+    except ValueError as exc:
+        raise ValueError(f"--levels {text!r}: write 2, 3 or 2,3 ({exc})") from None
+
+
+def build_spec(*, model: str, gpus: str, gpus_per_node: int, fabrics: str, levels: str, bisection: str,
+               algo: str, hosts_per_leaf: int, placement: str, fusion: str, target: Optional[str],
+               budget: Optional[str], prices: Optional[Path], iteration_time: Optional[str]):
+    """The `PlanSpec` the options describe; bad values raise ValueError saying what to change."""
+    from fabriclab.fabric.prices import load_prices
+    from fabriclab.whatif.fusion import FusionPolicy
+    from fabriclab.whatif.plan import NodeSpec, PlanSpec, parse_bisection
+    from fabriclab.workload.profile import load_profile
+
+    it_s = parse_time(iteration_time) if iteration_time else None
+    policy = FusionPolicy(name=fusion)
+    policy.buckets([1], [0.0])  # an unknown policy name fails here, before the work
+    return PlanSpec(
+        profiles=tuple(load_profile(m, iteration_s=it_s) for m in split_list(model, "models")),
+        gpus=tuple(parse_int_list(gpus, minimum=1, what="GPU counts")),
+        fabrics=tuple(dict.fromkeys(split_list(fabrics, "fabrics"))),
+        levels=_levels(levels),
+        bisections=tuple(dict.fromkeys(parse_bisection(b) for b in split_list(bisection, "bisections"))),
+        algos=tuple(dict.fromkeys(split_list(algo, "algorithms"))),
+        hosts_per_leaf=hosts_per_leaf, placement=placement, fusion=policy,
+        node=NodeSpec(gpus_per_node=gpus_per_node),
+        target=_float(target, "--target", "0.9"), budget_usd=_float(budget, "--budget", "500000"),
+        prices=load_prices(prices))
+
+
+def plan_table(rows: list[dict]) -> Table:
+    """The options table: model and algorithm columns only when there is more than one."""
+    many_models = len({r["model"] for r in rows}) > 1
+    many_algos = len({r["algo"] for r in rows}) > 1
+    has_share = any(r["network_share"] is not None for r in rows)
+    table = Table(title="network plan: scaling, throughput and cost per option (P: Pareto frontier)")
+    headers = (["model"] if many_models else []) + ["fabric", "tree", "GPUs"] + (["algo"] if many_algos else [])
+    headers += ["scaling", "images/s", "network $"] + (["share"] if has_share else []) + ["$/(img/s)", "P"]
+    for h in headers:
+        table.add_column(h, justify="left" if h in ("model", "fabric", "tree", "algo") else "right")
+    for r in rows:
+        tree = "1 switch" if r["levels"] == 1 else f"{r['levels']}L {r['bisection']}"
+        cells = ([r["model"]] if many_models else []) + [r["fabric"], tree, str(r["gpus"])]
+        cells += [r["algo"]] if many_algos else []
+        cells += [f"{r['scaling_factor']:.3f}", f"{r['images_per_s']:,.0f}", f"{r['network_usd']:,.0f}"]
+        if has_share:
+            cells.append("-" if r["network_share"] is None else f"{r['network_share']:.1%}")
+        cells += [f"{r['usd_per_image_per_s']:,.1f}", "P" if r["pareto"] else ""]
+        table.add_row(*cells)
+    return table
+
+
+@user_errors
+def plan(
+    model: str = typer.Option("resnet50", help="Model(s): built-in V100 profiles (resnet50, resnet101, vgg16) "
+                              "or profile files from `fabriclab profile`, comma separated."),
+    gpus: str = typer.Option("64,256,512", help="GPU counts, e.g. 64,256,1024."),
+    gpus_per_node: int = typer.Option(2, help="GPUs per server; they share its one NIC (TX-GAIA: 2)."),
+    fabrics: str = typer.Option(DEFAULT_FABRICS, help="Link presets to compare."),
+    levels: str = typer.Option("2", help="Fat-tree levels: 2, 3 or 2,3."),
+    bisection: str = typer.Option("1,1/2,1/4", help="Bisection ratios in 1 .. 1/16, e.g. 1,1/2,1/4."),
+    algo: str = typer.Option("ring", help="All-reduce algorithm(s) (`fabriclab collectives list`)."),
+    hosts_per_leaf: int = typer.Option(16, help="Servers per leaf switch (and leaves per pod, 3 levels)."),
+    placement: str = typer.Option("linear", help="Ranks on GPUs: linear, round-robin or random."),
+    fusion: str = typer.Option("time-or-size", help="Gradient fusion: time-or-size (5 ms / 64 MiB, Zhang et al.), horovod, ddp, none."),
+    target: Optional[str] = typer.Option(None, help="Scaling factor to reach (default 0.9 without --budget)."),
+    budget: Optional[str] = typer.Option(None, help="Most the network may cost, in US dollars."),
+    prices: Optional[Path] = typer.Option(None, "--prices", metavar="FILE", dir_okay=False,
+                                          help="Price table (JSON; default: the shipped illustrative one)."),
+    iteration_time: Optional[str] = typer.Option(None, help="Single-GPU iteration time for a .bk.log profile."),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
+                                       help="Write the plot (scaling factor vs cost) and the rows here."),
+    fmt: FormatOption = None,
+    json_path: JsonOption = None,
+    store: StoreOption = None,
+) -> None:
+    """How much network to buy: scaling, throughput and cost of every fabric and bisection option."""
+    from fabriclab.whatif.plan import DEFAULT_TARGET, run_plan
+
+    output = Output(fmt, json_path, store)
+    check_output_dir(out)
+    spec = build_spec(model=model, gpus=gpus, gpus_per_node=gpus_per_node, fabrics=fabrics, levels=levels,
+                      bisection=bisection, algo=algo, hosts_per_leaf=hosts_per_leaf, placement=placement,
+                      fusion=fusion, target=target, budget=budget, prices=prices, iteration_time=iteration_time)
+    result = run_plan(spec)
+    output.table(plan_table(result.rows))
+    output.note(spec.prices.describe())
+    for rec in result.recommendations:
+        output.note(rec["text"])
+    for why in result.skipped:
+        output.note(f"skipped {why}")
+    s = result.stats
+    output.note(f"{s['num_options']} options on {s['num_topologies']} topologies, "
+                f"{s['num_simulations']} simulator runs, {s['wall_s']:.2f} s")
+    config = {"model": model, "gpus": gpus, "gpus_per_node": gpus_per_node, "fabrics": fabrics,
+              "levels": levels, "bisection": bisection, "algo": algo, "hosts_per_leaf": hosts_per_leaf,
+              "placement": placement, "fusion": fusion, "target": spec.target, "budget_usd": spec.budget_usd,
+              "gamma_s_per_byte": spec.node.gamma_s_per_byte, "prices": spec.prices.source,
+              "price_label": spec.prices.label}
+    results = {"rows": result.rows, "recommendations": result.recommendations, "skipped": result.skipped,
+               "stats": s, "prices": _prices_used(spec)}
+    if out is not None:
+        from fabriclab.record import write_outputs
+        from fabriclab.report.plan import plot_plan
+
+        target_line = DEFAULT_TARGET if spec.target is None and spec.budget_usd is None else spec.target
+        for path in plot_plan(result.rows, out, target=target_line, price_label=spec.prices.label):
+            output.note(f"plot: {path}")
+        write_outputs(out, "plan", "plan", config, results, result.rows)
+        output.note(f"rows: {out / 'plan.csv'}")
+    output.record("plan", config, results)
+
+
+def _prices_used(spec) -> dict:
+    """The prices of the compared fabrics, with their sources and dates, for the record."""
+    from dataclasses import asdict
+
+    from fabriclab.fabric.links import link_preset
+
+    table = spec.prices
+    used = {name: asdict(table.fabric(name)) for name in dict.fromkeys(link_preset(f).name for f in spec.fabrics)}
+    server = None if table.gpu_server_per_gpu is None else asdict(table.gpu_server_per_gpu)
+    return {"label": table.label, "source": table.source, "note": table.note, "fabrics": used,
+            "gpu_server_per_gpu": server}
+
+
+def register(main_app: typer.Typer) -> None:
+    """Add the top-level `plan` command."""
+    main_app.command("plan")(plan)

@@ -1,0 +1,77 @@
+"""`fabriclab simulate collective --cluster FILE --gpus N --sizes A:B`: the nccl-tests table a cluster predicts.
+
+`run_cluster_prediction` loads a cluster file (from `fabriclab calibrate nccl-tests` or a preset), predicts
+the collective on `num_gpus` GPUs at every size (`sim/nccl.py`: NCCL's choice of algorithm and protocol,
+the flow-level simulator on the cluster's topology for the link time) and prints it: with
+`--format nccl-tests` exactly in nccl-tests' layout (which `calibrate` reads back), else as a table with
+the algorithm/protocol of every size. It returns the record (config and rows); the caller writes it.
+
+Try it: `fabriclab simulate collective --cluster a100.json --gpus 128 --sizes 1KB:4GB --format nccl-tests`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.table import Table
+
+from fabriclab.units import format_size
+
+NCCL_TESTS_FORMAT = "nccl-tests"
+
+
+def run_cluster_prediction(cluster_path: Path, num_gpus: int, sizes: list[int], collective: str,
+                           fmt: str | None, out) -> dict:
+    """Predict and print; returns {"config": ..., "results": rows}. `out` is a `cli.common.Output` (or None:
+    one is made for `fmt`); `fmt == "nccl-tests"` prints nccl-tests' own text on stdout."""
+    from fabriclab.fabric.cluster import load_cluster
+    from fabriclab.fabric.nccl_format import format_nccl_tests
+    from fabriclab.sim.nccl import MODELLED, layout, predict_nccl_table, prediction_run
+
+    if collective not in MODELLED:
+        raise ValueError(f"--collective {collective!r}: a cluster predicts {', '.join(MODELLED)}")
+    cluster = load_cluster(cluster_path)
+    lay = layout(cluster, num_gpus)
+    rows = predict_nccl_table(cluster, num_gpus, sizes, collective)
+    where = (f"{num_gpus} GPUs ({lay.num_servers} server{'s' if lay.num_servers > 1 else ''} x {lay.per_server}) "
+             f"of {cluster.name} ({cluster_path})")
+    if fmt == NCCL_TESTS_FORMAT:
+        text = format_nccl_tests(prediction_run(cluster, num_gpus, rows, collective),
+                                 notes=(f"prediction, not a measurement: {collective} on {where}",
+                                        f"{cluster.network.fabric} network; algorithm/protocol per size: "
+                                        + _switches(rows)))
+        stream = sys.stderr if out is not None and getattr(out, "machine_stdout", False) else sys.stdout
+        stream.write(text)
+        stream.flush()
+    else:
+        if out is None:
+            from fabriclab.cli.common import Output
+
+            out = Output(fmt)
+        out.table(_table(rows, f"predicted {collective} on {where}"))
+        out.note(f"algorithm/protocol (NCCL's choice): {_switches(rows)}")
+    config = {"cluster": str(cluster_path), "cluster_name": cluster.name, "num_gpus": num_gpus,
+              "num_servers": lay.num_servers, "collective": collective, "sizes_bytes": list(sizes),
+              "network": cluster.network.fabric}
+    return {"config": config, "results": rows}
+
+
+def _switches(rows: list[dict]) -> str:
+    """`ring/LL from 8B, ring/LL128 from 2MB, ...`: where the choice changes."""
+    parts, last = [], None
+    for r in rows:
+        if r["algorithm"] != last:
+            parts.append(f"{r['algorithm']} from {format_size(r['size_bytes'])}")
+            last = r["algorithm"]
+    return ", ".join(parts)
+
+
+def _table(rows: list[dict], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("size", "count", "algorithm", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "in-place busbw"):
+        table.add_column(col, justify="left" if col == "algorithm" else "right")
+    for r in rows:
+        table.add_row(format_size(r["size_bytes"]), str(r["count"]), r["algorithm"], f"{r['time_us']:.2f}",
+                      f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}", f"{r['inplace_busbw_GBps']:.2f}")
+    return table

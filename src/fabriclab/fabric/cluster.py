@@ -1,0 +1,349 @@
+"""A cluster model: GPU servers, the network between them, and how the communication library behaves.
+
+One JSON file (`schema: fabriclab.cluster/1`) that `fabriclab calibrate nccl-tests` writes and
+`simulate`, `whatif` and `plan` read with `--cluster FILE`. Three parts:
+
+* `ServerSpec`: GPUs per server, their internal fabric (NVSwitch or PCIe) and its per-GPU bandwidth,
+  the memory pass a collective makes over its buffer, NICs per server with rate and efficiency.
+* `NetworkSpec`: rail-optimised or plain fat tree of the servers (`fabric/rail.py` builds it).
+* `LibrarySpec`: what NCCL does, in the terms of its own cost model (NCCL 2.9 `src/graph/tuning.cc`):
+  algorithms ring and tree, protocols LL / LL128 / Simple, each with a latency (a base plus a cost per
+  intra-server step and per network step) and a bandwidth (a share of the links' rate, a ceiling, a cost
+  per buffer byte), the channels, and the launch cost per GPU a process drives. The library runs, at
+  every size, the algorithm and protocol its model says is fastest; `sim/nccl.py` computes that.
+
+`a100_hdr_prior()` holds data-sheet and NCCL-source values; calibration starts from such a prior and
+moves what the logs determine (its report says which parameter came from where).
+
+Try it: `python -c "from fabriclab.fabric.cluster import a100_hdr_prior, dumps; print(dumps(a100_hdr_prior()))"`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from fabriclab.fabric.links import Link, link_preset
+
+SCHEMA = "fabriclab.cluster/1"
+ALGORITHMS = ("ring", "tree")
+PROTOCOLS = ("LL", "LL128", "Simple")
+SELECTIONS = ("nccl-2.9", "fastest")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerSpec:
+    """One server: GPUs, internal fabric, memory pass, NICs."""
+
+    gpus_per_server: int
+    """GPUs (ranks) per server."""
+    gpu_name: str = "GPU"
+    """GPU model as nccl-tests prints it, e.g. `A100-SXM4-40GB`."""
+    intra: str = "nvswitch"
+    """Internal fabric: `nvswitch` (every GPU on an NVSwitch / NVLink) or `pcie` (PCIe switches)."""
+    intra_bandwidth_Bps: float
+    """Per-GPU bandwidth into the internal fabric, per direction (NVLink or PCIe), bytes/s."""
+    intra_latency_s: float = 0.75e-6
+    """Latency of one hop of the internal fabric (topology links), s."""
+    memory_bandwidth_Bps: float
+    """Rate at which a GPU passes its whole buffer once during a collective (reads its input, writes its
+    output), bytes/s: adds size/rate to every collective (the 1-GPU copy of nccl-tests measures ~this)."""
+    pcie_bandwidth_Bps: float
+    """GPU <-> NIC (PCIe switch) bandwidth per direction, bytes/s."""
+    nics_per_server: int
+    """NICs per server; GPU g uses NIC g * nics / gpus (several GPUs share one when fewer)."""
+    nic_bandwidth_Bps: float
+    """Line rate of one NIC per direction, bytes/s (200 Gb/s HDR = 25e9)."""
+    nic_efficiency: float = 1.0
+    """Share of the NIC line rate the library reaches (headers, GPUDirect, proxy), in (0, 1]."""
+    nic_latency_s: float = 0.13e-6
+    """Latency of one network hop (NIC or switch port), s."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkSpec:
+    """The switches between the servers' NICs."""
+
+    fabric: str = "rail"
+    """`rail` (NIC k of every server on rail k's leaves) or `fat-tree` (a server's NICs share a leaf)."""
+    leaf_ports: int = 20
+    """NIC ports per leaf switch (HDR Quantum QM8700: 40 ports, 20 down and 20 up)."""
+    bisection: float = 1.0
+    """Leaf up-links per down-port, in (0, 1]; 1 is non-blocking."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepLatency:
+    """Latency of one algorithm with one protocol, as NCCL's model writes it."""
+
+    base_s: float
+    """Fixed cost of one collective call, s."""
+    intra_step_s: float
+    """Cost of one step between GPUs of a server, s."""
+    net_step_s: float
+    """Cost of one step across the network, s."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProtocolSpec:
+    """How much of the links' bandwidth a protocol uses, and what else limits it."""
+
+    link_factor: float
+    """Share of the link rate left for data by the wire format (LL 1/4 in NCCL's model, LL128 120/128)."""
+    busbw_cap_Bps: float | None = None
+    """Ceiling on busbw from the GPU side (threads per channel), bytes/s; None: none."""
+    per_byte_s: float = 0.0
+    """Extra cost per byte a step handles (LL's flag handling), s per byte: a ring's step handles one
+    rank's chunk (size / ranks), a tree's the whole buffer."""
+
+
+def _default_protocols() -> dict[str, ProtocolSpec]:
+    return {"LL": ProtocolSpec(link_factor=0.25, per_byte_s=1 / 5e9),
+            "LL128": ProtocolSpec(link_factor=120 / 128, busbw_cap_Bps=16.7e9 * 16),
+            "Simple": ProtocolSpec(link_factor=1.0)}
+
+
+def _nccl29_latencies() -> dict[str, dict[str, StepLatency]]:
+    # NCCL 2.9 src/graph/tuning.cc: baseLat (Tree: 4.4/4.4/0, Ring: 3.6/10.0/8.4 us for LL/LL128/Simple),
+    # hwLat NVLINK (Tree .52/1.2/28, Ring .47/1.9/3.4) and NET (Tree 5.0/8.5/50, Ring 2.7/4.0/9.6).
+    # Tree/Simple's base of 0 becomes 0.5 us: latencies are fitted in log space and must be > 0.
+    us = 1e-6
+    table = {"tree": ((4.4, .52, 5.0), (4.4, 1.2, 8.5), (0.5, 28.0, 50.0)),
+             "ring": ((3.6, .47, 2.7), (10.0, 1.9, 4.0), (8.4, 3.4, 9.6))}
+    return {a: {p: StepLatency(base_s=b * us, intra_step_s=i * us, net_step_s=n * us)
+                for p, (b, i, n) in zip(PROTOCOLS, rows)} for a, rows in table.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LibrarySpec:
+    """The communication library in the terms of NCCL's cost model."""
+
+    name: str = "nccl"
+    """Library name."""
+    num_channels: int = 16
+    """Rings (and trees) run in parallel, each on its share of the buffer."""
+    launch_s: float = 4e-6
+    """Launch cost per GPU a process drives (nccl-tests -g N: N launches one after another), s."""
+    host_overhead_s: float = 0.5e-6
+    """Host-side cost of a call that moves nothing (1 rank, in place), s."""
+    algorithms: tuple[str, ...] = ALGORITHMS
+    """Algorithms the library may choose (tree only across servers, for allreduce)."""
+    tree_efficiency: float = 0.9
+    """Share of the link-limited bandwidth a tree reaches (NCCL's model: 0.9)."""
+    selection: str = "nccl-2.9"
+    """How the algorithm and protocol are chosen per size: `nccl-2.9` (NCCL 2.9's own tuning model,
+    `sim/nccl_select.py`) or `fastest` (the cheapest by this model, for other libraries)."""
+    selection_busbw_cap_Bps: float | None = None
+    """busBw ceiling in NCCL's tuning model (235 GB/s on compute capability 8.0, A100); None: none."""
+    protocols: dict[str, ProtocolSpec] = field(default_factory=_default_protocols)
+    """Protocol name -> its bandwidth limits."""
+    latencies: dict[str, dict[str, StepLatency]] = field(default_factory=_nccl29_latencies)
+    """Algorithm -> protocol -> latency."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterModel:
+    """Servers, network and library: everything a prediction needs."""
+
+    name: str
+    """Short name, e.g. `a100-hdr` or the file it was calibrated from."""
+    description: str = ""
+    """Where the numbers come from."""
+    server: ServerSpec
+    """The servers."""
+    network: NetworkSpec = field(default_factory=NetworkSpec)
+    """The switches between them."""
+    library: LibrarySpec = field(default_factory=LibrarySpec)
+    """The communication library."""
+    fit: dict | None = None
+    """Calibration summary (logs, parameters fitted or prior, residuals); None for a preset."""
+
+
+def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "nvswitch",
+                  intra_link: Link | None = None, nic: Link | None = None, nics_per_server: int | None = None,
+                  pcie: Link | None = None, fabric: str = "rail", name: str = "prior",
+                  library: str = "nccl") -> ClusterModel:
+    """A cluster from data sheets and NCCL's constants (`library="nccl"`), or a plain ring library such as
+    Gloo over TCP (`library="gloo"`: one protocol, the cheapest choice): the starting point of a calibration."""
+    intra_link = intra_link or link_preset(_nvlink_for(gpu_name) if intra == "nvswitch" else "PCIe4x16")
+    nic = nic or link_preset("HDR")
+    pcie = pcie or link_preset("PCIe4x16")
+    nics = gpus_per_server if nics_per_server is None else nics_per_server
+    server = ServerSpec(gpus_per_server=gpus_per_server, gpu_name=gpu_name, intra=intra,
+                        intra_bandwidth_Bps=intra_link.effective_bandwidth(True), intra_latency_s=0.75e-6,
+                        # half of HBM2 (A100-40GB: 1.555 TB/s): one read and one write of the buffer
+                        memory_bandwidth_Bps=1.555e12 / 2, pcie_bandwidth_Bps=pcie.effective_bandwidth(True),
+                        nics_per_server=nics, nic_bandwidth_Bps=nic.bandwidth_Bps,
+                        nic_efficiency=nic.efficiency, nic_latency_s=nic.latency_s)
+    # NCCL 2.9 caps its modelled busBw at 235 GB/s on compute capability 8.0 (A100) only.
+    lib = LibrarySpec(num_channels=max(2 * nics, 2),
+                      selection_busbw_cap_Bps=235e9 if "A100" in gpu_name.upper() else None)
+    if library == "gloo":
+        # Gloo's ring over TCP: one protocol, no launches; tens of microseconds per step through the kernel's
+        # TCP stack (the order of fabriclab's own loopback measurements), chosen by cost, not by a model.
+        step = StepLatency(base_s=20e-6, intra_step_s=20e-6, net_step_s=50e-6)
+        lib = LibrarySpec(name="gloo", num_channels=1, launch_s=1e-6, host_overhead_s=5e-6, algorithms=("ring",),
+                          protocols={"Simple": ProtocolSpec(link_factor=1.0)}, latencies={"ring": {"Simple": step}},
+                          selection="fastest")
+    elif library != "nccl":
+        raise ValueError(f"library={library!r}: use nccl or gloo")
+    return ClusterModel(name=name, description=f"prior: {intra_link.name} inside, {nics} x {nic.name} per "
+                        f"server, NCCL 2.9 cost-model constants", server=server,
+                        network=NetworkSpec(fabric=fabric), library=lib)
+
+
+def _nvlink_for(gpu_name: str) -> str:
+    for key in ("H100", "A100", "V100"):
+        if key in gpu_name.upper():
+            return f"NVLink-{key}"
+    return "NVLink-A100"
+
+
+def a100_hdr_prior() -> ClusterModel:
+    """Azure ND A100 v4 as the shared nccl-tests logs describe it: 8 A100-SXM4 on NVSwitch, 8 x HDR."""
+    return prior_cluster(gpus_per_server=8, gpu_name="A100-SXM4-40GB", name="a100-hdr")
+
+
+# ---------------------------------------------------------------- JSON
+
+def to_dict(model: ClusterModel) -> dict:
+    """The JSON form (schema first)."""
+    data = asdict(model)
+    data["library"]["algorithms"] = list(model.library.algorithms)
+    return {"schema": SCHEMA, **data}
+
+
+def dumps(model: ClusterModel) -> str:
+    """The JSON text of a cluster file."""
+    return json.dumps(to_dict(model), indent=2, allow_nan=False) + "\n"
+
+
+def save_cluster(model: ClusterModel, path: Path | str) -> None:
+    """Write the cluster file."""
+    Path(path).write_text(dumps(model))
+
+
+def load_cluster(path: Path | str) -> ClusterModel:
+    """Read a cluster file; a ValueError naming the file and the key on bad content."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read cluster file {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"cluster file {path} is not JSON (line {exc.lineno}: {exc.msg}): write it with "
+                         f"`fabriclab calibrate nccl-tests ... --out {path.name}`") from None
+    return from_dict(data, str(path))
+
+
+def from_dict(data: object, where: str = "<cluster>") -> ClusterModel:
+    """A ClusterModel from its JSON form, every field checked."""
+    if not isinstance(data, dict):  # bad file content is bad user input: ValueError, as everywhere
+        raise ValueError(f"cluster file {where}: expected a JSON object at the top")  # noqa: TRY004
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"cluster file {where}: schema is {data.get('schema')!r}, this fabriclab reads "
+                         f"{SCHEMA!r}: calibrate again to write a current file")
+    try:
+        server = _build(ServerSpec, _section(data, "server", where), f"{where}: server")
+        network = _build(NetworkSpec, data.get("network", {}), f"{where}: network")
+        lib = dict(_section(data, "library", where))
+        protocols = {p: _build(ProtocolSpec, v, f"{where}: library.protocols.{p}")
+                     for p, v in _mapping(lib.pop("protocols", None), f"{where}: library.protocols").items()}
+        latencies = {a: {p: _build(StepLatency, v, f"{where}: library.latencies.{a}.{p}")
+                         for p, v in _mapping(row, f"{where}: library.latencies.{a}").items()}
+                     for a, row in _mapping(lib.pop("latencies", None), f"{where}: library.latencies").items()}
+        lib["algorithms"] = tuple(lib.get("algorithms", ALGORITHMS))
+        library = _build(LibrarySpec, {**lib, "protocols": protocols, "latencies": latencies},
+                         f"{where}: library")
+        model = ClusterModel(name=str(data.get("name", "cluster")), description=str(data.get("description", "")),
+                             server=server, network=network, library=library, fit=data.get("fit"))
+    except TypeError as exc:
+        raise ValueError(f"cluster file {where}: {exc}") from None
+    check_cluster(model, where)
+    return model
+
+
+def _section(data: dict, key: str, where: str) -> dict:
+    if not isinstance(data.get(key), dict):
+        raise ValueError(f"cluster file {where}: missing the {key!r} object")  # noqa: TRY004
+    return data[key]
+
+
+def _mapping(value: object, where: str) -> dict:
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"cluster file {where}: expected a non-empty JSON object")
+    return value
+
+
+def _build(cls, values: object, where: str):
+    if not isinstance(values, dict):
+        raise ValueError(f"cluster file {where}: expected a JSON object")  # noqa: TRY004
+    known = {f for f in cls.__dataclass_fields__}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"cluster file {where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ValueError(f"cluster file {where}: {exc}") from None
+
+
+def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
+    """ValueError naming `where` and the field when a value is out of range."""
+    s, n, lib = model.server, model.network, model.library
+    ints = {"server.gpus_per_server": s.gpus_per_server, "server.nics_per_server": s.nics_per_server,
+            "network.leaf_ports": n.leaf_ports, "library.num_channels": lib.num_channels}
+    for key, value in ints.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"cluster file {where}: {key} is {value!r}; give a whole number >= 1")
+    if s.gpus_per_server % s.nics_per_server:
+        raise ValueError(f"cluster file {where}: {s.nics_per_server} NICs cannot serve {s.gpus_per_server} GPUs "
+                         f"evenly; give a NIC count that divides the GPU count")
+    positive = {"server.intra_bandwidth_Bps": s.intra_bandwidth_Bps, "server.memory_bandwidth_Bps":
+                s.memory_bandwidth_Bps, "server.pcie_bandwidth_Bps": s.pcie_bandwidth_Bps,
+                "server.nic_bandwidth_Bps": s.nic_bandwidth_Bps}
+    nonneg = {"server.intra_latency_s": s.intra_latency_s, "server.nic_latency_s": s.nic_latency_s,
+              "library.launch_s": lib.launch_s, "library.host_overhead_s": lib.host_overhead_s}
+    for a, row in lib.latencies.items():
+        for p, lat in row.items():
+            for key, value in asdict(lat).items():
+                nonneg[f"library.latencies.{a}.{p}.{key}"] = value
+    for p, proto in lib.protocols.items():
+        nonneg[f"library.protocols.{p}.per_byte_s"] = proto.per_byte_s
+        if proto.busbw_cap_Bps is not None:
+            positive[f"library.protocols.{p}.busbw_cap_Bps"] = proto.busbw_cap_Bps
+    if lib.selection_busbw_cap_Bps is not None:
+        positive["library.selection_busbw_cap_Bps"] = lib.selection_busbw_cap_Bps
+    for table, ok, what in ((positive, lambda v: v > 0, "> 0"), (nonneg, lambda v: v >= 0, ">= 0")):
+        for key, value in table.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                    or not ok(value):
+                raise ValueError(f"cluster file {where}: {key} is {value!r}; give a number {what}")
+    for key, value in (("server.nic_efficiency", s.nic_efficiency), ("network.bisection", n.bisection),
+                       ("library.tree_efficiency", lib.tree_efficiency)):
+        if not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise ValueError(f"cluster file {where}: {key} is {value!r}; give a share in (0, 1]")
+    for p, proto in lib.protocols.items():
+        if not 0 < proto.link_factor <= 1:
+            raise ValueError(f"cluster file {where}: library.protocols.{p}.link_factor is {proto.link_factor!r}; "
+                             f"give a share in (0, 1]")
+    choices = {"server.intra": (s.intra, ("nvswitch", "pcie")), "network.fabric": (n.fabric, ("rail", "fat-tree")),
+               "library.selection": (lib.selection, SELECTIONS)}
+    for key, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ValueError(f"cluster file {where}: {key} is {value!r}; use one of {', '.join(allowed)}")
+    bad_algos = [a for a in lib.algorithms if a not in ALGORITHMS or a not in lib.latencies]
+    if bad_algos or not lib.algorithms:
+        raise ValueError(f"cluster file {where}: library.algorithms {list(lib.algorithms)}: use ring and/or "
+                         f"tree, each with a library.latencies entry")
+    for a in lib.algorithms:
+        missing = [p for p in lib.protocols if p not in lib.latencies[a]]
+        if missing:
+            raise ValueError(f"cluster file {where}: library.latencies.{a} has no {missing[0]!r} entry")
+
+
+def with_server(model: ClusterModel, **changes) -> ClusterModel:
+    """The model with server fields replaced."""
+    return replace(model, server=replace(model.server, **changes))

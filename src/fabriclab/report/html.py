@@ -1,0 +1,142 @@
+"""The HTML report: one self-contained page built only from records in the results store.
+
+`write_report(out_dir, store)` writes `out_dir/index.html`: sections in the order of the question (plan
+first, then the papers' studies), each drawing the records of its kinds with figures (inline PNG, titled,
+axes labelled with units, alt text) beside tables whose every number links to its record; at the bottom,
+each record's command, time, git revision, host and config. A section without records names the command
+that fills it. No script, no font or image from the network: the page opens offline.
+
+Try it: `fabriclab report --out report/ && xdg-open report/index.html`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import fabriclab
+from fabriclab.report import html_hpc, html_plan, html_sim, html_train
+from fabriclab.report.html_parts import Section, anchor, esc, rows_table, source
+from fabriclab.report.store_views import Stored, command_of
+
+_BY_KEY = {s.key: s for s in html_sim.SECTIONS + html_train.SECTIONS + html_hpc.SECTIONS + html_plan.SECTIONS}
+# Reading order: the answer first, then the studies as the papers present them, then the checks.
+ORDER = ("plan", "fatness", "whatif", "throughput", "scaffe", "stencil", "validate", "published")
+SECTIONS: tuple[Section, ...] = tuple(_BY_KEY[k] for k in ORDER)
+
+CSS = """
+body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1250px;padding:0 1.2em 3em;color:#1b1b1b}
+h1{margin-top:.8em}h2{border-bottom:2px solid #ccd;padding-bottom:.2em;margin-top:2em}
+nav ol{columns:2}code{background:#f3f3f6;padding:0 .25em;border-radius:3px}
+.pair{display:flex;flex-wrap:wrap;gap:1.2em;align-items:flex-start;margin:1em 0}
+figure{margin:0;max-width:100%}figure img{max-width:100%;height:auto;border:1px solid #dde}
+figcaption{font-size:12px;color:#444;max-width:700px}
+.tbl{overflow-x:auto;max-width:100%;flex:0 1 auto}
+table{border-collapse:collapse;font-size:12.5px;font-variant-numeric:tabular-nums}
+caption{caption-side:top;text-align:left;font-size:12px;color:#444;padding-bottom:.3em}
+th,td{border-bottom:1px solid #e3e3ea;padding:.15em .5em;text-align:left;max-width:26em}
+td.num{text-align:right;white-space:nowrap}th{background:#f3f3f6;white-space:nowrap}a.n{color:inherit;text-decoration:none;border-bottom:1px dotted #99a}
+a.bad{color:#b00020}a.ok{color:#106010}.empty{color:#666;font-style:italic}
+.note{color:#8a5a00}.answer{font-size:1.1em;background:#eef6ee;padding:.5em .8em;border-left:4px solid #3a3}
+.rec{border-top:1px solid #dde;padding:.4em 0}.rec dl{display:grid;grid-template-columns:max-content auto;
+gap:.1em 1em;margin:.3em 0;font-size:13px}.rec dt{color:#555}.rec dd{margin:0}
+pre{font-size:11px;background:#f7f7f9;padding:.5em;overflow-x:auto;max-height:24em}
+"""
+
+
+def assign(records: list[Stored]) -> tuple[dict[str, list[Stored]], list[Stored]]:
+    """Records per section key (newest first) and the records no section draws. Exact kinds win over
+    wildcards (`validate.published` goes to its own section, not to `validate*`)."""
+    per: dict[str, list[Stored]] = {s.key: [] for s in SECTIONS}
+    other = []
+    for stored in sorted(records, key=lambda s: -s.id):
+        exact = [s for s in SECTIONS if stored.kind in s.kinds]
+        wild = [s for s in SECTIONS if s.takes(stored.kind)]
+        chosen = (exact or wild or [None])[0]
+        (per[chosen.key] if chosen else other).append(stored)
+    return per, other
+
+
+def _newest(section: Section, records: list[Stored]) -> tuple[list[Stored], list[Stored]]:
+    """The records a section draws (the newest `keep` of each kind; pooled kinds all) and the rest."""
+    drawn, older, seen = [], [], {}
+    for s in records:  # newest first
+        seen[s.kind] = seen.get(s.kind, 0) + 1
+        (drawn if s.kind in section.pooled or seen[s.kind] <= section.keep else older).append(s)
+    return drawn, older
+
+
+def build_html(records: list[Stored], *, store: Path | str, now: datetime.datetime | None = None) -> str:
+    """The whole page for `records`."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    per, other = assign(records)
+    body, toc = [], []
+    for section in SECTIONS:
+        mine = per[section.key]
+        toc.append(f'<li><a href="#{section.key}">{esc(section.title)}</a> ({len(mine)})</li>')
+        body.append(f'<section id="{section.key}"><h2>{esc(section.title)}</h2><p>{section.intro}</p>')
+        if mine:
+            drawn, older = _newest(section, mine)
+            body.append(section.render(drawn))
+            if older:
+                body.append("<p>Earlier records of this section, not drawn (<code>fabriclab report --ids ID</code> "
+                            "draws one): " + "; ".join(source(s) for s in older) + ".</p>")
+        else:
+            body.append(f'<p class="empty">No records yet. Fill this section with <code>{esc(section.fill)}</code> '
+                        f"(then <code>fabriclab report</code> again).</p>")
+        body.append("</section>")
+    if other:
+        toc.append(f'<li><a href="#other">Other runs</a> ({len(other)})</li>')
+        body.append('<section id="other"><h2>Other runs</h2><p>Records no section above draws, with their '
+                    "numbers.</p>")
+        body += [f"<h3>{esc(command_of(s.record))}</h3>{rows_table(s, limit=20)}" for s in other]
+        body.append("</section>")
+    toc.append(f'<li><a href="#records">Records</a> ({len(records)})</li>')
+    body.append(_records(records))
+    title = "fabriclab report"
+    stamp = now.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<link rel="icon" href="data:,"><title>{title}</title><style>{CSS}</style></head><body>'
+            f"<h1>{title}</h1><p>{len(records)} records from the results store <code>{esc(store)}</code>, "
+            f"written {stamp} by fabriclab {esc(fabriclab.__version__)}. Every number links to the record it "
+            f"comes from (command, time, git revision, host) at the bottom of the page.</p>"
+            f"<nav><ol>{''.join(toc)}</ol></nav>{''.join(body)}</body></html>\n")
+
+
+def _records(records: list[Stored]) -> str:
+    items = []
+    for s in sorted(records, key=lambda s: s.id):
+        r = s.record
+        git, host = r.get("git") or {}, r.get("host") or {}
+        facts = {
+            "command": f"<code>{esc(command_of(r))}</code>",
+            "time": esc(s.created_utc),
+            "git revision": esc(git.get("revision") or "unknown") + (" (with local changes)" if git.get("dirty") else ""),
+            "host": esc(f"{host.get('hostname', '?')}: {host.get('cpu_model') or '?'}, {host.get('num_cpus', '?')} "
+                        f"CPUs, {_gib(host.get('memory_bytes'))}, {host.get('os', '?')}"),
+            "versions": esc(", ".join(f"{k} {v}" for k, v in (r.get("versions") or {}).items())),
+            "show": f"<code>fabriclab results show {s.id}</code>",
+        }
+        if s.nulled_keys:
+            facts["stored as null"] = esc(", ".join(s.nulled_keys) + " (not finite numbers)")
+        dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts.items())
+        config = esc(json.dumps(r.get("config"), indent=1))
+        items.append(f'<div class="rec" id="{anchor(s)}"><h3>Record {s.id}: {esc(s.kind)}</h3><dl>{dl}</dl>'
+                     f"<details><summary>config</summary><pre>{config}</pre></details></div>")
+    return f'<section id="records"><h2>Records</h2>{"".join(items)}</section>'
+
+
+def _gib(value) -> str:
+    return f"{value / 2**30:.0f} GiB" if isinstance(value, (int, float)) else "? GiB"
+
+
+def write_report(out_dir: Path, records: list[Stored], *, store: Path | str) -> Path:
+    """Write `out_dir/index.html` (folders are created); returns its path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "index.html"
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(build_html(records, store=store), encoding="utf-8")
+    tmp.replace(path)  # a reader never sees half a page
+    return path

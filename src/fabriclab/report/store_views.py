@@ -1,0 +1,232 @@
+"""Views of stored records: flattened keys, `--since` times, CSV / JSON export and the diff of two runs.
+
+Pure functions on `Stored` records (no database here; `report.store` reads and writes them).
+
+* `flatten` turns nested config and results into dotted keys (`trainer.sync`, `rows[fabric=25gbe,
+  workers=4,algo=ring].images_per_sec`): a list of rows is labelled by its leading columns, as many as it
+  takes to tell the rows apart (the inputs come first in every fabriclab row), else by position.
+* `export(records, "csv")` writes one line per result row (or one per record when its results are not a
+  list of rows) with the record's id, kind, time, git revision and host, its flattened config, and the
+  row's fields; `"json"` writes a list of the records, each with its `id`.
+* `diff(a, b)` lists every key whose value differs, with the relative change of numbers.
+
+Try it: `fabriclab results diff 1 2`.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime
+import io
+import json
+import re
+import shlex
+from typing import Any
+
+EXPORT_FORMATS = ("csv", "json")
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_AGE_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# Kinds whose command is not the kind with spaces for dots.
+ROW_PRESENT = "(row)"  # diff value of a row that only one record has
+_COMMANDS = {"train.bench": "fabriclab train", "models.layers": "fabriclab models"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Stored:
+    """One record as kept in the store."""
+
+    id: int
+    """Its number in the store (never reused)."""
+    record: dict
+    """The record: kind, created_utc, config, results, versions, git, host."""
+    nulled_keys: tuple[str, ...] = ()
+    """Dotted paths of non-finite floats (NaN, Infinity) that were stored as null."""
+
+    @property
+    def kind(self) -> str:
+        return self.record["kind"]
+
+    @property
+    def created_utc(self) -> str:
+        return self.record["created_utc"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DiffRow:
+    """One key whose value differs between two records."""
+
+    key: str
+    """Dotted key, e.g. `config.trainer.sync` or `results.rows[workers=4].images_per_sec`."""
+    a: Any
+    """Its value in the first record (None when absent there)."""
+    b: Any
+    """Its value in the second record (None when absent there)."""
+    relative_change: float | None
+    """(b - a) / |a| when both are numbers and a is not 0; else None."""
+
+
+def parse_since(text: str, now: datetime.datetime | None = None) -> datetime.datetime:
+    """`2026-11-01` (UTC), `2026-11-01T12:00` or an age such as `30m`, `3h`, `1d`, `2w` -> a UTC time."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    age = _AGE.match(text)
+    if age:
+        return now - datetime.timedelta(seconds=float(age.group(1)) * _AGE_S[age.group(2)])
+    try:
+        stamp = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--since {text!r}: give a date (2026-11-01, UTC), a time (2026-11-01T12:00) or an "
+                         f"age (30m, 3h, 1d, 2w)") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.timezone.utc)
+    return stamp.astimezone(datetime.timezone.utc)
+
+
+def command_of(record: dict) -> str:
+    """The command that wrote a record: its `command` when recorded, else the one its kind names."""
+    command = record.get("command")
+    if isinstance(command, list):
+        return shlex.join(str(c) for c in command)
+    if isinstance(command, str) and command:
+        return command
+    kind = record.get("kind", "")
+    return _COMMANDS.get(kind, "fabriclab " + kind.replace(".", " "))
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys to scalars (and lists of scalars); lists of dicts get labelled items (see module doc)."""
+    out: dict[str, Any] = {}
+
+    def walk(v: Any, where: str) -> None:
+        if isinstance(v, dict) and v:
+            for k, x in v.items():
+                walk(x, f"{where}.{k}" if where else str(k))
+        elif isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v):
+            for label, x in zip(row_labels(v), v):
+                walk(x, f"{where}[{label}]")
+        else:
+            out[where] = v
+    walk(value, prefix)
+    return out
+
+
+def row_labels(rows: list, other: list | None = None) -> list[str]:
+    """Labels of a list's items: `k=v,...` of the fewest leading keys that tell the dicts apart (in
+    `other` too, when given); the position when no prefix does."""
+    keys = _label_keys(rows, other or [])
+    return [_label(r, keys) for r in rows] if keys else [str(i) for i in range(len(rows))]
+
+
+def _label_keys(rows: list, other: list) -> list[str] | None:
+    if not rows or not all(isinstance(r, dict) for r in rows + other):
+        return None
+    keys = list(rows[0])
+    for n in range(1, len(keys) + 1):
+        if all(len({_label(r, keys[:n]) for r in group}) == len(group) for group in (rows, other)):
+            return keys[:n]
+    return None
+
+
+def _label(row: dict, keys: list[str]) -> str:
+    return ",".join(f"{k}={_cell(row.get(k))}" for k in keys)
+
+
+def result_rows(results: Any) -> list[dict]:
+    """A record's results as rows: the list itself, its `rows`, the `rows` of each of its `runs`,
+    else one row of the flattened results."""
+    if isinstance(results, list) and results and all(isinstance(r, dict) for r in results):
+        return [flatten(r) for r in results]
+    if isinstance(results, dict):
+        rows = results.get("rows")
+        if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
+            return [flatten(r) for r in rows]
+        runs = results.get("runs")
+        if isinstance(runs, list) and runs and all(isinstance(r, dict) and isinstance(r.get("rows"), list)
+                                                   for r in runs):
+            return [flatten(row) for run in runs for row in run["rows"]]
+    flat = flatten(results)
+    return [flat] if flat and flat != {"": None} else []
+
+
+def export(records: list[Stored], fmt: str) -> str:
+    """The records as CSV (one line per result row) or JSON (a list of records with their ids)."""
+    if fmt == "json":
+        return json.dumps([{"id": s.id, **s.record, "nulled_keys": list(s.nulled_keys)} for s in records],
+                          indent=1) + "\n"
+    if fmt != "csv":
+        raise ValueError(f"--format {fmt!r}: export writes {' or '.join(EXPORT_FORMATS)}")
+    lines: list[dict] = []
+    for s in records:
+        r = s.record
+        head = {"id": s.id, "kind": s.kind, "created_utc": s.created_utc,
+                "git_revision": (r.get("git") or {}).get("revision"), "git_dirty": (r.get("git") or {}).get("dirty"),
+                "hostname": (r.get("host") or {}).get("hostname")}
+        head.update(flatten(r.get("config") or {}, "config"))
+        rows = result_rows(r.get("results"))
+        lines += [head | row for row in rows] or [head]
+    header: dict[str, None] = {}
+    for line in lines:
+        header.update(dict.fromkeys(line))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(header), restval="", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: _cell(v) for k, v in line.items()} for line in lines)
+    return buf.getvalue()
+
+
+def diff(a: Stored, b: Stored) -> list[DiffRow]:
+    """Every flattened key of the two records (config, results, versions, git, host) whose value differs."""
+    def flat(s: Stored, other: Stored) -> dict[str, Any]:
+        out = {"kind": s.kind, "created_utc": s.created_utc}
+        for part in ("config", "results", "versions", "git", "host"):
+            mine, theirs = s.record.get(part), other.record.get(part)
+            out.update(_flatten_against(mine, theirs, part))
+        return out
+    fa, fb = flat(a, b), flat(b, a)
+    rows = []
+    for key in list(fa) + [k for k in fb if k not in fa]:
+        va, vb = fa.get(key), fb.get(key)
+        if va != vb or (key in fa) != (key in fb):
+            rows.append(DiffRow(key=key, a=va, b=vb, relative_change=_relative(va, vb)))
+    return rows
+
+
+def _flatten_against(mine: Any, theirs: Any, prefix: str) -> dict[str, Any]:
+    """`flatten`, but lists of rows are labelled so that the same labels fit both records."""
+    out: dict[str, Any] = {}
+
+    def walk(v: Any, w: Any, where: str) -> None:
+        if isinstance(v, dict) and v:
+            for k, x in v.items():
+                walk(x, w.get(k) if isinstance(w, dict) else None, f"{where}.{k}")
+        elif isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v):
+            other = w if isinstance(w, list) and any(isinstance(x, (dict, list)) for x in w) else None
+            keys = _label_keys(v, other or [])
+            labels = [_label(x, keys) for x in v] if keys else [str(i) for i in range(len(v))]
+            theirs = [_label(x, keys) for x in other] if keys and other else [str(i) for i in range(len(w or []))]
+            theirs_by = dict(zip(theirs, other or w or []))
+            for label, x in zip(labels, v):
+                if other is not None and label not in theirs_by:
+                    out[f"{where}[{label}]"] = ROW_PRESENT  # one line for a row the other lacks
+                else:
+                    walk(x, theirs_by.get(label), f"{where}[{label}]")
+        else:
+            out[where] = v
+    walk(mine, theirs, prefix)
+    return out
+
+
+def _relative(a: Any, b: Any) -> float | None:
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+    return (b - a) / abs(a) if numbers and a else None
+
+
+def _cell(value: Any) -> str:
+    """A value as one CSV cell or label: JSON for lists, empty for None, repr-free floats."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

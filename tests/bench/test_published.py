@@ -1,0 +1,125 @@
+"""`validate published`: the rows, honest calibrations, the reproducible baseline, the table and the CLI."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from fabriclab.bench import published_hpc, published_train
+from fabriclab.bench.published import compare
+from fabriclab.bench.published_data import PUBLISHED, published
+from fabriclab.report import published as report
+from fabriclab.report.tables import render
+
+
+def test_rows_are_unique_and_complete():
+    keys = [r.key for r in PUBLISHED]
+    assert len(keys) == len(set(keys))
+    for r in PUBLISHED:
+        assert r.paper and r.where and r.quantity
+        assert r.unit in ("fraction", "%", "x") and r.error_kind in ("points", "relative")
+    assert published("awan-cb8-speedup").value == 2.3
+    with pytest.raises(ValueError, match="no published row"):
+        published("nope")
+
+
+def test_baseline_reproduces_todays_numbers():
+    """The 'before' column is today's what-if: the numbers the comparison started from."""
+    got = {c.row.key: c.predictions["baseline"].value for c in compare(("baseline",), ("zhang-r50-2srv-1",))}
+    assert got["zhang-r50-2srv-1g"] == pytest.approx(0.080, abs=5e-4)
+    assert got["zhang-r50-2srv-10g"] == pytest.approx(0.572, abs=5e-4)
+    assert compare(("baseline",), ("samsi-cartdg",))[0].predictions["baseline"].value == pytest.approx(4.0, rel=0.02)
+
+
+@pytest.mark.parametrize("key, other, predict", [
+    ("zhang-r101-4srv-100g", "zhang-r50-8srv-100g", published_train.zhang_mechanisms),
+    ("horovod-vgg16-512gpu", "horovod-vgg16-128gpu", published_train.horovod_mechanisms)])
+def test_a_row_never_calibrates_its_own_prediction(monkeypatch, key, other, predict):
+    row, other_row = published(key), published(other)
+    own, others = predict(row).value, predict(other_row).value
+    rows = tuple(replace(r, value=r.value * 0.8) if r.key == key else r for r in PUBLISHED)
+    monkeypatch.setattr(published_train, "PUBLISHED", rows)
+    assert predict(row).value == pytest.approx(own, rel=1e-12)
+    assert predict(other_row).value != pytest.approx(others, rel=1e-4)   # it does calibrate the others
+
+
+def test_every_input_has_a_source():
+    for c in compare(keys=("zhang-vgg16-8", "samsi-", "awan-cb8-", "horovod-incv3-512")):
+        for name, p in c.predictions.items():
+            if p.value is None:
+                continue
+            assert p.inputs, (c.row.key, name)
+            for i in p.inputs:
+                assert i.name and i.value and i.source, (c.row.key, name, i)
+            calibrated = [i.source for i in p.inputs if i.source.startswith("calibrated on:")]
+            assert all(c.row.key.removeprefix("zhang-").removeprefix("horovod-") not in s.split(":", 1)[1]
+                       for s in calibrated)
+
+
+def test_mechanisms_close_the_gap_where_the_papers_determine_the_setup():
+    comps = {c.row.key: c for c in compare(keys=("zhang-r50-2srv-1g", "samsi-cartdg", "horovod-r101-512"))}
+    for key, c in comps.items():
+        assert abs(c.error("mechanisms")) < abs(c.error("baseline")), key
+    assert comps["zhang-r50-2srv-1g"].within_goal("mechanisms")
+    assert comps["samsi-cartdg-comm-ratio"].within_goal("mechanisms")
+
+
+def test_scaffe_ranking_depends_on_the_chunks_the_paper_does_not_give():
+    slow = published_hpc.scaffe_time("hierarchical:lower=chain:upper=chain:group=8:chunks=1", True,
+                                     published_hpc.K80_REDUCE_S_PER_BYTE)
+    fast = published_hpc.scaffe_time("hierarchical:lower=chain:upper=binomial:group=8:chunks=1", True,
+                                     published_hpc.K80_REDUCE_S_PER_BYTE)
+    assert slow > fast   # with few chunks CB-8 beats CC-8, as measured; with many the chain wins
+    many = published_hpc.scaffe_time("hierarchical:lower=chain:upper=chain:group=8:chunks=16", True,
+                                     published_hpc.K80_REDUCE_S_PER_BYTE)
+    assert many < published_hpc.scaffe_time("hierarchical:lower=chain:upper=binomial:group=8:chunks=16", True,
+                                            published_hpc.K80_REDUCE_S_PER_BYTE)
+
+
+def test_table_fits_80_columns_and_marks_misses():
+    import io
+
+    comps = compare(keys=("zhang-r50-2srv", "awan-cc8-speedup", "horovod-incv3-512"))
+    buf = io.StringIO()
+    render(report.comparison_table(comps, ("baseline", "mechanisms")), "plain", buf)
+    lines = buf.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any("awan-cc8-speedup" in line and "*" in line for line in lines)
+    assert any("horovod-incv3-512gpu" in line and "n/a" in line for line in lines)
+    summary = report.summary_lines(comps, ("baseline",))
+    assert summary[0].endswith("1 not predicted") and max(len(line) for line in summary) <= 80
+
+
+def _app():
+    from fabriclab.cli import validate_published
+
+    app = typer.Typer()
+
+    @app.callback()
+    def main():
+        """validate"""
+
+    validate_published.register(app)
+    return app
+
+
+def test_cli_json_and_bad_input(monkeypatch, tmp_path):
+    monkeypatch.setenv("FABRICLAB_STORE", "off")
+    runner = CliRunner()
+    result = runner.invoke(_app(), ["published", "--rows", "zhang-r50-2srv-1g", "--models", "both",
+                                    "--no-details", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    table = json.loads(result.stdout.splitlines()[0])
+    assert table["rows"][0]["row"] == "zhang-r50-2srv-1g" and table["rows"][0]["before"] == "0.080"
+    record = tmp_path / "r.json"
+    result = runner.invoke(_app(), ["published", "--rows", "samsi-cartdg", "--models", "mechanisms",
+                                    "--json", str(record), "--format", "plain"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(record.read_text())["results"]["rows"][0]
+    assert row["mechanisms_inputs"] and "baseline" not in row
+    bad = runner.invoke(_app(), ["published", "--models", "some"])
+    assert bad.exit_code == 2 and "--models" in bad.output
+    none = runner.invoke(_app(), ["published", "--rows", "nobody-"])
+    assert none.exit_code == 2 and "no published row" in none.output

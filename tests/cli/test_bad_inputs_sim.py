@@ -1,0 +1,187 @@
+"""Bad input to the simulation and compare commands: one line `error: ...`, the right exit code, no
+traceback, no hang, and nothing too large started (each case runs `python -m fabriclab` with a time
+limit far below what a hang or an out-of-memory run would take).
+
+`{tmp}` in an argument is the test's temporary folder, where `_files` has put the inputs named below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabriclab.record import make_record
+
+TIME_LIMIT_S = 30
+SIM = ("simulate", "collective")
+STAR4 = (*SIM, "--topology", "star", "--hosts", "4", "--size", "1MB")
+
+# (arguments, fragment of the error line, exit code)
+CASES = [
+    # simulate collective: numbers, limits, names
+    ((*STAR4, "--gamma", "-1"), "--gamma -1", 2),
+    ((*STAR4, "--gamma", "nan"), "--gamma nan", 2),
+    ((*STAR4, "--gamma", "inf"), "--gamma inf", 2),
+    ((*SIM, "--hosts", "100000000", "--hosts-per-leaf", "64"), "at most 1048576 endpoints", 2),
+    ((*SIM, "--topology", "star", "--hosts", "4", "--size", "0"), "at least one element", 2),
+    ((*SIM, "--topology", "star", "--hosts", "4", "--size", "1MB", "--itemsize", "3"),
+     "not a whole number of 3-byte elements", 2),
+    ((*SIM, "--topology", "star", "--hosts", "4", "--size", "2PB"), "at most 1PB", 2),
+    ((*SIM, "--topology", "torus", "--hosts", "16", "--dims", "2x3"), "disagree", 2),
+    ((*SIM, "--topology", "torus", "--dims", "0x4"), "--dims", 2),
+    ((*SIM, "--topology", "torx"), "--topology 'torx'", 2),
+    ((*SIM, "--topology", "flattened-butterfly", "--hosts", "10"), "k^2 or k^3", 2),
+    ((*SIM, "--topology", "star", "--dims", "4x4"), "--dims is for torus", 2),
+    ((*SIM, "--hosts", "abc"), "--hosts 'abc'", 2),
+    ((*SIM, "--hosts-per-leaf", "0"), "--hosts-per-leaf 0", 2),
+    ((*SIM, "--levels", "4"), "--levels 4", 2),
+    ((*SIM, "--gpus-per-host", "1000"), "--gpus-per-host 1000", 2),
+    ((*SIM, "--bisection", "0"), "--bisection", 2),
+    ((*SIM, "--bisection", "3/2"), "--bisection", 2),
+    ((*SIM, "--link", "25XbE"), "--link '25XbE'", 2),
+    ((*SIM, "--latency", "nan"), "invalid time 'nan'", 2),
+    ((*SIM, "--latency", "-1us"), "invalid time '-1us'", 2),
+    ((*SIM, "--ranks", "0"), "--ranks 0", 2),
+    ((*SIM, "--ranks", "100"), "has 8 endpoints", 2),
+    ((*STAR4, "--algo", "nosuch"), "unknown allreduce algorithm 'nosuch'", 2),
+    ((*STAR4, "--collective", "alltoall"), "unknown collective 'alltoall'", 2),
+    ((*STAR4, "--routing", "ospf"), "only fat-tree and leaf-spine", 2),
+    ((*SIM, "--routing", "ospf"), "routing 'ospf'", 2),
+    ((*STAR4, "--engine", "fast"), "engine 'fast'", 2),
+    ((*STAR4, "--top", "-1"), "--top '-1'", 2),
+    ((*STAR4, "--format", "nccl-tests"), "add --cluster FILE", 2),
+    ((*STAR4, "--format", "xml"), "--format 'xml'", 2),
+    ((*SIM, "--cluster", "{tmp}/missing.json"), "no such file", 2),
+    ((*SIM, "--topology", "star", "--hosts", "65536", "--algo", "direct"), "messages", 2),
+    ((*SIM, "--topology", "star", "--hosts", "65536", "--algo", "ps:servers=P/2"), "at once", 2),
+    ((*STAR4, "--json", "/proc/x.json"), "--json /proc/x.json", 2),
+    ((*STAR4, "--json", "{tmp}"), "that is a directory", 2),
+    ((*STAR4, "--ops-csv", "/proc/x.csv"), "--ops-csv /proc/x.csv", 2),
+    ((*STAR4, "--ops-csv", "{tmp}/ops.csv", "--engine", "levels"), "drop --engine levels", 2),
+    # simulate sweep: outputs and the resume CSV
+    (("simulate", "sweep", "--out", "{tmp}/a_file"), "that is a file", 2),
+    (("simulate", "sweep", "--preset", "nosuch", "--out", "{tmp}/s"), "unknown preset 'nosuch'", 2),
+    (("simulate", "sweep", "--hosts", "7", "--out", "{tmp}/s"), "not in the preset", 2),
+    (("simulate", "sweep", "--hosts", "128", "--methods", "ring", "--out", "{tmp}/junk"),
+     "junk/fatness.csv: not a fatness sweep CSV", 2),
+    (("simulate", "sweep", "--hosts", "128", "--methods", "ring", "--out", "{tmp}/badheader"),
+     "is not a fatness sweep CSV's", 2),
+    # whatif
+    (("whatif", "--compression", "nan"), "--compression nan", 2),
+    (("whatif", "--compression", "inf"), "--compression inf", 2),
+    (("whatif", "--compression", "0"), "--compression 0", 2),
+    (("whatif", "--gamma", "-1"), "--gamma -1", 2),
+    (("whatif", "--cost", "simulated", "--gamma", "-1"), "--gamma -1", 2),
+    (("whatif", "--cost", "simulated", "--gamma", "nan"), "--gamma nan", 2),
+    (("whatif", "--cost", "simulated", "--hosts-per-leaf", "0"), "--hosts-per-leaf 0", 2),
+    (("whatif", "--cost", "simulated", "--workers", "16", "--hosts-per-leaf", "16"), "only one leaf", 2),
+    (("whatif", "--cost", "simulated", "--topology", "torus", "--workers", "7", "--routing", "ecmp"),
+     "only fat-tree and leaf-spine", 2),
+    (("whatif", "--profile", "{tmp}/nan.json"), "nan.json", 2),
+    (("whatif", "--profile", "{tmp}/nan.bk.log", "--iteration-time", "0.1"),
+     "nan.bk.log:5: wait_us must be a finite number", 2),
+    (("whatif", "--profile", "{tmp}/junk.bin"), "junk.bin", 2),
+    (("whatif", "--bandwidth", "1e400Gbps"), "finite bandwidth", 2),
+    (("whatif", "--workers", "0"), "values start at 1", 2),
+    (("whatif", "--workers", "99999999"), "at most 1048576 workers", 2),
+    (("whatif", "--fusion", "greedy"), "unknown fusion policy 'greedy'", 2),
+    (("whatif", "--cost", "nosuch"), "--cost 'nosuch'", 2),
+    (("whatif", "--latency", "nan"), "invalid time 'nan'", 2),
+    (("whatif", "--add-cost", "{tmp}/missing.txt"), "--add-cost", 2),
+    (("whatif", "--csv", "/proc/x.csv"), "--csv /proc/x.csv", 2),
+    (("whatif", "--plots", "{tmp}/a_file"), "that is a file", 2),
+    (("whatif", "reproduce", "--out", "{tmp}/a_file"), "that is a file", 2),
+    # validate
+    (("validate", "emulated", "--from-record", "{tmp}/missing.json"), "no such file", 2),
+    (("validate", "emulated", "--from-record", "{tmp}/other_kind.json"), "not a 'validate' record", 2),
+    (("validate", "emulated", "--from-record", "{tmp}/junk.bin"), "not a JSON record", 2),
+    (("validate", "emulated", "--from-record", "{tmp}/empty_runs.json"), "no runs with rows", 2),
+    (("validate", "emulated", "--from-record", "{tmp}/other_kind.json", "--out", "{tmp}/a_file"),
+     "that is a file", 2),
+    (("validate", "emulated", "--hosts", "0"), "--hosts 0", 2),
+    # emu (all refused before anything is built)
+    (("emu", "up", "--topology", "star", "--routing", "ospf"), "only fat-tree and leaf-spine", 2),
+    (("emu", "up", "--routing", "ospf"), "routing 'ospf'", 2),
+    (("emu", "up", "--hosts", "100000000"), "at most 512 namespaces", 2),
+    (("emu", "up", "--topology", "torus", "--dims", "2x3", "--hosts", "5"), "disagree", 2),
+    (("emu", "up", "--dilation", "0.5"), "D >= 1", 2),
+    (("emu", "up", "--dilation", "nan"), "--dilation nan", 2),
+    (("emu", "run", "--port", "70000", "--", "true"), "--port 70000", 2),
+    (("emu", "run", "--timeout", "nan", "--", "true"), "--timeout nan", 2),
+    (("emu", "status", "--count", "0"), "--count 0", 2),
+    # models, bench
+    (("models", "nosuch"), "unknown model 'nosuch'", 2),
+    (("models", "--format", "xml"), "--format 'xml'", 2),
+    (("bench", "cli", "--runs", "0"), "--runs 0", 2),
+    (("bench", "sim", "--cases", "nosuch"), "unknown cases", 2),
+    (("bench", "train", "--np", "0"), "--np 0", 2),
+    (("bench", "fabrics", "--out", "{tmp}/a_file"), "that is a file", 2),
+]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("bad-inputs")
+    (tmp / "a_file").write_text("not a folder\n")
+    (tmp / "junk.bin").write_bytes(bytes(range(256)) * 4)
+    (tmp / "nan.json").write_text(json.dumps({"model": "m", "device": "d", "batch_size": 32,
+                                              "iteration_s": float("nan"),
+                                              "grads": [{"name": "g", "size_bytes": 4, "ready_s": 0.001}]}))
+    (tmp / "nan.bk.log").write_text("comment\n1\n2\n10,400\nnan,400\n")
+    (tmp / "other_kind.json").write_text(json.dumps(make_record("whatif", {}, [])))
+    (tmp / "empty_runs.json").write_text(json.dumps(make_record("validate", {}, {"runs": [{"no": 1}]})))
+    (tmp / "junk").mkdir()
+    (tmp / "junk" / "fatness.csv").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe" * 50)
+    (tmp / "badheader").mkdir()
+    (tmp / "badheader" / "fatness.csv").write_text("a,b,c\n1,2,3\n")
+    return tmp
+
+
+def run_cli(args: list[str], store: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FABRICLAB_STORE": str(store), "COLUMNS": "100"}
+    return subprocess.run([sys.executable, "-m", "fabriclab", *args], capture_output=True, text=True,
+                          timeout=TIME_LIMIT_S, env=env, stdin=subprocess.DEVNULL)
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) >= 35
+
+
+@pytest.mark.parametrize("args, fragment, code", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_input_is_one_line(files, args, fragment, code):
+    argv = [a.replace("{tmp}", str(files)) for a in args]
+    done = run_cli(argv, files / "results.db")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == code, (done.returncode, done.stdout[-1000:], done.stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    assert fragment.replace("{tmp}", str(files)) in lines[0], lines[0]
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_cut_or_nan_row_is_not_done_and_is_repaired(tmp_path):
+    """Resume does not trust its CSV: a last row cut inside a number (no newline) or holding NaN is
+    computed again, and a row cut mid-field does not glue to the next one."""
+    from fabriclab.bench import fatness
+
+    points = [p for p in fatness.fatness_points() if p.hosts == 128 and p.link_GBps == 4
+              and p.latency_us == 0.2 and p.bisection == "1" and p.method in ("ring", "parameter-server")]
+    csv_path = tmp_path / "fatness.csv"
+    rows = list(fatness.run_points(points, csv_path))
+    assert len(rows) == 2
+    text = csv_path.read_text()
+    header, ring, ps = text.splitlines()
+    nan_ring = ring.replace(ring.split(",")[7], "nan")
+    csv_path.write_text(f"{header}\n{nan_ring}\n{ps[:-3]}")  # ring NaN; ps cut inside its last number
+    kept, notes = fatness.read_csv(csv_path)
+    assert kept == [] and len(notes) == 2
+    again = list(fatness.run_points(points, csv_path))
+    assert [r["method"] for r in again] == ["ring", "parameter-server"]
+    lines = csv_path.read_text().splitlines()
+    assert lines[0] == header and len(lines) == 3 and all(line.count(",") == header.count(",") for line in lines)
+    assert float(lines[1].split(",")[7]) == float(ring.split(",")[7])
+    assert list(fatness.run_points(points, csv_path)) == []

@@ -1,0 +1,80 @@
+"""`fabriclab calibrate nccl-tests` and the cluster prediction behind `simulate collective --cluster`."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fabriclab.cli.calibrate import app
+from fabriclab.cli.simulate_cluster import run_cluster_prediction
+from fabriclab.fabric.cluster import load_cluster
+from fabriclab.fabric.nccl_tests import parse_nccl_tests
+
+LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
+needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared nccl-tests logs not at {LOGS}")
+
+
+def _logs(*counts):
+    return [str(LOGS / f"nccl_{n}.log") for n in counts]
+
+
+@needs_logs
+def test_calibrate_writes_a_cluster_and_prints_residuals(tmp_path):
+    out = tmp_path / "a100.json"
+    result = CliRunner().invoke(app, ["nccl-tests", *_logs(1, 2, 4, 8, 16), "--out", str(out), "--format", "plain",
+                                      "--json", str(tmp_path / "rec.json")])
+    assert result.exit_code == 0, result.output
+    cluster = load_cluster(out)
+    assert cluster.name == "a100" and cluster.fit["rows_fitted"] == 28 * 3 + 25
+    assert 0.5 < cluster.server.nic_efficiency < 0.9
+    assert "nic_efficiency" in result.output and "nccl_16.log" in result.output
+    assert "1 rank moves no data" in result.output
+    assert "fitted rows: 16 GPUs, >= 64 MB" in result.output
+    record = json.loads((tmp_path / "rec.json").read_text())
+    assert record["results"]["fitted_rows"]
+
+
+@needs_logs
+def test_check_and_hold_out_sizes(tmp_path):
+    out = tmp_path / "c.json"
+    result = CliRunner().invoke(app, ["nccl-tests", *_logs(2, 4, 8), "--check", _logs(16)[0],
+                                      "--hold-out-sizes", "1MB:1GB", "--out", str(out), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    rows16 = [line.split(",") for line in result.output.splitlines() if line.startswith("nccl_16.log,16,")]
+    assert len(rows16) == 25  # 14 fitted, then the 11 held out (1 MB - 1 GB) in a table of their own
+    assert [r[2] for r in rows16[-11:]] == ["1MB", "2MB", "4MB", "8MB", "16MB", "32MB", "64MB", "128MB", "256MB",
+                                            "512MB", "1GB"]
+    assert "held-out rows: 16 GPUs, 1-16 MB" in result.output
+    plain = CliRunner().invoke(app, ["nccl-tests", *_logs(2, 4), "--check", _logs(8)[0], "--out", str(out)])
+    assert plain.exit_code == 0 and "held-out rows: 8 GPUs, >= 64 MB" in plain.output
+    assert "no run spans several servers" in plain.output
+
+
+def test_bad_logs_are_one_line_errors(tmp_path):
+    bad = tmp_path / "bad.log"
+    bad.write_text("hello\n")
+    result = CliRunner().invoke(app, ["nccl-tests", str(bad), "--out", str(tmp_path / "c.json")])
+    assert result.exit_code == 2
+    assert result.output.strip().startswith("error: ") and str(bad) in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "c.json").exists()
+    into_dir = CliRunner().invoke(app, ["nccl-tests", str(bad), "--out", str(tmp_path)])
+    assert into_dir.exit_code == 2
+
+
+@needs_logs
+def test_prediction_in_nccl_tests_layout_reads_back(tmp_path, capsys):
+    out = tmp_path / "a100.json"
+    assert CliRunner().invoke(app, ["nccl-tests", *_logs(2, 4, 8, 16), "--out", str(out)]).exit_code == 0
+    sizes = [1 << k for k in range(10, 33)]
+    record = run_cluster_prediction(out, 32, sizes, "allreduce", "nccl-tests", None)
+    text = capsys.readouterr().out
+    assert text.startswith("# fabriclab prediction, not a measurement: allreduce on 32 GPUs (4 servers x 8)")
+    (run,) = parse_nccl_tests(text, "pred")
+    assert run.num_servers == 4 and [r.size_bytes for r in run.rows] == sizes
+    assert record["config"]["num_gpus"] == 32 and len(record["results"]) == len(sizes)
+    run_cluster_prediction(out, 16, [1 << 20], "allreduce", "plain", None)
+    assert "ring/" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="12 GPUs do not fill whole servers"):
+        run_cluster_prediction(out, 12, sizes, "allreduce", None, None)

@@ -1,0 +1,40 @@
+"""nccl-tests' text layout: written by fabriclab, read back by the parser, column for column."""
+
+from pathlib import Path
+
+import pytest
+
+from fabriclab.fabric.cluster import a100_hdr_prior
+from fabriclab.fabric.nccl_format import format_nccl_tests
+from fabriclab.fabric.nccl_tests import parse_nccl_tests, read_runs
+from fabriclab.sim.nccl import predict_nccl_table, prediction_run
+
+LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
+
+
+@pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared nccl-tests logs not at {LOGS}")
+@pytest.mark.parametrize("n", [1, 8, 16])
+def test_real_logs_round_trip(n):
+    (run,) = read_runs(LOGS / f"nccl_{n}.log")
+    text = format_nccl_tests(run, notes=("a note",))
+    (again,) = parse_nccl_tests(text, "again")
+    assert again.rows == run.rows and again.hosts == run.hosts
+    assert again.gpus_per_process == run.gpus_per_process and again.collective == run.collective
+    assert text.startswith("# fabriclab a note\n")
+
+
+def test_rows_use_nccl_tests_field_widths():
+    rows = predict_nccl_table(a100_hdr_prior(), 16, [1024, 1 << 20, 1 << 30])
+    text = format_nccl_tests(prediction_run(a100_hdr_prior(), 16, rows))
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    # %12li  %12li  %8s  %6s  %6i, then per placement  %7s  %6.2f  %6.2f  %5s
+    widths = [12, 2 + 12, 2 + 8, 2 + 6, 2 + 6] + [2 + 7, 2 + 6, 2 + 6, 2 + 5] * 2
+    for line in lines:
+        assert len(line) == sum(widths)
+        assert line[:12].strip() == line.split()[0]
+    assert "#  Rank 15 Group  0 Pid   1015 on server-001 device  7 [0x00] A100-SXM4-40GB" in text
+    (run,) = parse_nccl_tests(text, "p")
+    assert [r.size_bytes for r in run.rows] == [1024, 1 << 20, 1 << 30]
+    for parsed, row in zip(run.rows, rows):
+        assert parsed.busbw_GBps == pytest.approx(row["busbw_GBps"], abs=0.006)
+        assert parsed.time_us == pytest.approx(row["time_us"], rel=1e-3)

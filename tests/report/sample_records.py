@@ -1,0 +1,125 @@
+"""Records of every kind the report draws, shaped as the commands write them, with made-up test numbers
+(smooth formulas, not measurements): for the HTML report's tests only."""
+
+from fractions import Fraction
+
+from fabriclab.record import make_record
+from fabriclab.report.store_views import Stored
+
+BISECTIONS = ("1", "1/2", "1/4", "1/8", "1/16")
+
+
+def _fatness():
+    rows = []
+    for layers, hosts in ((2, 128), (3, 256)):
+        for b in BISECTIONS:
+            for method, base in (("ring", 0.54), ("butterfly-near", 0.53), ("parameter-server", 6.0)):
+                slow = 1 / float(Fraction(b)) ** 0.5 if method != "ring" else 1.0
+                rows.append({"layers": str(layers), "hosts": str(hosts), "bisection": b, "link_GBps": "4",
+                             "latency_us": "0.2", "method": method, "algo": method, "time_s": str(base * slow),
+                             "engine": "level", "exact": "True", "wall_s": "0.01"})
+    return make_record("simulate.sweep", {"preset": "fatness", "hosts": "128,256"}, rows)
+
+
+def _whatif(kind="whatif"):
+    rows = [{"model": m, "device": "V100", "workers": n, "bandwidth_Gbps": bw, "compression": c, "fusion": "paper004",
+             "cost": "paper004", "algo": "ring", "iteration_s": 0.13, "scaling_factor": min(1.0, bw * c / (bw * c + k * n / 16))}
+            for m, k in (("resnet50", 8.0), ("vgg16", 40.0)) for bw in (1.0, 10.0, 25.0, 100.0) for n in (16, 64)
+            for c in (1.0, 2.0, 5.0)]
+    return make_record(kind, {"profile": "resnet50,vgg16"}, rows if kind == "whatif" else {"sweep_s": 0.02, "rows": rows})
+
+
+def _fabrics():
+    rows = [{"fabric": f, "workers": n, "algo": a, "dilation": 100.0, "images_per_sec": 240.0 * n * s,
+             "jitter": 1.0, "iteration_s": 0.27, "exposed_s": 0.01, "sim_images_per_sec": 240.0 * n * s * 1.02,
+             "sim_err_pct": 2.0, "whatif_images_per_sec": 240.0 * n * 1.0, "whatif_err_pct": (1 / s - 1) * 100,
+             "params_agree": True}
+            for f, s in (("25gbe", 0.87), ("100g-opa", 0.98)) for a in ("ring", "butterfly") for n in (2, 4, 8)]
+    return make_record("bench.fabrics", {"fabrics": ["25gbe", "100g-opa"]},
+                       {"rows": rows, "difference": {"points": 6, "measured_pct": 11.2, "sim_pct": 11.2,
+                                                     "whatif_pct": 2.2}})
+
+
+def _train(ranks):
+    return make_record("train.bench", {"model": "resnet50", "num_ranks": ranks, "replay": None,
+                                       "trainer": {"sync": "allreduce:ring", "overlap": "backward"}},
+                       {"num_ranks": ranks, "per_rank_batch": 8, "global_batch": 8 * ranks,
+                        "runtimes": {"ours": {"images_per_sec": 90.0 * ranks ** 0.9, "scaling_factor": ranks ** -0.1,
+                                              "params_agree": True},
+                                     "ddp": {"images_per_sec": 92.0 * ranks ** 0.9, "scaling_factor": None,
+                                             "params_agree": True}}})
+
+
+def _modes():
+    rows = [{"mode": m, "ours_images_per_sec": 100.0 + i, "ddp_images_per_sec": 100.0, "ratio": 1 + i / 100,
+             "iteration_ms": 300.0, "exposed_ms": 10.0, "cpu_ms": 330.0, "params_agree": True}
+            for i, m in enumerate(("reduce:cb/none", "reduce:cb/forward", "reduce:cb/backward",
+                                   "allreduce:ring/backward"))]
+    return make_record("bench.train", {"modes": [r["mode"] for r in rows]}, rows)
+
+
+def _stencil(kind):
+    rows = []
+    for fabric, bw in (("25gbe", 1.0), ("100g-opa", 4.0)):
+        for n in (1, 2, 4, 8) if kind == "stencil.scale" else (64, 256, 1024):
+            row = {"fabric": fabric, "num_ranks": n, "procs": [n, 1, 1], "compute_s": 0.08 / n,
+                   "comm_s": 0.0 if n == 1 else 0.004 / bw, "face_bytes": [4096, 4096, 4096]}
+            if kind == "stencil.scale":
+                row |= {"compute_cpu_s": 0.07 / n, "sim_comm_s": None if n == 1 else 0.0042 / bw}
+            else:
+                row |= {"step_s": 0.08 / n + 0.004 / bw, "speedup": n * 0.9, "efficiency": 0.9}
+            rows.append(row)
+    return make_record(kind, {"cells": 128}, rows)
+
+
+def _stencil_run():
+    return make_record("stencil.run", {"cells": 32, "num_ranks": 2},
+                       {"num_ranks": 2, "compute_s": 0.004, "comm_s": 0.001, "procs": [2, 1, 1]})
+
+
+def _validate():
+    rows = [{"topology": "star", "algo": a, "size_bytes": s, "measured_s": s / 1e8 * k, "plain_s": s / 1e8,
+             "model_s": s / 1e8 * k * (1 + e), "err_plain_pct": (1 / k - 1) * 100, "err_model_pct": e * 100,
+             "num_wrong": 0}
+            for a, k, e in (("ring", 1.1, 0.04), ("butterfly", 1.2, -0.08)) for s in (2**20, 2**22, 2**24)]
+    return make_record("validate", {"runs": []}, {"runs": [{"rows": rows, "model": {}}], "summary": {}})
+
+
+def _published():
+    def row(key, paper, unit, kind, published, baseline, mechanisms):
+        out = {"key": key, "paper": paper, "where": "Sec. 2", "quantity": f"{key} as published", "unit": unit,
+               "error_kind": kind, "published": published}
+        for name, value in (("baseline", baseline), ("mechanisms", mechanisms)):
+            err = (value - published) * (100 if unit == "fraction" else 1) if kind == "points" else \
+                (value / published - 1) * 100
+            out |= {name: value, f"{name}_error": err, f"{name}_within_goal": abs(err) <= (5 if kind == "points" else 10),
+                    f"{name}_note": "test", f"{name}_inputs": [{"name": "profile", "value": "resnet50", "source": "test"}]}
+        return out
+    rows = [row("zhang-r50-2srv-100g", "Zhang et al. (NetAI'20)", "fraction", "points", 0.7505, 0.9987, 0.697),
+            row("samsi-25gbe-vs-opa", "Samsi et al.", "%", "points", 12.78, 2.2, 11.2),
+            row("awan-cb8-speedup", "Awan et al. (PPoPP'17)", "x", "relative", 2.3, 1.9, 2.2)]
+    return make_record("validate.published", {"models": ["baseline", "mechanisms"]}, {"rows": rows})
+
+
+def _plan():
+    rows = [{"model": "resnet50", "fabric": f, "topology": "2-level fat tree", "levels": 2, "bisection": b, "gpus": g,
+             "algo": "ring", "scaling_factor": sf, "images_per_s": 250.0 * g * sf, "network_usd": cost * g,
+             "network_share": cost / 12000, "usd_per_image_per_s": 12000 / (250.0 * sf), "pareto": p}
+            for g in (64, 512) for f, b, sf, cost, p in (("25gbe", "1/4", 0.80, 300.0, True),
+                                                         ("100g-opa", "1", 0.95, 1100.0, True),
+                                                         ("100gbe", "1", 0.93, 1500.0, False))]
+    text = "resnet50 at 512 GPUs: the cheapest option that reaches 0.90 is 100g-opa, 2-level fat tree, bisection 1"
+    return make_record("plan", {"model": "resnet50", "target": 0.9, "price_label": "illustrative prices",
+                                "prices": "test table"},
+                       {"rows": rows, "recommendations": [{"row": rows[4], "text": text}], "skipped": [], "stats": {}})
+
+
+def sample_records() -> list[dict]:
+    """One or more records of every kind the report has a section for, plus one it has none for."""
+    return [_fatness(), _whatif(), _whatif("whatif.reproduce"), _fabrics(), _train(2), _train(4), _modes(),
+            _stencil("stencil.scale"), _stencil("stencil.simulate"), _stencil_run(), _validate(), _published(),
+            _plan(), make_record("collectives.bench", {"algos": ["ring"]}, [{"size_bytes": 1024, "busbw_GBps": 0.1}])]
+
+
+def as_stored(records: list[dict]) -> list[Stored]:
+    return [Stored(id=i + 1, record=r) for i, r in enumerate(records)]

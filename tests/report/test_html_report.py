@@ -1,0 +1,219 @@
+"""The HTML report: every section draws its records, every number links to its record, nothing is fetched
+from the network, figures have titles, axis labels and alt text; and a real headless Chromium renders
+it with no console error and every image loaded (skipped where Chromium is not installed)."""
+
+import base64
+import re
+import shutil
+import struct
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cdp import CHROMIUM, Browser
+from fabriclab.cli.main import app
+from fabriclab.report import html as report_html
+from fabriclab.report import html_parts, store
+from sample_records import as_stored, sample_records
+
+NUMBER = re.compile(r"^[+-]?\d[\d.,e+-]*\s*(%|x| %)?$")
+
+
+class Page(HTMLParser):
+    """What the tests look at: images per section, links, ids, and table cells with their links."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.section = None
+        self.images: list[tuple[str | None, dict]] = []
+        self.hrefs: list[str] = []
+        self.ids: set[str] = set()
+        self.cells: list[tuple[str, list[str]]] = []  # (text, hrefs inside)
+        self.tags: list[tuple[str, dict]] = []
+        self._cell = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "section":
+            self.section = a.get("id")
+        elif tag == "img":
+            self.images.append((self.section, a))
+        elif tag == "a" and "href" in a:
+            self.hrefs.append(a["href"])
+            if self._cell is not None:
+                self._cell[1].append(a["href"])
+        elif tag == "td":
+            self._cell = ["", []]
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._cell is not None:
+            self.cells.append((self._cell[0].strip(), self._cell[1]))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[0] += data
+
+
+@pytest.fixture(scope="module")
+def page_text():
+    return report_html.build_html(as_stored(sample_records()), store="/tmp/test.db")
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_every_section_draws_its_records_as_inline_figures(page_text):
+    page = Page(page_text)
+    per_section = {}
+    for section, img in page.images:
+        per_section[section] = per_section.get(section, 0) + 1
+        assert img["src"].startswith("data:image/png;base64,")
+        width, height = _png_size(base64.b64decode(img["src"].split(",", 1)[1]))
+        assert (width, height) == (int(img["width"]), int(img["height"]))
+        assert len(img["alt"]) > 40 and "chart" in img["alt"]
+    assert set(per_section) == {s.key for s in report_html.SECTIONS}
+    assert "could not be drawn" not in page_text  # every sample is shaped as its command writes it
+    assert "Other runs" in page_text and "fabriclab collectives bench" in page_text  # no section for it
+    assert "the cheapest option that reaches 0.90 is 100g-opa" in page_text
+    assert "baseline model: <a" in page_text and "within the goal" in page_text
+
+
+def test_every_number_links_to_its_record_and_every_record_has_its_metadata(page_text):
+    page = Page(page_text)
+    numbers = [(text, hrefs) for text, hrefs in page.cells if NUMBER.match(text)]
+    assert len(numbers) > 300
+    unlinked = [text for text, hrefs in numbers if not any(h.startswith("#rec-") for h in hrefs)]
+    assert unlinked == []
+    internal = [h[1:] for h in page.hrefs if h.startswith("#")]
+    assert set(internal) <= page.ids  # no dangling link
+    records = as_stored(sample_records())
+    for s in records:
+        block = page_text.split(f'id="rec-{s.id}"', 1)[1].split('class="rec"', 1)[0]
+        assert s.record["host"]["hostname"] in block and s.kind in block and "fabriclab" in block
+        if s.record["git"]:
+            assert s.record["git"]["revision"] in block
+
+
+def test_nothing_is_fetched_from_the_network(page_text):
+    page = Page(page_text)
+    for tag, attrs in page.tags:
+        for name in ("src", "href"):
+            value = attrs.get(name, "")
+            assert not re.match(r"^[a-z]+://", value), (tag, value[:80])  # data:, #anchors only
+        assert tag not in ("script", "iframe", "object")
+        assert tag != "link" or attrs.get("href", "").startswith("data:")
+    assert "@import" not in page_text and "url(" not in page_text
+
+
+def test_figures_have_titles_and_labelled_axes(monkeypatch):
+    drawn = []
+    original = html_parts.figure
+
+    def keep(fig, **kwargs):
+        drawn.append((fig, kwargs["alt"]))
+        return original(fig, **kwargs)
+
+    monkeypatch.setattr(html_parts, "figure", keep)
+    for module in ("html_sim", "html_train", "html_hpc"):
+        monkeypatch.setattr(f"fabriclab.report.{module}.figure", keep)
+    report_html.build_html(as_stored(sample_records()), store="x.db")
+    assert len(drawn) >= 12
+    for fig, alt in drawn:
+        for ax in fig.axes:
+            assert ax.get_title() or fig._suptitle is not None, alt
+            assert ax.get_xlabel(), alt
+            assert ax.get_ylabel() or any(t.get_text() for t in ax.get_yticklabels()), alt
+
+
+def test_a_section_without_records_names_the_command_that_fills_it():
+    text = report_html.build_html([], store="empty.db")
+    assert "<img" not in text
+    for section in report_html.SECTIONS:
+        assert f"Fill this section with <code>{html_parts.esc(section.fill)}</code>" in text
+
+
+def test_a_record_of_an_unexpected_shape_is_noted_with_its_numbers():
+    bad = sample_records()[1]
+    bad["results"] = [{"model": "resnet50", "workers": 4, "scaling_factor": 0.5}]  # no algo, no bandwidth
+    text = report_html.build_html(as_stored([bad]), store="x.db")
+    assert "Record 1 could not be drawn (KeyError" in text and ">0.5</a>" in text
+
+
+def test_only_the_newest_sweep_is_drawn_and_the_older_one_is_linked():
+    records = sample_records()
+    sweeps = as_stored([records[0], records[0]])
+    text = report_html.build_html(sweeps, store="x.db")
+    fatness = text.split('id="fatness"', 1)[1].split("</section>", 1)[0]
+    alone = report_html.build_html(sweeps[1:], store="x.db")
+    assert fatness.count("<img") == alone.count("<img") > 0  # the older record adds no figure
+    assert "Earlier records of this section, not drawn" in fatness and 'href="#rec-1"' in fatness
+    assert 'href="#rec-2"' in fatness.split("Earlier records")[0]
+
+
+def test_report_command_writes_one_file_from_the_chosen_records(tmp_path):
+    path = tmp_path / "r.db"
+    for record in sample_records():
+        store.add_record(record, path)
+    out = tmp_path / "site"
+    runner = CliRunner()
+    result = runner.invoke(app, ["report", "--out", str(out), "--store", str(path), "--ids", "1,2"])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in out.iterdir()] == ["index.html"]
+    text = (out / "index.html").read_text()
+    assert 'id="rec-1"' in text and 'id="rec-2"' in text and 'id="rec-3"' not in text
+    assert "2 records from the results store" in text
+    bad = runner.invoke(app, ["report", "--out", str(out / "index.html"), "--store", str(path)])
+    assert bad.exit_code == 2 and "error: --out" in bad.output and "is a file" in bad.output
+
+
+# -- in a real browser -------------------------------------------------------------------------------
+
+needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None and not Path(CHROMIUM).exists(),
+                                    reason="headless Chromium not installed (Debian: apt-get install chromium)")
+
+CHECK = """JSON.stringify([...document.images].map(i => ({complete: i.complete, width: i.naturalWidth,
+                                                      alt: i.alt})))"""
+
+
+@needs_chromium
+def test_chromium_renders_the_report_with_no_error_and_every_image(tmp_path):
+    out = tmp_path / "site"
+    page = report_html.write_report(out, as_stored(sample_records()), store="test.db")
+    expected = page.read_text().count("<img ")
+    with Browser(timeout_s=60) as browser:
+        browser.open(page.as_uri())
+        import json
+
+        images = json.loads(browser.evaluate(CHECK))
+        shot = browser.screenshot(tmp_path / "report.png", full_page=True)
+        problems, requests = browser.problems(), browser.requests()
+    assert problems == []
+    assert len(images) == expected >= 12
+    assert [i for i in images if not i["complete"] or i["width"] == 0] == []
+    assert [u for u in requests if not u.startswith("data:") and u != page.as_uri()] == []
+    assert _png_size(shot.read_bytes())[1] > 2000 and shot.stat().st_size > 50_000
+
+
+@needs_chromium
+def test_the_browser_check_catches_a_missing_image_and_a_console_error(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text('<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body>'
+                    '<img src="missing.png" alt="gone"><script>console.error("boom")</script></body></html>')
+    with Browser(timeout_s=60) as browser:
+        browser.open(page.as_uri())
+        import json
+
+        images = json.loads(browser.evaluate(CHECK))
+        problems = browser.problems()
+    assert images == [{"complete": True, "width": 0, "alt": "gone"}]
+    assert any("boom" in p for p in problems) and any("missing.png" in p or "ERR_FILE_NOT_FOUND" in p
+                                                     for p in problems)
