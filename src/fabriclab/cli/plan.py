@@ -5,6 +5,9 @@ topology (`fabriclab.whatif.plan`), priced from a price table (`--prices FILE`; 
 illustrative), and shown with its scaling factor, images/s, network cost, the network's share of the
 cluster and the cost per images/s; `P` marks the Pareto frontier of each GPU count, and one line per
 GPU count recommends the cheapest option that reaches `--target` (or the best within `--budget`).
+With `--cluster FILE` (from `fabriclab calibrate nccl-tests ... --out FILE`) the option is that calibrated
+cluster instead of the --fabrics x --levels x --bisection grid (`whatif/plan_cluster.py`): its GPUs per
+server, network and NCCL model; --fabrics then only names the price entry of its network.
 
 Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --fabrics 25gbe,100g-opa,100gbe,200g-hdr,400g-ndr
 --bisection 1,1/2,1/4 --target 0.9 --out results/plan`.
@@ -46,8 +49,9 @@ def _levels(text: str) -> tuple[int, ...]:
 
 def build_spec(*, model: str, gpus: str, gpus_per_node: int, fabrics: str, levels: str, bisection: str,
                algo: str, hosts_per_leaf: int, placement: str, fusion: str, target: Optional[str],
-               budget: Optional[str], prices: Optional[Path], iteration_time: Optional[str]):
-    """The `PlanSpec` the options describe; bad values raise ValueError saying what to change."""
+               budget: Optional[str], prices: Optional[Path], iteration_time: Optional[str], cluster=None):
+    """The `PlanSpec` the options describe; bad values raise ValueError saying what to change. With
+    `cluster` (a loaded ClusterModel) the server comes from it."""
     from fabriclab.fabric.prices import load_prices
     from fabriclab.whatif.fusion import FusionPolicy
     from fabriclab.whatif.plan import NodeSpec, PlanSpec, parse_bisection
@@ -56,6 +60,11 @@ def build_spec(*, model: str, gpus: str, gpus_per_node: int, fabrics: str, level
     it_s = parse_time(iteration_time) if iteration_time else None
     policy = FusionPolicy(name=fusion)
     policy.buckets([1], [0.0])  # an unknown policy name fails here, before the work
+    node = NodeSpec(gpus_per_node=gpus_per_node)
+    if cluster is not None:
+        from fabriclab.whatif.plan_cluster import cluster_node
+
+        node = cluster_node(cluster)
     return PlanSpec(
         profiles=tuple(load_profile(m, iteration_s=it_s) for m in split_list(model, "models")),
         gpus=tuple(parse_int_list(gpus, minimum=1, what="GPU counts")),
@@ -64,7 +73,7 @@ def build_spec(*, model: str, gpus: str, gpus_per_node: int, fabrics: str, level
         bisections=tuple(dict.fromkeys(parse_bisection(b) for b in split_list(bisection, "bisections"))),
         algos=tuple(dict.fromkeys(split_list(algo, "algorithms"))),
         hosts_per_leaf=hosts_per_leaf, placement=placement, fusion=policy,
-        node=NodeSpec(gpus_per_node=gpus_per_node),
+        node=node,
         target=_float(target, "--target", "0.9"), budget_usd=_float(budget, "--budget", "500000"),
         prices=load_prices(prices))
 
@@ -96,8 +105,17 @@ def plan(
     model: str = typer.Option("resnet50", help="Model(s): built-in V100 profiles (resnet50, resnet101, vgg16) "
                               "or profile files from `fabriclab profile`, comma separated."),
     gpus: str = typer.Option("64,256,512", help="GPU counts, e.g. 64,256,1024."),
-    gpus_per_node: int = typer.Option(2, help="GPUs per server; they share its one NIC (TX-GAIA: 2)."),
-    fabrics: str = typer.Option(DEFAULT_FABRICS, help="Link presets to compare."),
+    gpus_per_node: Optional[int] = typer.Option(None, help="GPUs per server; they share its one NIC "
+                                                "(default 2, TX-GAIA; not with --cluster)."),
+    fabrics: Optional[str] = typer.Option(None, help=f"Link presets to compare (default {DEFAULT_FABRICS}); "
+                                          "with --cluster the price entries of its network (default: those "
+                                          "at its NIC rate)."),
+    cluster: Optional[Path] = typer.Option(None, "--cluster", metavar="FILE", dir_okay=False,
+                                           help="Cluster file from `fabriclab calibrate nccl-tests ... --out "
+                                                "FILE`: plan that calibrated cluster (its servers, network "
+                                                "and NCCL model) instead of the --fabrics grid; --levels, "
+                                                "--bisection, --algo, --hosts-per-leaf, --placement do not "
+                                                "apply."),
     levels: str = typer.Option("2", help="Fat-tree levels: 2, 3 or 2,3."),
     bisection: str = typer.Option("1,1/2,1/4", help="Bisection ratios in 1 .. 1/16, e.g. 1,1/2,1/4."),
     algo: str = typer.Option("ring", help="All-reduce algorithm(s) (`fabriclab collectives list`)."),
@@ -120,10 +138,27 @@ def plan(
 
     output = Output(fmt, json_path, store)
     check_output_dir(out)
-    spec = build_spec(model=model, gpus=gpus, gpus_per_node=gpus_per_node, fabrics=fabrics, levels=levels,
-                      bisection=bisection, algo=algo, hosts_per_leaf=hosts_per_leaf, placement=placement,
-                      fusion=fusion, target=target, budget=budget, prices=prices, iteration_time=iteration_time)
-    result = run_plan(spec)
+    cluster_model = None
+    if cluster is not None:
+        from fabriclab.fabric.cluster import load_cluster
+        from fabriclab.fabric.prices import load_prices
+        from fabriclab.whatif.plan_cluster import matching_fabrics
+
+        if gpus_per_node is not None:
+            raise ValueError(f"--gpus-per-node does not apply with --cluster: {cluster} sets the servers")
+        cluster_model = load_cluster(cluster)
+        if fabrics is None:
+            fabrics = ",".join(matching_fabrics(cluster_model, load_prices(prices), str(cluster)))
+    spec = build_spec(model=model, gpus=gpus, gpus_per_node=gpus_per_node or 2, fabrics=fabrics or DEFAULT_FABRICS,
+                      levels=levels, bisection=bisection, algo=algo, hosts_per_leaf=hosts_per_leaf,
+                      placement=placement, fusion=fusion, target=target, budget=budget, prices=prices,
+                      iteration_time=iteration_time, cluster=cluster_model)
+    if cluster_model is not None:
+        from fabriclab.whatif.plan_cluster import run_cluster_plan
+
+        result = run_cluster_plan(spec, cluster_model, str(cluster))
+    else:
+        result = run_plan(spec)
     output.table(plan_table(result.rows))
     output.note(spec.prices.describe())
     for rec in result.recommendations:
@@ -131,9 +166,16 @@ def plan(
     for why in result.skipped:
         output.note(f"skipped {why}")
     s = result.stats
-    output.note(f"{s['num_options']} options on {s['num_topologies']} topologies, "
-                f"{s['num_simulations']} simulator runs, {s['wall_s']:.2f} s")
-    config = {"model": model, "gpus": gpus, "gpus_per_node": gpus_per_node, "fabrics": fabrics,
+    if cluster_model is not None:
+        output.note(f"cluster {cluster_model.name} ({cluster}): {spec.node.gpus_per_node} GPUs and "
+                    f"{cluster_model.server.nics_per_server} NICs per server, {cluster_model.network.fabric} "
+                    f"network; {s['num_options']} options, {s['num_predictions']} bucket sizes predicted, "
+                    f"{s['wall_s']:.2f} s")
+    else:
+        output.note(f"{s['num_options']} options on {s['num_topologies']} topologies, "
+                    f"{s['num_simulations']} simulator runs, {s['wall_s']:.2f} s")
+    config = {"model": model, "gpus": gpus, "gpus_per_node": spec.node.gpus_per_node, "fabrics": fabrics,
+              "cluster": str(cluster) if cluster is not None else None,
               "levels": levels, "bisection": bisection, "algo": algo, "hosts_per_leaf": hosts_per_leaf,
               "placement": placement, "fusion": fusion, "target": spec.target, "budget_usd": spec.budget_usd,
               "gamma_s_per_byte": spec.node.gamma_s_per_byte, "prices": spec.prices.source,

@@ -6,7 +6,9 @@ prints the scaling factor per point (and writes CSV / JSON / plots on request); 
 reproduce` rebuilds the paper's table from the shipped V100 logs and answers its compression question.
 Fusion `time-or-size` and cost `ring-addest` are the paper's.
 With `--cost simulated` each point runs the flow-level simulator on the topology of the shared options
-(one host per worker).
+(one host per worker). With `--cluster FILE` (from `fabriclab calibrate nccl-tests ... --out FILE`) each
+bucket's all-reduce costs what the calibrated cluster model predicts (cost `cluster`: NCCL's algorithm and
+protocol per size on the cluster's GPUs, NICs and network), and workers must fill whole servers of it.
 
 Try it: `fabriclab whatif --workers 16 --bandwidth 25Gbps`.
 """
@@ -87,10 +89,11 @@ def add_cost_of(spec: str):
 
 
 def make_cost_factory(cost: str, add, latency_s: float, gamma: Optional[float], compress_add: bool, spec,
-                      workers: tuple[int, ...], auto_leaf: bool = True):
+                      workers: tuple[int, ...], auto_leaf: bool = True, cluster=None):
     """`make(num_workers=, bandwidth_Bps=, compression=, algo=)` -> CostModel; with `cost == simulated`,
     the topology of `spec` with one host per worker (checked here for every worker count); with
-    `auto_leaf` each worker count gets the default leaf size for its hosts."""
+    `auto_leaf` each worker count gets the default leaf size for its hosts; with `cost == cluster`, the
+    cluster model `cluster` (every worker count checked against its servers here)."""
     from dataclasses import replace
 
     from fabriclab.whatif.costs import CostModel
@@ -112,6 +115,11 @@ def make_cost_factory(cost: str, add, latency_s: float, gamma: Optional[float], 
                 raise ValueError(f"{n} workers fill only one leaf of {one.hosts_per_leaf}: give --hosts-per-leaf "
                                  f"<= {max(n // 2, 1)} or --topology star")
             build_topology(one)
+    if cost == "cluster":
+        from fabriclab.sim.nccl import layout
+
+        for n in workers:
+            layout(cluster, n)
 
     def make(*, num_workers: int, bandwidth_Bps: float, compression: float, algo: str) -> CostModel:
         topo = None
@@ -124,7 +132,7 @@ def make_cost_factory(cost: str, add, latency_s: float, gamma: Optional[float], 
             topo = topos[key]
         return CostModel(kind=cost, bandwidth_Bps=bandwidth_Bps, num_workers=num_workers,
                          compression=compression, compress_add=compress_add, add_cost=add, algo=algo,
-                         alpha_s=latency_s, gamma_s_per_byte=gamma, topology=topo)
+                         alpha_s=latency_s, gamma_s_per_byte=gamma, topology=topo, cluster=cluster)
     return make
 
 
@@ -136,12 +144,17 @@ def whatif(
                                 "profile files (.json from `fabriclab profile`, .bk.log), comma separated."),
     iteration_time: Optional[str] = typer.Option(None, help="Single-device iteration time for a .bk.log."),
     workers: str = typer.Option("16,32,64", help="Worker counts, e.g. 16,32,64 or 2-8."),
-    bandwidth: str = typer.Option("1,10,25,40,100Gbps", help="Link bandwidths."),
+    bandwidth: Optional[str] = typer.Option(None, help="Link bandwidths (default 1,10,25,40,100Gbps; "
+                                            "not with --cluster, whose file sets the NICs)."),
     compression: str = typer.Option("1", help="Compression ratios > 0, e.g. 1,2,5,10."),
     fusion: str = typer.Option("time-or-size", help="Gradient fusion: time-or-size (5 ms / 64 MiB, Zhang et "
                                                     "al.), horovod, ddp or none."),
-    cost: str = typer.Option("ring-addest", help="All-reduce cost: ring-addest (Zhang et al.'s ring formula "
-                                                 "with measured additions), closed-form or simulated."),
+    cost: Optional[str] = typer.Option(None, help="All-reduce cost: ring-addest (Zhang et al.'s ring formula "
+                                       "with measured additions; the default), closed-form, simulated, or "
+                                       "cluster (the default with --cluster)."),
+    cluster: Optional[Path] = typer.Option(None, "--cluster", metavar="FILE", dir_okay=False,
+                                           help="Cluster file from `fabriclab calibrate nccl-tests ... --out "
+                                                "FILE`: bucket costs from its NCCL model (cost cluster)."),
     algo: str = typer.Option("ring", help="Algorithm spec(s) for closed-form / simulated."),
     latency: str = typer.Option("0", help="Per-message (closed-form) or per-link (simulated) latency."),
     gamma: Optional[str] = typer.Option(None, metavar="S_PER_BYTE",
@@ -174,9 +187,21 @@ def whatif(
     out = Output(fmt, json_path, store)
     check_output_path(csv_path, "--csv")
     check_output_dir(plots, "--plots")
-    cost = ALIASES.get(cost, cost)
+    cost = ALIASES.get(cost, cost) if cost is not None else ("cluster" if cluster else "ring-addest")
     if cost not in COST_MODELS:
         raise ValueError(f"--cost {cost!r}: use one of {', '.join(COST_MODELS)}")
+    cluster_model = None
+    if (cost == "cluster") != (cluster is not None):
+        raise ValueError("--cost cluster needs --cluster FILE" if cluster is None else
+                         f"--cluster {cluster} sets the cost to `cluster`: drop --cost {cost}")
+    if cluster is not None:
+        from fabriclab.fabric.cluster import load_cluster
+
+        if bandwidth is not None:
+            raise ValueError(f"--bandwidth does not apply with --cluster: {cluster} sets the NICs; drop "
+                             f"--bandwidth")
+        cluster_model = load_cluster(cluster)
+        algo = "nccl"  # the library picks the algorithm and protocol per size
     worker_counts = tuple(parse_int_list(workers, minimum=1, what="workers"))
     if worker_counts[-1] > MAX_WORKERS:
         raise ValueError(f"--workers {worker_counts[-1]}: at most {MAX_WORKERS} workers")
@@ -191,12 +216,14 @@ def whatif(
                                   leaves_per_pod=leaves_per_pod, spines=spines, routing=routing)
     it_s = parse_time(iteration_time) if iteration_time else None
     axes = SweepAxes(profiles=tuple(load_profile(p, iteration_s=it_s) for p in split_list(profile, "profiles")),
-                     workers=worker_counts, bandwidths_Bps=tuple(parse_bandwidth_list(bandwidth)),
+                     workers=worker_counts,
+                     bandwidths_Bps=((cluster_model.server.nic_bandwidth_Bps,) if cluster_model is not None
+                                     else tuple(parse_bandwidth_list(bandwidth or "1,10,25,40,100Gbps"))),
                      compression=tuple(parse_compression(compression)), algos=tuple(split_list(algo, "algorithms")))
     policy = FusionPolicy(name=fusion)
     policy.buckets([1], [0.0])  # an unknown policy fails here, before the work
     make = make_cost_factory(cost, add_cost_of(add_cost), latency_s, gamma_s, compress_add, spec, worker_counts,
-                             auto_leaf=hosts_per_leaf is None)
+                             auto_leaf=hosts_per_leaf is None, cluster=cluster_model)
     t0 = time.perf_counter()
     rows = list(run_sweep(axes, policy, make))
     wall = time.perf_counter() - t0
@@ -211,6 +238,9 @@ def whatif(
                       f"{r['overhead_s'] * 1e3:.2f}", f"{r['exposed_fraction']:.0%}", str(r["num_buckets"]),
                       f"{r['scaling_factor']:.4f}")
     out.table(table)
+    if cluster_model is not None:
+        out.note(f"cluster {cluster_model.name} ({cluster}): {cluster_model.server.gpus_per_server} GPUs and "
+                 f"{cluster_model.server.nics_per_server} NICs per server; Gbps is one NIC's line rate")
     out.note(f"{len(rows)} points in {wall:.3f} s")
     if csv_path:
         from fabriclab.record import write_csv
@@ -225,7 +255,8 @@ def whatif(
     out.record("whatif", {"profile": profile, "workers": workers, "bandwidth": bandwidth,
                           "compression": compression, "fusion": policy.name, "cost": cost, "algo": algo,
                           "latency_s": latency_s, "gamma_s_per_byte": gamma_s, "add_cost": add_cost,
-                          "topology": spec.as_dict() if spec is not None else None}, rows)
+                          "topology": spec.as_dict() if spec is not None else None,
+                          "cluster": str(cluster) if cluster is not None else None}, rows)
 
 
 def register(main_app: typer.Typer) -> None:
