@@ -23,6 +23,10 @@ STAR4 = (*SIM, "--topology", "star", "--hosts", "4", "--size", "1MB")
 
 # (arguments, fragment of the error line, exit code)
 CASES = [
+    # the results store and plan's GPU counts: checked before any work
+    (("models", "--store", "/proc/x.db"), "--store /proc/x.db", 2),
+    (("models", "--store", "{tmp}"), "that is a directory", 2),
+    (("plan", "--gpus", "100000000", "--fabrics", "25gbe"), "more than the limit of 16384", 2),
     # simulate collective: numbers, limits, names
     ((*STAR4, "--gamma", "-1"), "--gamma -1", 2),
     ((*STAR4, "--gamma", "nan"), "--gamma nan", 2),

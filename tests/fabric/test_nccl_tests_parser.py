@@ -182,3 +182,21 @@ def test_collectives_bench_plain_and_csv(tmp_path):
         parse_bench_table("\n".join(lines[:3] + [lines[3][:40]]), "bench.txt")
     with pytest.raises(ValueError, match="title"):
         parse_bench_table("\n".join(lines[1:]), "bench.txt")
+
+
+def test_emu_run_output_with_rank_prefixes_reads_as_the_bare_table():
+    """`fabriclab emu run` prefixes lines with `[RANK] ` and ends with its exit summary."""
+    prefixed = "".join(f"[0] {line}\n" for line in BENCH_PLAIN.splitlines()) + "all 2 ranks exited 0\n"
+    assert [r.rows for r in parse_bench_table(prefixed, "emu.txt")] == \
+        [r.rows for r in parse_bench_table(BENCH_PLAIN, "bench.txt")]
+
+
+@needs_logs
+def test_a_row_that_is_not_a_number_is_an_error_naming_file_and_line():
+    lines = _text(8).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("1048576 "))
+    words = lines[at].split()
+    words[5] = "nan"  # the out-of-place time
+    lines[at] = "  ".join(words)
+    with pytest.raises(ValueError, match=rf"x\.log, line {at + 1}: .*not a number"):
+        parse_nccl_tests("\n".join(lines) + "\n", "x.log")

@@ -176,6 +176,6 @@ def _residual_table(residuals, title: str) -> Table:
     for r in residuals:
         in_err = "-" if r.inplace_error_pct is None else f"{r.inplace_error_pct:+.1f}"
         table.add_row(Path(r.source.split(" (")[0].split(" [")[0]).name, str(r.num_gpus), format_size(r.size_bytes),
-                      r.choice, f"{r.measured_busbw_GBps:.2f}", f"{r.predicted_busbw_GBps:.2f}",
+                      r.choice, f"{r.measured_busbw_GBps:.4g}", f"{r.predicted_busbw_GBps:.4g}",
                       f"{r.error_pct:+.1f}", in_err)
     return table

@@ -122,20 +122,39 @@ def _record_json(record: dict) -> str:
     return json.dumps(record, indent=2, allow_nan=False) + "\n"
 
 
+def _store_path(store: Path | None) -> Path | None:
+    """The store this run's record goes to, or None when the store is off (FABRICLAB_STORE=off)."""
+    if store is None and os.environ.get("FABRICLAB_STORE", "").strip() == "off":
+        return None
+    from fabriclab.report.store import resolve_store_path
+
+    return resolve_store_path(store)
+
+
+def check_store(store: Path | None) -> None:
+    """Before the work: the results store must be a writable file path, or a ValueError says what to do."""
+    path = _store_path(store)
+    if path is not None:
+        check_output_path(path, "--store" if store is not None else "the results store (FABRICLAB_STORE)")
+
+
 def _store_record(record: dict, store: Path | None) -> None:
-    """Add the record to the results store; a store that cannot take it is a warning, not a lost run."""
-    try:
-        from fabriclab.report import store as results_store
-    except ModuleNotFoundError as exc:  # the store module is optional until it lands
-        if exc.name != "fabriclab.report.store":
-            raise
+    """Add the record to the results store; if that fails, keep it in a temporary file and say where."""
+    path = _store_path(store)
+    if path is None:
         return
-    if os.environ.get("FABRICLAB_STORE", None) == "off" and store is None:
-        return
+    from fabriclab.report import store as results_store
+
     try:
-        results_store.add_record(record, results_store.resolve_store_path(store))
+        results_store.add_record(record, path)
     except (ValueError, OSError) as exc:
-        print_error(f"the record was not added to the results store: {exc}")
+        import tempfile
+
+        fd, kept = tempfile.mkstemp(prefix="fabriclab-record-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            f.write(_record_json(record))
+        err_console.print(f"warning: the record was not added to the results store ({exc}); it is kept in "
+                          f"{kept}", style="yellow", markup=False, soft_wrap=True)
 
 
 def check_output_path(path: Path | None, option: str = "--json") -> None:
@@ -184,6 +203,7 @@ class Output:
         self.store = store
         self.machine_stdout = self.fmt in ("csv", "json") or json_path == STDOUT
         check_output_path(json_path)
+        check_store(store)
 
     def table(self, table: Table) -> None:
         """Render a table on stdout (stderr when `--json -` owns stdout and the format is human)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -125,7 +126,7 @@ class NcclRun:
         return counts.pop()
 
 
-_PREFIX = re.compile(r"^(?:\[(\d+),(\d+)\]<(stdout|stderr)>:|(\d+): )")
+_PREFIX = re.compile(r"^(?:\[(\d+),(\d+)\]<(stdout|stderr)>:|(\d+): |\[(\d+)\] )")
 _NTHREAD = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
                    r"\[[^\]]*\]\s*(.*)$")
@@ -243,6 +244,9 @@ def _parse_row(line: str, columns: list[str], source: str, line_no: int) -> Nccl
                          f"complete nccl-tests row") from None
     if out["size_bytes"] < 0 or out["time_us"] < 0:
         raise ValueError(f"{_where(source, line_no)}: negative size or time in {line!r}")
+    if not all(math.isfinite(v) for v in out.values() if isinstance(v, float)):
+        raise ValueError(f"{_where(source, line_no)}: a time or bandwidth that is not a number in {line!r}: "
+                         f"remove the row or rerun that size")
     return NcclRow(**out)
 
 
@@ -312,6 +316,7 @@ def _infer_collective(run: _Run, num_ranks: int, source: str) -> str:
 # ---------------------------------------------------------------- fabriclab collectives bench
 
 _BENCH_TITLE = re.compile(r"collectives bench:\s*(\w+),\s*(\d+)\s+ranks")
+_EMU_SUMMARY = re.compile(r"^all \d+ ranks? exited|^rank \d+ exited")
 _BENCH_NEEDED = ("algo", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)")
 
 
@@ -322,7 +327,9 @@ def parse_bench_table(text: str, source: str = "<text>") -> list[NcclRun]:
         raise ValueError(f"{source}: no 'collectives bench: OP, N ranks' title line: pass the whole output "
                          f"of `fabriclab collectives bench` (any --format but json)")
     collective, num_ranks = title.group(1), int(title.group(2))
-    lines = [ln.strip().lstrip("#").strip() for ln in text.splitlines()]
+    # `fabriclab emu run` prefixes each line with `[RANK] ` and ends with a summary line ("all N ranks ...")
+    lines = [_PREFIX.sub("", ln, count=1).strip().lstrip("#").strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if not _EMU_SUMMARY.match(ln)]
     header_at = next((i for i, ln in enumerate(lines) if all(c in ln for c in _BENCH_NEEDED)), None)
     if header_at is None:
         raise ValueError(f"{source}: no header line with {', '.join(_BENCH_NEEDED)}")
