@@ -60,8 +60,11 @@ def test_torchrun_on_two_emulated_hosts_reports_what_the_local_launcher_reports(
     assert local_launch["launcher"] == "local" and local_launch["num_hosts"] == 1
 
 
-PRINT_ENV = ("import os; print('worker', *(os.environ[k] for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', "
-             "'LOCAL_WORLD_SIZE', 'FABRICLAB_EMU_HOST', 'GLOO_SOCKET_IFNAME')))")
+# One write per line: torchrun runs its workers unbuffered on one shared pipe, where print()'s separate
+# writes of the words of two workers interleave ("workerworker 0 0 4").
+PRINT_ENV = ("import os, sys; sys.stdout.write(' '.join(['worker', *(os.environ[k] for k in ('RANK', "
+             "'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'FABRICLAB_EMU_HOST', 'GLOO_SOCKET_IFNAME'))]) "
+             "+ '\\n')")
 
 
 @pytest.mark.root
