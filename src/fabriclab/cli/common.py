@@ -88,8 +88,11 @@ def user_errors(command: F) -> F:
 
 
 def save_record(path: Path | None, kind: str, config: dict, results: Any,
-                store: Path | None = None) -> dict:
-    """Write the run's record to `path` (`-`: stdout) when given, add it to the store; returns it."""
+                store: Path | None = None) -> dict | None:
+    """Write the run's record to `path` (`-`: stdout) when given, add it to the store; returns it (None
+    when it goes nowhere: no --json and the store off, so no git or host facts are gathered)."""
+    if path is None and _store_path(store) is None:
+        return None
     record = make_record(kind, config, results)
     if path is not None:
         _write_record_safely(path, record)
@@ -218,7 +221,7 @@ class Output:
         file.write(text.rstrip("\n") + "\n")
         file.flush()
 
-    def record(self, kind: str, config: dict, results: Any) -> dict:
+    def record(self, kind: str, config: dict, results: Any) -> dict | None:
         """Write the record to `--json` (if given) and the results store; returns the record."""
         return save_record(self.json_path, kind, config, results, self.store)
 
