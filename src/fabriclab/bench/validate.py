@@ -9,7 +9,7 @@ executor's segments, calibrated per-message and reduction costs, the tbf bucket)
 measured time (median of its iterations) and both simulated times, in the emulation's time, and the
 error of each simulation: (simulated - measured) / measured.
 
-Try it: `sudo fabriclab validate --topology star --algos ring,native --sizes 1MB,16MB`.
+Try it: `sudo fabriclab validate emulated --topology star --algos ring,native --sizes 1MB,16MB`.
 """
 
 from __future__ import annotations

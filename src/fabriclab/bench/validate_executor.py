@@ -21,7 +21,7 @@ exactly; the costs besides the wire are an `ExecutorCosts`:
   transfer, after the sends reading its range, and no earlier than the thread reaches it (the first post
   that needs it); reduce costs `gamma_s_per_byte`, a copy out of a temporary `copy_s_per_byte`.
 
-Try it: `fabriclab validate --topology star --hosts 4 --algos binomial --sizes 16MB` (column `model`).
+Try it: `fabriclab validate emulated --topology star --hosts 4 --algos binomial --sizes 16MB` (column `model`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One rank of a validation run: calibrate this machine, then the collectives benchmark, size group by group.
 
-`fabriclab validate` starts this module on every emulated host (`run_in_cluster`), with the torchrun-style
+`fabriclab validate emulated` starts this module on every emulated host (`run_in_cluster`), with the torchrun-style
 environment, so `launch` joins that launch. Each rank first measures what the simulator needs besides
 the network (all ranks at once, as in a collective, so the cores are shared as they will be):
 
@@ -20,7 +20,7 @@ sizes, many for small ones) and reports their median. Rank 0 writes rows and cal
 the `--out` path.
 
 Try it: `fabriclab emu run -- python -m fabriclab.bench.validate_rank --config cfg.json --out rows.json`
-(after `fabriclab emu up ...`; `fabriclab validate` writes the config and does all of this).
+(after `fabriclab emu up ...`; `fabriclab validate emulated` writes the config and does all of this).
 """
 
 from __future__ import annotations

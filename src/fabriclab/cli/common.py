@@ -109,14 +109,20 @@ def _write_record_safely(path: Path, record: dict) -> None:
     try:
         write_record(path, record)
     except OSError as exc:
-        import tempfile
-
-        fd, kept = tempfile.mkstemp(prefix="fabriclab-record-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            f.write(_record_json(record))
+        kept = _keep_in_temp(record)
         raise ValueError(f"cannot write the record to {path} ({exc.strerror or exc}); "
                          f"the record is kept in {kept}") from None
     err_console.print(f"record written to {path}", markup=False, soft_wrap=True)
+
+
+def _keep_in_temp(record: dict) -> str:
+    """Write `record` to a new temporary file, so a result whose destination failed is not lost; its path."""
+    import tempfile
+
+    fd, kept = tempfile.mkstemp(prefix="fabriclab-record-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        f.write(_record_json(record))
+    return kept
 
 
 def _record_json(record: dict) -> str:
@@ -151,11 +157,7 @@ def _store_record(record: dict, store: Path | None) -> None:
     try:
         results_store.add_record(record, path)
     except (ValueError, OSError) as exc:
-        import tempfile
-
-        fd, kept = tempfile.mkstemp(prefix="fabriclab-record-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            f.write(_record_json(record))
+        kept = _keep_in_temp(record)
         err_console.print(f"warning: the record was not added to the results store ({exc}); it is kept in "
                           f"{kept}", style="yellow", markup=False, soft_wrap=True)
 

@@ -163,7 +163,7 @@ SECTIONS = (
                   "at scale.",
             render=render_stencil, keep=2, pooled=("stencil.run",)),
     Section(key="validate", title="Simulator vs measured", kinds=("validate*",),
-            fill="sudo fabriclab validate --topology star --algos ring,native --sizes 1MB,16MB",
+            fill="sudo fabriclab validate emulated --topology star --algos ring,native --sizes 1MB,16MB",
             intro="Can the simulator be trusted? Each all-reduce algorithm is timed in the emulated cluster and "
                   "simulated on the same topology; the goal is |error| &le; 10 % from 1 MiB up.",
             render=render_validate),

@@ -5,7 +5,7 @@ model_s, err_plain_pct, err_model_pct (error = (simulated - measured) / measured
 validation is |error| <= 10 % for messages of 1 MB and more; `summarize` says how far each simulation
 column is from it and names the worst rows.
 
-Try it: `sudo fabriclab validate --topology star --algos ring,native --sizes 1MB,16MB --out results/validate`.
+Try it: `sudo fabriclab validate emulated --topology star --algos ring,native --sizes 1MB,16MB --out results/validate`.
 """
 
 from __future__ import annotations
