@@ -74,7 +74,13 @@ def test_prediction_in_nccl_tests_layout_reads_back(tmp_path, capsys):
     (run,) = parse_nccl_tests(text, "pred")
     assert run.num_servers == 4 and [r.size_bytes for r in run.rows] == sizes
     assert record["config"]["num_gpus"] == 32 and len(record["results"]) == len(sizes)
-    run_cluster_prediction(out, 16, [1 << 20], "allreduce", "plain", None)
-    assert "ring/" in capsys.readouterr().out
+    # 2-16 GPU logs show trees only with LL: 32 GPUs' tree/LL128 rows rest on NCCL's constants, with a range
+    tree = [r for r in record["results"] if r["algorithm"] == "tree/LL128"]
+    assert tree and all("tree.LL128 latencies" in r["prior_parameters"] for r in tree)
+    assert all(r["busbw_low_GBps"] < r["busbw_GBps"] < r["busbw_high_GBps"] for r in tree)
+    assert "# fabriclab rests on priors (tree.LL128 latencies" in text
+    run_cluster_prediction(out, 16, [1 << 20, 1 << 30], "allreduce", "plain", None)
+    plain = capsys.readouterr().out
+    assert "ring/" in plain and "busbw range" in plain
     with pytest.raises(ValueError, match="12 GPUs do not fill whole servers"):
         run_cluster_prediction(out, 12, sizes, "allreduce", None, None)

@@ -28,19 +28,23 @@ def run_cluster_prediction(cluster_path: Path, num_gpus: int, sizes: list[int], 
     from fabriclab.fabric.cluster import load_cluster
     from fabriclab.fabric.nccl_format import format_nccl_tests
     from fabriclab.sim.nccl import MODELLED, layout, predict_nccl_table, prediction_run
+    from fabriclab.sim.nccl_band import row_bands, spread_factors
 
     if collective not in MODELLED:
         raise ValueError(f"--collective {collective!r}: a cluster predicts {', '.join(MODELLED)}")
     cluster = load_cluster(cluster_path)
     lay = layout(cluster, num_gpus)
     rows = predict_nccl_table(cluster, num_gpus, sizes, collective)
+    for row, band in zip(rows, row_bands(cluster, num_gpus, rows, collective)):
+        row.update(busbw_low_GBps=band.busbw_low_GBps, busbw_high_GBps=band.busbw_high_GBps,
+                   prior_parameters=list(band.prior_parameters))
     where = (f"{num_gpus} GPUs ({lay.num_servers} server{'s' if lay.num_servers > 1 else ''} x {lay.per_server}) "
              f"of {cluster.name} ({cluster_path})")
     if fmt == NCCL_TESTS_FORMAT:
         text = format_nccl_tests(prediction_run(cluster, num_gpus, rows, collective),
                                  notes=(f"prediction, not a measurement: {collective} on {where}",
                                         f"{cluster.network.fabric} network; algorithm/protocol per size: "
-                                        + _switches(rows)))
+                                        + _switches(rows), *_band_notes(rows, spread_factors(cluster))))
         stream = sys.stderr if out is not None and getattr(out, "machine_stdout", False) else sys.stdout
         stream.write(text)
         stream.flush()
@@ -51,6 +55,8 @@ def run_cluster_prediction(cluster_path: Path, num_gpus: int, sizes: list[int], 
             out = Output(fmt)
         out.table(_table(rows, f"predicted {collective} on {where}"))
         out.note(f"algorithm/protocol (NCCL's choice): {_switches(rows)}")
+        for line in _band_notes(rows, spread_factors(cluster)):
+            out.note(line)
     config = {"cluster": str(cluster_path), "cluster_name": cluster.name, "num_gpus": num_gpus,
               "num_servers": lay.num_servers, "collective": collective, "sizes_bytes": list(sizes),
               "network": cluster.network.fabric}
@@ -67,11 +73,31 @@ def _switches(rows: list[dict]) -> str:
     return ", ".join(parts)
 
 
+def _range(r: dict) -> str:
+    return f"{r['busbw_low_GBps']:.2f}-{r['busbw_high_GBps']:.2f}" if r["prior_parameters"] else "fitted"
+
+
+def _band_notes(rows: list[dict], factors: tuple[float, float]) -> tuple[str, ...]:
+    """What the `busbw range` means, and which rows rest on parameters no log determined."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for r in rows:
+        if r["prior_parameters"]:
+            groups.setdefault(tuple(r["prior_parameters"]), []).append(format_size(r["size_bytes"]))
+    if not groups:
+        return ("every row rests on fitted parameters only",)
+    lines = [f"busbw range: parameters no log determined moved by {factors[0]:.2f}x (latencies) or "
+             f"{factors[1]:.2f}x (rates) either way, as far as the fitted ones moved from their priors"]
+    lines += [f"rests on priors ({', '.join(names)}): {sizes[0]}"
+              + (f" to {sizes[-1]}" if len(sizes) > 1 else "") for names, sizes in groups.items()]
+    return tuple(lines)
+
+
 def _table(rows: list[dict], title: str) -> Table:
     table = Table(title=title)
-    for col in ("size", "count", "algorithm", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "in-place busbw"):
+    for col in ("size", "algorithm", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "busbw range", "in-place busbw"):
         table.add_column(col, justify="left" if col == "algorithm" else "right")
     for r in rows:
-        table.add_row(format_size(r["size_bytes"]), str(r["count"]), r["algorithm"], f"{r['time_us']:.2f}",
-                      f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}", f"{r['inplace_busbw_GBps']:.2f}")
+        table.add_row(format_size(r["size_bytes"]), r["algorithm"], f"{r['time_us']:.2f}",
+                      f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}", _range(r),
+                      f"{r['inplace_busbw_GBps']:.2f}")
     return table
