@@ -4,8 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fabriclab.units import (format_int_list, format_size, parse_bandwidth, parse_int_list,
-                             parse_rank_range, parse_ratio, parse_size, parse_size_range, parse_time)
+from fabriclab.units import (check_link_bandwidth, check_link_latency, format_int_list, format_size,
+                             parse_bandwidth, parse_int_list, parse_rank_range, parse_ratio, parse_size,
+                             parse_size_range, parse_time)
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 
@@ -61,6 +62,28 @@ def test_time(text, seconds):
 def test_time_rejects(text):
     with pytest.raises(ValueError, match=r"invalid time .*expected a time with unit ns, us, ms or s"):
         parse_time(text)
+
+
+@pytest.mark.parametrize("text", ["1kbps", "1Pbps", "25Gbps", "125B/s", "125TB/s"])
+def test_link_bandwidth_range_keeps_its_ends(text):
+    assert check_link_bandwidth(parse_bandwidth(text), "--link", text) == parse_bandwidth(text)
+
+
+@pytest.mark.parametrize("text", ["999bps", "1.001Pbps", "1e-300Gbps", "1e300Gbps", "1e400Gbps"])
+def test_link_bandwidth_range_refuses_the_rest(text):
+    with pytest.raises(ValueError, match=r"give a rate from 1 kbit/s to 1 Pbit/s") as err:
+        check_link_bandwidth(parse_bandwidth(text), "--link", text)
+    assert str(err.value).startswith(f"--link {text!r} is ")
+
+
+@pytest.mark.parametrize("text, ok", [("0", True), ("10s", True), ("0.2us", True), ("10.001s", False),
+                                      ("1e300s", False), ("1e400s", False)])
+def test_link_latency_range(text, ok):
+    if ok:
+        assert check_link_latency(parse_time(text), "--latency", text) == parse_time(text)
+    else:
+        with pytest.raises(ValueError, match=r"give a latency from 0 to 10 s"):
+            check_link_latency(parse_time(text), "--latency", text)
 
 
 @pytest.mark.parametrize("text, value", [("1/4", 0.25), ("1 / 16", 1 / 16), ("0.25", 0.25), ("1", 1.0),

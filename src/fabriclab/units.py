@@ -40,6 +40,14 @@ SIZE_RANGE_FORMS = ("start:end (powers-of-two sweep), start:end:xF (factor F >= 
                     "or a comma list, e.g. 4B:256MB, 1KB:16MB:x4, 1KB,64KB,1MB")
 INT_LIST_FORMS = "one number, a range or a comma list: 3, 1-64, 1,2,4,8, 1-4,16"
 
+# The physical range of a network link, checked where users give one (`--link`, `--bandwidth`, `--latency`):
+# no fabric is slower than 1 kbit/s or near 1 Pbit/s (the fastest NICs run 800 Gbit/s), and no per-link or
+# per-message latency reaches 10 s; a value outside is a typo (`1e-300Gbps`) that would print a time
+# hundreds of digits long. The parsers themselves take any positive rate (`8bps` is 1 B/s).
+MIN_LINK_BANDWIDTH_BPS = 1e3 / 8
+MAX_LINK_BANDWIDTH_BPS = 1e15 / 8
+MAX_LINK_LATENCY_S = 10.0
+
 
 def _clean(text: str, what: str) -> str:
     if not isinstance(text, str):
@@ -86,6 +94,23 @@ def parse_time(text: str) -> float:
     text = _clean(text, "time")
     m = _match(_TIME_RE, text, "time", TIME_FORMS)
     return float(m["num"]) * _TIME_SCALE[m["unit"]]
+
+
+def check_link_bandwidth(bandwidth_Bps: float, option: str, text: str) -> float:
+    """`bandwidth_Bps` if it is within a link's physical range (1 kbit/s to 1 Pbit/s), else a ValueError
+    naming `option` and the `text` given for it."""
+    if not MIN_LINK_BANDWIDTH_BPS <= bandwidth_Bps <= MAX_LINK_BANDWIDTH_BPS:  # NaN fails too
+        raise ValueError(f"{option} {text!r} is {bandwidth_Bps * 8:.3g} bit/s: give a rate from 1 kbit/s to "
+                         f"1 Pbit/s, e.g. 25Gbps or 4GB/s")
+    return bandwidth_Bps
+
+
+def check_link_latency(latency_s: float, option: str, text: str) -> float:
+    """`latency_s` if it is within [0, 10 s], else a ValueError naming `option` and the `text` given."""
+    if not 0.0 <= latency_s <= MAX_LINK_LATENCY_S:
+        raise ValueError(f"{option} {text!r} is {latency_s:.3g} s: give a latency from 0 to "
+                         f"{MAX_LINK_LATENCY_S:g} s, e.g. 0.2us or 5us")
+    return latency_s
 
 
 def parse_ratio(text: str) -> float:

@@ -12,8 +12,9 @@ Mechanisms (each in `whatif`, each input sourced in the rows' inputs):
 * the batch and GPU of the measured setup (`whatif.profiles`: data-sheet or published single-GPU rates,
   tf_cnn_benchmarks' default batches, profiles built from layer FLOPs where no log exists);
 * what Horovod adds beyond the network, calibrated on OTHER rows of the same source: over kernel TCP
-  (Zhang et al.) a share of the compute time and a time per gradient byte; on RoCE (Horovod's docs) a
-  slowdown of the compute (Zhang et al. Sec. 2.3 measured up to 15 %).
+  (Zhang et al.) a time per gradient tensor (Horovod hooks every tensor, negotiates it through the
+  coordinator and copies it into and out of the fusion buffer) and a time per gradient byte; on RoCE
+  (Horovod's docs) a slowdown of the compute (Zhang et al. Sec. 2.3 measured up to 15 %).
 
 Try it: `fabriclab validate published --rows zhang-,samsi-25gbe,horovod-`.
 """
@@ -25,7 +26,7 @@ from functools import cache
 import numpy as np
 
 from fabriclab.bench.published import Input, Prediction
-from fabriclab.bench.published_data import PUBLISHED, Published
+from fabriclab.bench.published_data import PUBLISHED, Published, published
 from fabriclab.fabric.links import link_preset
 from fabriclab.whatif.costs import CostModel
 from fabriclab.whatif.fusion import MIB, FusionPolicy
@@ -105,26 +106,28 @@ _TCP = link_preset("100GbE").efficiency
 
 
 @cache
-def _zhang_iteration(model: str, servers: int, gbps: float) -> tuple[float, float, str]:
-    """(iteration without transport overhead, t_batch, algorithms used) on p3dn servers."""
+def _zhang_iteration(model: str, servers: int, gbps: float) -> tuple[float, float, str, float]:
+    """(iteration without transport overhead, t_batch, algorithms used, all-reduce seconds) on p3dn servers."""
     p = _profile(model)
     cost = ServerAllReduce(num_servers=servers, gpus_per_server=8, nic_Bps=gbps * GBPS * _TCP,
                            intra_Bps=_NVLINK.effective_bandwidth(True), nvlink=True)
     sizes = [b.size_bytes for b in HOROVOD_FUSION.buckets([g.size_bytes for g in p.grads],
                                                           [g.ready_s for g in p.grads])]
     algos = sorted({cost.algorithm_for(s) for s in sizes})
-    return simulate_horovod_iteration(p, HOROVOD_FUSION, cost).iteration_s, p.iteration_s, "/".join(algos)
+    r = simulate_horovod_iteration(p, HOROVOD_FUSION, cost)
+    return r.iteration_s, p.iteration_s, "/".join(algos), r.comm_s
 
 
 def transport_overhead(rows: list[Published]) -> tuple[float, float]:
-    """Least-squares (share of compute, s per gradient byte), both >= 0, such that
-    t_batch / f = iteration + share x t_batch + per_byte x bytes on `rows` (Zhang rows): what Horovod
-    over kernel TCP adds to an iteration beyond the network's time."""
+    """Least-squares (s per gradient tensor, s per gradient byte), both >= 0, such that
+    t_batch / f = iteration + per_tensor x tensors + per_byte x bytes on `rows` (Zhang rows): what
+    Horovod over kernel TCP adds to an iteration beyond the network's time."""
     a, y = [], []
     for r in rows:
         model, servers, gbps = _zhang_setup(r)
-        it, t_batch, _ = _zhang_iteration(model, servers, gbps)
-        a.append([t_batch, float(_profile(model).param_bytes)])
+        it, t_batch, _, _ = _zhang_iteration(model, servers, gbps)
+        p = _profile(model)
+        a.append([float(len(p.grads)), float(p.param_bytes)])
         y.append(t_batch / r.value - it)
     a, y = np.asarray(a), np.asarray(y)
     sol = np.linalg.lstsq(a, y, rcond=None)[0]
@@ -135,16 +138,33 @@ def transport_overhead(rows: list[Published]) -> tuple[float, float]:
     return (fits[0], 0.0) if resid[0] <= resid[1] else (0.0, fits[1])
 
 
+def _fig1_spread(model: str) -> str:
+    """Why Fig. 1 cannot pin a row of `model` closer: its largest rise with more servers (no error bars)."""
+    label = {"resnet50": "r50", "resnet101": "r101", "vgg16": "vgg16"}[model]
+    values = [published(f"zhang-{label}-{n}srv-100g").value for n in (2, 4, 8)]
+    rise, at = max((values[i + 1] - values[i], i) for i in range(2))
+    if rise < 0.01:
+        return ""
+    n = (2, 4, 8)[at]
+    return (f"; Fig. 1 rises {rise * 100:.1f} pt from {n} to {2 * n} servers (one run each): a model not "
+            f"better with more servers misses one of the two by >= {rise * 50:.1f} pt")
+
+
 def zhang_mechanisms(row: Published) -> Prediction:
     model, servers, gbps = _zhang_setup(row)
-    it, t_batch, algos = _zhang_iteration(model, servers, gbps)
+    it, t_batch, algos, comm = _zhang_iteration(model, servers, gbps)
     others = [r for r in PUBLISHED if r.key.startswith("zhang-") and r.key.endswith("-100g") and r.key != row.key]
-    share, per_byte = transport_overhead(others)
-    nbytes = _profile(model).param_bytes
-    f = t_batch / (it + share * t_batch + per_byte * nbytes)
+    per_tensor, per_byte = transport_overhead(others)
+    p = _profile(model)
+    tensors, nbytes = len(p.grads), p.param_bytes
+    f = t_batch / (it + per_tensor * tensors + per_byte * nbytes)
     cal = "calibrated on: " + ", ".join(r.key.removeprefix("zhang-") for r in others)
-    return Prediction(value=f, note=f"servers share a NIC; NCCL 2.4 {algos}; Horovod loop; TCP overhead",
-                      inputs=(Input(name="profile", value=_profile(model).summary(), source=_LOGS),
+    spread = _fig1_spread(model) if gbps == 100 else (
+        f"; overhead from 100 Gbps rows added to a {gbps:g} Gbps wire ({comm * 1e3:.0f} ms/iteration, "
+        f"{(it - t_batch) * 1e3:.0f} ms exposed): no 100 Gbps row shows how much a slower wire hides")
+    return Prediction(value=f, note=f"servers share a NIC; NCCL 2.4 {algos}; Horovod loop; per-tensor and "
+                      f"TCP overhead{spread}",
+                      inputs=(Input(name="profile", value=p.summary(), source=_LOGS),
                               Input(name="servers", value=f"{servers} x 8 V100, NVLink, one NIC",
                                     source="paper: Sec. 2.1 (p3dn.24xlarge)"),
                               Input(name="NIC", value=f"{gbps:g} Gbps x {_TCP:.3f} TCP payload",
@@ -155,8 +175,12 @@ def zhang_mechanisms(row: Published) -> Prediction:
                                     source="paper: NCCL 2.4.8; NCCL 2.4.8 src/init.cc ncclTreeThreshold"),
                               Input(name="fusion", value="Horovod loop: 5 ms cycle, 64 MiB",
                                     source="paper: Horovod 0.18.2; docs: Horovod tensor fusion defaults"),
-                              Input(name="TCP transport overhead", value=f"{share * 100:.1f} % of compute + "
-                                    f"{per_byte * 1e9:.3f} ns/B x {nbytes / 1e6:.0f} MB", source=cal)))
+                              Input(name="Horovod per-tensor work", value=f"{per_tensor * 1e3:.3f} ms x {tensors} "
+                                    "gradient tensors", source=f"{cal}; per tensor, Horovod 0.18 runs a hook (paper: "
+                                    "Sec. 2.3), a coordinator request and a copy into and out of the fusion "
+                                    "buffer (horovod/common/ops/gpu_operations.cc)"),
+                              Input(name="TCP transport per byte", value=f"{per_byte * 1e9:.3f} ns/B x "
+                                    f"{nbytes / 1e6:.0f} MB", source=cal)))
 
 
 # ---------------------------------------------------------------- Samsi et al.: TX-GAIA, 25 GbE vs Omni-Path
@@ -165,6 +189,11 @@ SAMSI_GPUS = (4, 8, 16, 32, 64, 128, 256, 512)
 SAMSI_MODELS = ("resnet50", "resnet50_v1.5", "vgg16", "inception_v3")
 _GRID = (f"{len(SAMSI_MODELS)} models x GPUs {','.join(map(str, SAMSI_GPUS))}",
          "assumed: the paper averages 'all tests' without listing them; powers of two up to its 512 GPUs")
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = f"{min(values):.0f}", f"{max(values):.0f}"
+    return f"{lo} %" if lo == hi else f"{lo} to {hi} %"
 
 
 def _drop(it_slow: float, it_fast: float) -> float:
@@ -204,30 +233,44 @@ _RATES = {"25gbe": link_preset("25GbE"), "opa": link_preset("OPA100")}
 _PCIE3 = link_preset("PCIe3x16")
 
 
+# NCCL 2.4 has no Omni-Path (PSM2) transport: on OPA it runs IB verbs (hfi1) or sockets. Verbs on OPA:
+# Open MPI + UCX over /dev/infiniband/uverbs0, osu_put_bw 3763.70 MB/s at 4 MiB, against 12.3 GB/s over
+# PSM2, on two nodes of 100 Gb OPA (openucx/ucx issue #3196, 2019).
+OPA_VERBS_Bps = 3763.70e6
+
+
 @cache
 def samsi_iteration(model: str, gpus: int, fabric: str) -> float:
-    link = _RATES[fabric]
-    cost = ServerAllReduce(num_servers=gpus // 2, gpus_per_server=2, nic_Bps=link.effective_bandwidth(True),
+    rate = OPA_VERBS_Bps if fabric == "opa-verbs" else _RATES[fabric].effective_bandwidth(True)
+    cost = ServerAllReduce(num_servers=gpus // 2, gpus_per_server=2, nic_Bps=rate,
                            intra_Bps=_PCIE3.effective_bandwidth(True), nvlink=False)
     return simulate_horovod_iteration(samsi_profile(model), HOROVOD_FUSION, cost).iteration_s
 
 
 def samsi_mechanisms(row: Published) -> Prediction:
-    per_model = {m: [_drop(samsi_iteration(m, n, "25gbe"), samsi_iteration(m, n, "opa")) for n in SAMSI_GPUS]
-                 for m in SAMSI_MODELS}
+    def drops(opa: str) -> dict[str, list[float]]:
+        return {m: [_drop(samsi_iteration(m, n, "25gbe"), samsi_iteration(m, n, opa)) for n in SAMSI_GPUS]
+                for m in SAMSI_MODELS}
+
+    per_model, verbs = drops("opa"), drops("opa-verbs")
     eth, opa = _RATES["25gbe"], _RATES["opa"]
     logs = "resnet50, resnet101 V100 logs (not rows)"
-    spread = "; ".join(f"{m} {min(d):.0f} to {max(d):.0f} %" for m, d in per_model.items())
+    spread = "; ".join(f"{m} {_span(d)}" for m, d in per_model.items())
     return Prediction(value=float(np.mean([d for v in per_model.values() for d in v])),
                       note=f"2 V100 per node share a NIC; NCCL 2.4; Horovod loop; per model: {spread}. "
-                           "The mean agrees, its parts may not: Fig. 5 calls the fabrics similar through "
-                           "256 GPUs for every model, VGG16 included",
+                           "Fig. 5 calls the fabrics similar through 256 GPUs for every model, VGG16 "
+                           f"included; with NCCL on OPA's verbs ({OPA_VERBS_Bps / 1e9:.1f} GB/s) VGG16 would "
+                           f"drop {_span(verbs['vgg16'])}, the mean "
+                           f"{np.mean([d for v in verbs.values() for d in v]):.1f} %: the paper does not say "
+                           "which transport NCCL used on OPA",
                       inputs=(Input(name="points", value=_GRID[0], source=_GRID[1]),
                               Input(name="nodes", value="2 V100 PCIe per node, one NIC per fabric",
                                     source="paper: Sec. II.A, Fig. 2"),
                               Input(name="NICs", value=f"25 Gb/s x {eth.efficiency:.3f} RoCE; 100 Gb/s x "
                                     f"{opa.efficiency:.3f} Omni-Path", source="paper: Sec. II.A; fabric.links "
                                     "framing (RoCEv2 4 KiB MTU, OPA LTP)"),
+                              Input(name="OPA over verbs (note only)", value=f"{OPA_VERBS_Bps / 1e9:.2f} GB/s",
+                                    source="openucx/ucx issue #3196: osu_put_bw over OPA verbs, 4 MiB"),
                               Input(name="GPU to GPU", value=f"PCIe 3.0 x16, {_PCIE3.effective_bandwidth(True) / 1e9:.1f} GB/s",
                                     source="paper: Fig. 2 (no PCIe switch); PCI-SIG 3.0"),
                               Input(name="algorithm", value="NCCL 2.4 ring/tree threshold, no NVLink",

@@ -275,7 +275,7 @@ def fabrics_cmd(
     output = Output(fmt, json_path, store)
     check_output_dir(out)
     from fabriclab.bench.fabrics import (
-        SEED_000_DIFFERENCE_PCT,
+        SAMSI_MEASURED_DIFFERENCE_PCT,
         FabricsConfig,
         fabric_difference,
         run_fabrics,
@@ -322,7 +322,7 @@ def fabrics_cmd(
     if diff is not None:
         output.note(f"average images/sec difference, 100g-opa vs 25gbe over {diff['points']:.0f} points: "
                     f"measured {diff['measured_pct']:.2f}% fewer on 25gbe; simulator {diff['sim_pct']:.2f}%, "
-                    f"what-if {diff['whatif_pct']:.2f}% (Samsi et al.: {SEED_000_DIFFERENCE_PCT}%)")
+                    f"what-if {diff['whatif_pct']:.2f}% (Samsi et al.: {SAMSI_MEASURED_DIFFERENCE_PCT}%)")
     results = {"rows": rows, "difference": diff}
     config_dict = dataclasses.asdict(config)
     output.record("bench.fabrics", config_dict, results)

@@ -173,7 +173,7 @@ def check_output_path(path: Path | None, option: str = "--json") -> None:
         raise ValueError(f"{option} {path}: {parent} is a file, not a directory")
     if path.exists() and not os.access(path, os.W_OK) or not path.exists() and not os.access(parent, os.W_OK):
         raise ValueError(f"{option} {path}: not writable here; give a path in a writable directory")
-    if str(path.resolve()).startswith(("/proc/", "/sys/", "/dev/")) and path != Path("/dev/null"):
+    if _in_system_tree(path) and path != Path("/dev/null"):
         raise ValueError(f"{option} {path}: not a regular file location; give a path in a writable directory")
 
 
@@ -188,8 +188,14 @@ def check_output_dir(path: Path | None, option: str = "--out") -> None:
         raise ValueError(f"{option} {path}: {parent} is a file, not a directory")
     if not os.access(parent, os.W_OK):
         raise ValueError(f"{option} {path}: {parent} is not writable; give a writable directory")
-    if str(path.resolve()).startswith(("/proc/", "/sys/", "/dev/")):
+    if _in_system_tree(path):
         raise ValueError(f"{option} {path}: not a place for files; give a writable directory")
+
+
+def _in_system_tree(path: Path) -> bool:
+    """Whether `path` resolves into /proc, /sys or /dev: root passes the access checks there, but what is
+    written is not kept as a file."""
+    return str(path.resolve()).startswith(("/proc/", "/sys/", "/dev/"))
 
 
 def _existing_parent(path: Path) -> Path:

@@ -119,6 +119,7 @@ def up_cmd(
         MAX_NAMESPACES,
         EmuConfig,
         build_cluster,
+        check_shaping,
         check_spec,
     )
     from fabriclab.emu.presets import apply_preset
@@ -147,6 +148,7 @@ def up_cmd(
                        queue_s=parse_time(queue))
     check_spec(spec)
     topo = build_topology(spec)
+    check_shaping(topo, config)
     netns.check_system()
     with cluster_lock():
         state = build_cluster(spec, config)

@@ -109,7 +109,7 @@ def parse_link_option(link: str, latency: str | None) -> tuple[str | None, float
     """(preset name or None, bandwidth B/s, latency s) of `--link` and `--latency`."""
     from fabriclab.fabric.links import LINK_PRESET_NAMES, parse_link
     from fabriclab.fabric.scenario import DEFAULT_LATENCY_S
-    from fabriclab.units import parse_bandwidth, parse_time
+    from fabriclab.units import check_link_bandwidth, check_link_latency, parse_bandwidth, parse_time
 
     latency_s = None if latency is None else parse_time(latency)
     try:
@@ -125,11 +125,11 @@ def parse_link_option(link: str, latency: str | None) -> tuple[str | None, float
         bandwidth_Bps, default_latency = found.bandwidth_Bps, found.latency_s
         name = found.name.partition("@")[0]
         name = name if name in LINK_PRESET_NAMES else None  # `4GB/s@0.2us` is a plain link
-    if not math.isfinite(bandwidth_Bps):
-        raise ValueError(f"--link {link!r}: give a finite bandwidth")
-    if latency_s is not None and not math.isfinite(latency_s):
-        raise ValueError(f"--latency {latency!r}: give a finite time, e.g. 0.2us")
-    return name, bandwidth_Bps, default_latency if latency_s is None else latency_s
+    check_link_bandwidth(bandwidth_Bps, "--link", link)
+    if latency_s is None:  # the preset's, or the one written after `@` in --link
+        check_link_latency(default_latency, "--link", link)
+        return name, bandwidth_Bps, default_latency
+    return name, bandwidth_Bps, check_link_latency(latency_s, "--latency", latency)
 
 
 def parse_bisection(text: str | Fraction | float) -> Fraction:

@@ -130,10 +130,16 @@ def export_cmd(fmt: Annotated[str, typer.Option("--format", metavar="csv|json",
 @user_errors
 def diff_cmd(a: Annotated[int, typer.Argument(metavar="ID", help="First record.")],
              b: Annotated[int, typer.Argument(metavar="ID", help="Second record.")],
+             any_kind: Annotated[bool, typer.Option("--any-kind", help="Compare records of different kinds "
+                                                                       "too (lists every key of both).")] = False,
              store: StoreOption = None, fmt: FormatOption = None) -> None:
-    """Config and metric changes between two records, side by side (only keys that differ)."""
+    """Config and metric changes between two records of one kind, side by side (only keys that differ)."""
     out = Output(fmt)
     ra, rb = results_store.get_record(a, store), results_store.get_record(b, store)
+    if ra.kind != rb.kind and not any_kind:  # nothing lines up: every key of both would be listed
+        raise ValueError(f"record {a} is a {ra.kind!r} record and record {b} a {rb.kind!r} one: diff two "
+                         f"records of one kind (see `fabriclab results list --command {ra.kind}`), or add "
+                         f"--any-kind to list every key")
     rows = results_store.diff(ra, rb)
     table = Table(title=f"record {a} ({ra.kind}) vs record {b} ({rb.kind}): {len(rows)} keys differ")
     for col in ("key", f"#{a}", f"#{b}", "change"):

@@ -54,7 +54,7 @@ MAX_WORKERS = 1 << 20
 
 def parse_bandwidth_list(text: str) -> list[float]:
     """`1,10,25Gbps` -> bytes/s; items without a unit take the unit of the last item."""
-    from fabriclab.units import parse_bandwidth
+    from fabriclab.units import check_link_bandwidth, parse_bandwidth
 
     items = split_list(text, "bandwidth list")
     unit = items[-1].lstrip("0123456789.eE+-")
@@ -62,6 +62,7 @@ def parse_bandwidth_list(text: str) -> list[float]:
     for item, value in zip(items, values):
         if not math.isfinite(value):
             raise ValueError(f"--bandwidth {item!r}: give a finite bandwidth, e.g. 25Gbps")
+        check_link_bandwidth(value, "--bandwidth", item)
     return values
 
 
@@ -178,7 +179,7 @@ def whatif(
     """Scaling factor per (model, bandwidth, workers, compression) point."""
     if ctx.invoked_subcommand is not None:
         return
-    from fabriclab.units import parse_int_list, parse_time
+    from fabriclab.units import check_link_latency, parse_int_list, parse_time
     from fabriclab.whatif.costs import ALIASES, COST_MODELS
     from fabriclab.whatif.fusion import FusionPolicy
     from fabriclab.whatif.sweep import SweepAxes, run_sweep
@@ -208,6 +209,7 @@ def whatif(
     latency_s = parse_time(latency)
     if not math.isfinite(latency_s):
         raise ValueError(f"--latency {latency!r}: give a finite time, e.g. 5us")
+    check_link_latency(latency_s, "--latency", latency)
     gamma_s = None if gamma is None else parse_number(gamma, "--gamma", example="0 or 1e-10")
     spec = None
     if cost == "simulated":

@@ -49,6 +49,13 @@ BURST_S = 2e-3
 MIN_BURST_BYTES = 128 * 1024
 QUEUE_S = 10e-3
 MAX_NAMESPACES = 512
+# What tc's tbf can hold (iproute2 6.1 on this kernel, tried with `tc qdisc add ... tbf`): burst and limit
+# are 32-bit byte counts (larger is "illegal value"), and the time the burst takes at the rate is kept in
+# 32-bit psched ticks of 64 ns (/proc/net/psched), so a burst over 2^32 * 64 ns = 275 s silently wraps
+# (128 KiB at 1 kbit/s became a 27992 B bucket). With the default burst and queue this shapes dilated rates
+# from 3.9 kbit/s to 3.4 Tbit/s.
+MAX_TC_BYTES = (1 << 32) - 1
+MAX_TC_BURST_S = ((1 << 32) - 1) * 64e-9
 _SYSCTLS = {"net/ipv4/ip_forward": "1", "net/ipv4/conf/all/rp_filter": "0",
             "net/ipv4/conf/default/rp_filter": "0", "net/ipv6/conf/all/disable_ipv6": "1",
             "net/ipv6/conf/default/disable_ipv6": "1"}
@@ -151,6 +158,29 @@ def shaping(rate_Bps: float, config: EmuConfig) -> tuple[int, int]:
     return burst, max(math.ceil(rate_Bps * config.queue_s), 2 * burst)
 
 
+def check_shaping(topology: Topology, config: EmuConfig) -> None:
+    """Raise ValueError, before anything is built, if tbf cannot shape a link at bandwidth / dilation."""
+    if config.burst_s >= MAX_TC_BURST_S:
+        raise ValueError(f"--burst {config.burst_s:g} s: tc's tbf holds at most {MAX_TC_BURST_S:.0f} s of burst; "
+                         f"give a smaller --burst, e.g. 2ms")
+    for bandwidth_Bps in sorted({float(b) for b in topology.bandwidth_Bps}):
+        rate_Bps = bandwidth_Bps / config.dilation
+        burst, limit = shaping(rate_Bps, config)
+        if burst / rate_Bps > MAX_TC_BURST_S or max(burst, limit) > MAX_TC_BYTES:
+            low_Bps = MIN_BURST_BYTES / MAX_TC_BURST_S
+            high_Bps = MAX_TC_BYTES / max(config.queue_s, 2 * config.burst_s)
+            raise ValueError(f"links of {_bits(bandwidth_Bps)} / dilation {config.dilation:g} = {_bits(rate_Bps)}: "
+                             f"tc's tbf shapes {_bits(low_Bps)} to {_bits(high_Bps)} with this --burst and "
+                             f"--queue; change --link or --dilation (or --burst and --queue)")
+
+
+def _bits(rate_Bps: float) -> str:
+    for scale, unit in ((1e15, "Pbit/s"), (1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if rate_Bps * 8 >= scale:
+            return f"{rate_Bps * 8 / scale:.3g} {unit}"
+    return f"{rate_Bps * 8:.3g} bit/s"
+
+
 def check_spec(spec: TopologySpec) -> None:
     """Before building anything: a spec the emulator cannot run raises ValueError saying why."""
     if spec.gpus_per_host != 1:
@@ -170,6 +200,7 @@ def make_plan(topology: Topology, config: EmuConfig) -> Plan:
     if t.num_nodes > MAX_NAMESPACES:
         raise ValueError(f"{t.name} has {t.num_nodes} nodes; the emulator makes at most {MAX_NAMESPACES} "
                          f"namespaces: use fewer --hosts, or `fabriclab simulate` for large fabrics")
+    check_shaping(t, config)
     n = t.num_endpoints
     names = tuple(node_namespace(v, n) for v in range(t.num_nodes))
     pending: dict[tuple[int, int], list[int]] = defaultdict(list)

@@ -18,7 +18,7 @@ from fabriclab.report.store_views import Stored
 
 # Samsi et al.'s average images/sec shortfall of 25 GbE against 100 Gb Omni-Path, up to 512 GPUs.
 try:
-    from fabriclab.bench.fabrics import SEED_000_DIFFERENCE_PCT as SAMSI_DIFFERENCE_PCT
+    from fabriclab.bench.fabrics import SAMSI_MEASURED_DIFFERENCE_PCT as SAMSI_DIFFERENCE_PCT
 except ImportError:  # the constant moved or was renamed: the report says nothing rather than guess
     SAMSI_DIFFERENCE_PCT = None
 # fabriclab's overlap modes under S-Caffe's names (Awan et al., Section 4).
