@@ -81,6 +81,32 @@ def test_whatif_cluster_iteration_replays_the_cluster_cost(cluster_file, tmp_pat
     assert row["bandwidth_Gbps"] == pytest.approx(cluster.server.nic_bandwidth_Bps * 8 / 1e9)
 
 
+def test_whatif_gives_the_range_of_undetermined_parameters(cluster_file, tmp_path):
+    from dataclasses import replace
+
+    from fabriclab.fabric.cluster import a100_hdr_prior, load_cluster, save_cluster
+
+    never_fitted = tmp_path / "prior.json"  # a preset: every parameter is a prior
+    save_cluster(a100_hdr_prior(), never_fitted)
+    slow = replace(a100_hdr_prior(), server=replace(a100_hdr_prior().server, nics_per_server=1,
+                                                     nic_bandwidth_Bps=10e9 / 8))
+    save_cluster(slow, tmp_path / "slow.json")  # one 10 Gb/s NIC per server: the network matters
+    for path in (never_fitted, tmp_path / "slow.json"):
+        record = tmp_path / "r.json"
+        result = invoke("whatif", "--cluster", path, "--profile", "vgg16", "--workers", "16,32", "--json", record,
+                        "--format", "plain")
+        assert result.exit_code == 0, result.output
+        rows = json.loads(record.read_text())["results"]
+        assert all(r["scaling_low"] <= r["scaling_factor"] <= r["scaling_high"] for r in rows)
+    assert any(r["scaling_low"] < r["scaling_factor"] - 1e-3 for r in rows)  # the slow cluster: a real range
+    assert "range" in result.output
+    # the calibrated cluster: rows whose buckets rest on fitted parameters only have no range
+    result = invoke("whatif", "--cluster", cluster_file, "--workers", "16", "--json", record)
+    (row,) = json.loads(record.read_text())["results"]
+    assert row["scaling_low"] <= row["scaling_factor"] <= row["scaling_high"]
+    assert load_cluster(cluster_file).fit is not None
+
+
 def test_plan_and_whatif_agree_with_cluster(cluster_file, tmp_path):
     w = tmp_path / "w.json"
     p = tmp_path / "p.json"
@@ -116,3 +142,25 @@ def test_one_line_errors(cluster_file, tmp_path, args, fragment):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert fragment in lines[0]
+
+
+def test_plan_says_when_its_recommendation_fails_at_the_pessimistic_end(tmp_path):
+    from dataclasses import replace
+
+    from fabriclab.fabric.cluster import a100_hdr_prior, save_cluster
+
+    prior = a100_hdr_prior()  # never fitted: every parameter is a prior, the NIC's efficiency included
+    slow = replace(prior, server=replace(prior.server, nics_per_server=1, nic_bandwidth_Bps=25e9 / 8))
+    path = tmp_path / "slow.json"
+    save_cluster(slow, path)
+    record = tmp_path / "p.json"
+    result = invoke("plan", "--cluster", path, "--gpus", "16", "--model", "vgg16", "--target", "0.4",
+                    "--json", record, "--format", "plain")
+    assert result.exit_code == 0, result.output
+    results = json.loads(record.read_text())["results"]
+    (row,) = results["rows"]
+    assert row["scaling_low"] < 0.4 <= row["scaling_factor"] <= row["scaling_high"]
+    (rec,) = results["recommendations"]
+    assert rec["row"] == 0 and rec["holds_at_low_end"] is False
+    assert "pessimistic end: no option reaches 0.40" in rec["text"]
+    assert "scaling range with the cluster's parameters" in result.output

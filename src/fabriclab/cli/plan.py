@@ -171,6 +171,9 @@ def plan(
         output.note(f"skipped {why}")
     s = result.stats
     if cluster_model is not None:
+        output.note("scaling range with the cluster's parameters that no log determined at either end: "
+                    + "; ".join(f"{r['model']} {r['gpus']} GPUs {r['fabric']} {r['scaling_low']:.3f}-"
+                                f"{r['scaling_high']:.3f}" for r in result.rows))
         output.note(f"cluster {cluster_model.name} ({cluster}): {spec.node.gpus_per_node} GPUs and "
                     f"{cluster_model.server.nics_per_server} NICs per server, {cluster_model.network.fabric} "
                     f"network; {s['num_options']} options, {s['num_predictions']} bucket sizes predicted, "

@@ -228,21 +228,27 @@ def whatif(
                              auto_leaf=hosts_per_leaf is None, cluster=cluster_model)
     t0 = time.perf_counter()
     rows = list(run_sweep(axes, policy, make))
+    if cluster_model is not None:
+        _add_cluster_range(rows, axes, policy, cluster_model, cost, add_cost_of(add_cost), latency_s, gamma_s,
+                           compress_add, worker_counts)
     wall = time.perf_counter() - t0
     closed = cost == "ring-addest"
     table = Table(title=f"what-if: fusion {policy.name}, cost {cost}" + ("" if closed else f" ({algo})"))
+    ranged = cluster_model is not None
     for col in ("model", "workers", "Gbps", "compr.", "algo", "iteration (ms)", "overhead (ms)",
-                "exposed", "buckets", "scaling factor"):
+                "exposed", "buckets", "scaling factor", *(("range",) if ranged else ())):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(r["model"], str(r["workers"]), f"{r['bandwidth_Gbps']:g}", f"{r['compression']:g}",
                       "-" if closed else r["algo"], f"{r['iteration_s'] * 1e3:.2f}",
                       f"{r['overhead_s'] * 1e3:.2f}", f"{r['exposed_fraction']:.0%}", str(r["num_buckets"]),
-                      f"{r['scaling_factor']:.4f}")
+                      f"{r['scaling_factor']:.4f}", *((_range_text(r),) if ranged else ()))
     out.table(table)
     if cluster_model is not None:
         out.note(f"cluster {cluster_model.name} ({cluster}): {cluster_model.server.gpus_per_server} GPUs and "
                  f"{cluster_model.server.nics_per_server} NICs per server; Gbps is one NIC's line rate")
+        out.note("range: the scaling factor with the cluster's parameters that no log determined at either end "
+                 "of their band (`simulate collective --cluster` names them per size); `fitted`: none matters")
     out.note(f"{len(rows)} points in {wall:.3f} s")
     if csv_path:
         from fabriclab.record import write_csv
@@ -259,6 +265,27 @@ def whatif(
                           "latency_s": latency_s, "gamma_s_per_byte": gamma_s, "add_cost": add_cost,
                           "topology": spec.as_dict() if spec is not None else None,
                           "cluster": str(cluster) if cluster is not None else None}, rows)
+
+
+def _add_cluster_range(rows: list[dict], axes, policy, cluster, cost, add, latency_s, gamma_s, compress_add,
+                       worker_counts) -> None:
+    """Give every row `scaling_low` / `scaling_high`: the sweep again on the cluster with its undetermined
+    parameters at the pessimistic and at the optimistic end (`sim/nccl_band.py`)."""
+    from fabriclab.sim.nccl_band import moved_clusters
+    from fabriclab.whatif.sweep import run_sweep
+
+    ends = []
+    for moved in moved_clusters(cluster):
+        make = make_cost_factory(cost, add, latency_s, gamma_s, compress_add, None, worker_counts, cluster=moved)
+        ends.append([r["scaling_factor"] for r in run_sweep(axes, policy, make)])
+    for r, low, high in zip(rows, *ends):
+        r["scaling_low"], r["scaling_high"] = min(low, r["scaling_factor"]), max(high, r["scaling_factor"])
+
+
+def _range_text(r: dict) -> str:
+    if abs(r["scaling_high"] - r["scaling_low"]) < 5e-5:
+        return "fitted"
+    return f"{r['scaling_low']:.4f}-{r['scaling_high']:.4f}"
 
 
 def register(main_app: typer.Typer) -> None:

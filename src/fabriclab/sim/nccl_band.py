@@ -143,6 +143,15 @@ def getattr_path(cluster: ClusterModel, name: str):
     return getattr(lib, parts[1])
 
 
+def moved_clusters(cluster: ClusterModel) -> tuple[ClusterModel, ClusterModel]:
+    """(pessimistic, optimistic): `cluster` with every parameter no log determined moved to each end of its
+    band (what a model built on the cluster, e.g. the what-if's bucket costs, can be re-run with)."""
+    params = [p for p in parameters(cluster) if getattr_path(cluster, p.name) is not None]
+    unknown = prior_names(cluster, params)
+    lat, rate = spread_factors(cluster)
+    return (_moved(cluster, params, unknown, lat, rate, False), _moved(cluster, params, unknown, lat, rate, True))
+
+
 def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective: str = "allreduce", *,
               gpus_per_process: int = 1) -> list[RowBand]:
     """One band per predicted row (rows as `predict_nccl_table` gives them, `algorithm` = `algo/proto`)."""

@@ -24,6 +24,7 @@ import time
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.links import link_preset
 from fabriclab.fabric.prices import PriceTable
+from fabriclab.sim.nccl_band import moved_clusters
 from fabriclab.whatif.costs import CostModel
 from fabriclab.whatif.iteration import simulate_iteration
 from fabriclab.whatif.plan import NodeSpec, PlanResult, PlanSpec, mark_pareto, recommend
@@ -62,6 +63,19 @@ def cluster_bill(cluster: ClusterModel, servers: int) -> NetworkBill:
                        num_host_cables=nics, num_switch_cables=links)
 
 
+def pessimistic_recommendations(rows: list[dict], spec: PlanSpec) -> list[dict]:
+    """The recommendations again with every option at the low end of its scaling range (`scaling_low`:
+    the cluster's parameters no log determined at their pessimistic end, `sim/nccl_band.py`)."""
+    worst = []
+    for r in rows:
+        ratio = r["scaling_low"] / r["scaling_factor"]  # images/s scale with 1 / iteration, as the factor
+        images = r["images_per_s"] * ratio
+        worst.append({**r, "scaling_factor": r["scaling_low"], "images_per_s": images,
+                      "usd_per_image_per_s": r["usd_per_image_per_s"] / ratio})
+    mark_pareto(worst)
+    return recommend(worst, spec.target, spec.budget_usd)
+
+
 def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanResult:
     """One option per (GPU count, price-table fabric): the cluster as calibrated."""
     t0 = time.perf_counter()
@@ -77,6 +91,7 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
         servers = max(1, gpus // g)
         bill = cluster_bill(cluster, servers)
         cost = CostModel(kind="cluster", cluster=cluster, num_workers=gpus)
+        ends = [CostModel(kind="cluster", cluster=c, num_workers=gpus) for c in moved_clusters(cluster)]
         one_switch = bill.num_switches <= 1
         for fabric in fabrics:
             prices = spec.prices.fabric(fabric)
@@ -85,6 +100,7 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
             total = network_usd + (servers_usd or 0.0)
             for profile in spec.profiles:
                 it = simulate_iteration(profile, spec.fusion, cost)
+                low, high = (simulate_iteration(profile, spec.fusion, c).scaling_factor for c in ends)
                 images = gpus * profile.batch_size / it.iteration_s
                 rows.append({
                     "model": profile.model, "fabric": fabric,
@@ -93,6 +109,7 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
                     "bisection": "1" if one_switch else f"{cluster.network.bisection:g}", "gpus": gpus,
                     "servers": servers, "algo": "nccl", "placement": "linear", "cluster": cluster.name,
                     "scaling_factor": it.scaling_factor, "images_per_s": images,
+                    "scaling_low": min(low, it.scaling_factor), "scaling_high": max(high, it.scaling_factor),
                     "iteration_s": it.iteration_s, "overhead_s": it.overhead_s, "comm_s": it.comm_s,
                     "num_buckets": it.num_buckets, "allreduce_intercept_s": None,
                     "allreduce_s_per_byte": None, "sim_exact": True,
@@ -106,6 +123,11 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
         predicted += len(cost._cache)
     mark_pareto(rows)
     recs = recommend(rows, spec.target, spec.budget_usd)
+    for rec, worst in zip(recs, pessimistic_recommendations(rows, spec)):
+        rec["holds_at_low_end"] = worst["row"] == rec["row"]
+        if not rec["holds_at_low_end"]:
+            rec["text"] += ("; with the cluster's undetermined parameters at their pessimistic end: "
+                            + worst["text"].split(": ", 1)[1])
     stats = {"num_options": len(rows), "num_topologies": len(spec.gpus), "num_simulations": 0,
              "num_predictions": predicted, "wall_s": time.perf_counter() - t0}
     return PlanResult(rows=rows, recommendations=recs, skipped=[], stats=stats)
