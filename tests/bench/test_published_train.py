@@ -70,3 +70,12 @@ def test_slower_omni_path_transport_shrinks_the_vgg16_gap():
     assert published_train._drop(eth, verbs) < published_train._drop(eth, line)
     note = compare(("mechanisms",), ("samsi-25gbe",))[0].predictions["mechanisms"].note
     assert "OPA's verbs" in note and "similar through 256 GPUs" in note
+
+
+def test_compare_reports_progress_row_by_row():
+    from fabriclab.bench.published import compare
+
+    seen = []
+    result = compare(("mechanisms",), ("samsi-cartdg", "horovod-r101"), progress=lambda *a: seen.append(a))
+    assert [c.row.key for c in result] == [k for _, _, k in seen]
+    assert [(i, n) for i, n, _ in seen] == [(i, len(result)) for i in range(len(result))]

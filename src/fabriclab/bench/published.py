@@ -109,8 +109,10 @@ def predictors() -> dict[str, dict[str, Predictor]]:
             "awan-": {"baseline": published_hpc.awan_baseline, "mechanisms": published_hpc.awan_mechanisms}}
 
 
-def compare(model_sets: tuple[str, ...] = MODEL_SETS, keys: tuple[str, ...] | None = None) -> list[Comparison]:
-    """One Comparison per published row (all, or those whose key starts with one of `keys`)."""
+def compare(model_sets: tuple[str, ...] = MODEL_SETS, keys: tuple[str, ...] | None = None,
+            progress: Callable[[int, int, str], None] | None = None) -> list[Comparison]:
+    """One Comparison per published row (all, or those whose key starts with one of `keys`);
+    `progress(i, n, key)` is called before row i of n is predicted."""
     for name in model_sets:
         if name not in MODEL_SETS:
             raise ValueError(f"unknown model set {name!r}: use baseline, mechanisms or both")
@@ -120,7 +122,9 @@ def compare(model_sets: tuple[str, ...] = MODEL_SETS, keys: tuple[str, ...] | No
         raise ValueError(f"no published row starts with {', '.join(keys or ())}; "
                          f"rows: {', '.join(r.key for r in PUBLISHED)}")
     out = []
-    for row in rows:
+    for i, row in enumerate(rows):
+        if progress is not None:
+            progress(i, len(rows), row.key)
         funcs = next(f for prefix, f in table.items() if row.key.startswith(prefix))
         out.append(Comparison(row=row, predictions={name: funcs[name](row) for name in model_sets}))
     return out

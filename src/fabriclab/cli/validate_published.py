@@ -11,6 +11,8 @@ Try it: `fabriclab validate published --models both --format plain`.
 
 from __future__ import annotations
 
+import sys
+
 from typing import Optional
 
 import typer
@@ -29,6 +31,12 @@ MODEL_CHOICES = {"baseline": ("baseline",), "mechanisms": ("mechanisms",), "both
 def register(validate_app: typer.Typer) -> None:
     """Add `published` to the `validate` group."""
     validate_app.command("published")(published)
+
+
+def _progress(i: int, n: int, key: str) -> None:
+    """One updating line on a terminal's stderr while the rows are predicted (a few seconds)."""
+    sys.stderr.write(f"\r\033[Kpredicting row {i + 1}/{n}: {key}")
+    sys.stderr.flush()
 
 
 @user_errors
@@ -51,7 +59,9 @@ def published(
     model_sets = MODEL_CHOICES[models]
     keys = tuple(split_list(rows, "row list")) if rows else None
     out = Output(fmt, json_path)
-    comparisons = compare(model_sets, keys)
+    comparisons = compare(model_sets, keys, progress=_progress if sys.stderr.isatty() else None)
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K")  # clear the progress line before the table
     out.table(report.comparison_table(comparisons, model_sets))
     for line in report.summary_lines(comparisons, model_sets):
         out.note(line)
