@@ -7,7 +7,7 @@ import pytest
 
 from fabriclab.fabric.cluster import a100_hdr_prior
 from fabriclab.sim.nccl import predict_nccl_table
-from fabriclab.sim.nccl_band import DEFAULT_FACTOR, getattr_path, row_bands, spread_factors
+from fabriclab.sim.nccl_band import DEFAULT_FACTOR, row_bands, spread_factors
 from fabriclab.sim.nccl_fit import parameters
 
 SIZES = [1 << 16, 1 << 20, 1 << 22, 1 << 30, 1 << 32]
@@ -18,11 +18,8 @@ def _fitted(cluster, unfitted=(), moved=None):
     moved = moved or {}
     record = {}
     for p in parameters(cluster):
-        value = getattr_path(cluster, p.name)
-        if value is None:
-            continue
         ratio = moved.get(p.name, 1.0)
-        record[p.name] = {"value": value * ratio, "prior": value, "fitted": p.name not in unfitted}
+        record[p.name] = {"value": p.prior * ratio, "prior": p.prior, "fitted": p.name not in unfitted}
     return replace(cluster, fit={"parameters": record})
 
 

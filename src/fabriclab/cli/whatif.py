@@ -206,10 +206,7 @@ def whatif(
     worker_counts = tuple(parse_int_list(workers, minimum=1, what="workers"))
     if worker_counts[-1] > MAX_WORKERS:
         raise ValueError(f"--workers {worker_counts[-1]}: at most {MAX_WORKERS} workers")
-    latency_s = parse_time(latency)
-    if not math.isfinite(latency_s):
-        raise ValueError(f"--latency {latency!r}: give a finite time, e.g. 5us")
-    check_link_latency(latency_s, "--latency", latency)
+    latency_s = check_link_latency(parse_time(latency), "--latency", latency)  # inf and NaN fail too
     gamma_s = None if gamma is None else parse_number(gamma, "--gamma", example="0 or 1e-10")
     spec = None
     if cost == "simulated":
@@ -224,13 +221,18 @@ def whatif(
                      compression=tuple(parse_compression(compression)), algos=tuple(split_list(algo, "algorithms")))
     policy = FusionPolicy(name=fusion)
     policy.buckets([1], [0.0])  # an unknown policy fails here, before the work
-    make = make_cost_factory(cost, add_cost_of(add_cost), latency_s, gamma_s, compress_add, spec, worker_counts,
-                             auto_leaf=hosts_per_leaf is None, cluster=cluster_model)
+    add = add_cost_of(add_cost)  # read once: the cluster range re-runs the sweep with the same table
+
+    def factory(model):
+        return make_cost_factory(cost, add, latency_s, gamma_s, compress_add, spec, worker_counts,
+                                 auto_leaf=hosts_per_leaf is None, cluster=model)
+
     t0 = time.perf_counter()
-    rows = list(run_sweep(axes, policy, make))
+    rows = list(run_sweep(axes, policy, factory(cluster_model)))
     if cluster_model is not None:
-        _add_cluster_range(rows, axes, policy, cluster_model, cost, add_cost_of(add_cost), latency_s, gamma_s,
-                           compress_add, worker_counts)
+        from fabriclab.sim.nccl_band import moved_clusters
+
+        _add_cluster_range(rows, axes, policy, [factory(c) for c in moved_clusters(cluster_model)])
     wall = time.perf_counter() - t0
     closed = cost == "ring-addest"
     table = Table(title=f"what-if: fusion {policy.name}, cost {cost}" + ("" if closed else f" ({algo})"))
@@ -267,19 +269,15 @@ def whatif(
                           "cluster": str(cluster) if cluster is not None else None}, rows)
 
 
-def _add_cluster_range(rows: list[dict], axes, policy, cluster, cost, add, latency_s, gamma_s, compress_add,
-                       worker_counts) -> None:
-    """Give every row `scaling_low` / `scaling_high`: the sweep again on the cluster with its undetermined
-    parameters at the pessimistic and at the optimistic end (`sim/nccl_band.py`)."""
-    from fabriclab.sim.nccl_band import moved_clusters
+def _add_cluster_range(rows: list[dict], axes, policy, ends: list) -> None:
+    """Give every row `scaling_low` / `scaling_high`: the sweep again with the cost factories `ends`, the
+    cluster with its undetermined parameters at the pessimistic and at the optimistic end
+    (`sim/nccl_band.py`)."""
     from fabriclab.whatif.sweep import run_sweep
 
-    ends = []
-    for moved in moved_clusters(cluster):
-        make = make_cost_factory(cost, add, latency_s, gamma_s, compress_add, None, worker_counts, cluster=moved)
-        ends.append([r["scaling_factor"] for r in run_sweep(axes, policy, make)])
-    for r, low, high in zip(rows, *ends):
-        r["scaling_low"], r["scaling_high"] = min(low, r["scaling_factor"]), max(high, r["scaling_factor"])
+    low, high = ([r["scaling_factor"] for r in run_sweep(axes, policy, make)] for make in ends)
+    for r, lo, hi in zip(rows, low, high):
+        r["scaling_low"], r["scaling_high"] = min(lo, r["scaling_factor"]), max(hi, r["scaling_factor"])
 
 
 def _range_text(r: dict) -> str:

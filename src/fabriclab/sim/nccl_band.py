@@ -26,7 +26,7 @@ import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.nccl_tests import bus_factor
-from fabriclab.sim.nccl import candidate_times, layout
+from fabriclab.sim.nccl import candidate_times
 from fabriclab.sim.nccl_fit import Param, apply, parameters
 
 # Factor for a cluster that was never fitted (a preset): NCCL's constants against real clusters differ by
@@ -52,22 +52,6 @@ class RowBand:
 
 def _is_rate(name: str) -> bool:
     return any(w in name for w in _RATE_WORDS)
-
-
-def _depends(name: str, algo: str, proto: str, servers: int, per_server: int) -> bool:
-    """Whether a row run as algo/proto on `servers` x `per_server` GPUs uses parameter `name`."""
-    parts = name.split(".")
-    if parts[1] == "latencies":
-        return parts[2] == algo and parts[3] == proto
-    if parts[1] == "protocols":
-        return parts[2] == proto
-    if name == "library.tree_efficiency":
-        return algo == "tree"
-    if name == "server.nic_efficiency":
-        return servers > 1
-    if name == "server.intra_bandwidth_Bps":
-        return per_server > 1
-    return True
 
 
 def _short(name: str) -> str:
@@ -116,10 +100,12 @@ def prior_names(cluster: ClusterModel, params: list[Param]) -> set[str]:
 
 def _moved(cluster: ClusterModel, params: list[Param], names: set[str], lat: float, rate: float,
            optimistic: bool) -> ClusterModel:
+    """`cluster` with the parameters `names` at one end of their band (`params` built from `cluster`, so
+    each one's `prior` is its value there)."""
     values = []
     for p in params:
-        v = getattr_path(cluster, p.name)
-        if p.name in names and v is not None:
+        v = p.prior
+        if p.name in names:
             if _is_rate(p.name):
                 v = v * rate if optimistic else v / rate
                 if "efficiency" in p.name or "link_factor" in p.name:
@@ -130,39 +116,27 @@ def _moved(cluster: ClusterModel, params: list[Param], names: set[str], lat: flo
     return apply(cluster, params, values)
 
 
-def getattr_path(cluster: ClusterModel, name: str):
-    """The value at a dotted parameter path of the cluster model."""
-    parts = name.split(".")
-    if parts[0] == "server":
-        return getattr(cluster.server, parts[1])
-    lib = cluster.library
-    if parts[1] == "protocols":
-        return getattr(lib.protocols[parts[2]], parts[3])
-    if parts[1] == "latencies":
-        return getattr(lib.latencies[parts[2]][parts[3]], parts[4])
-    return getattr(lib, parts[1])
+def _band_inputs(cluster: ClusterModel) -> tuple[list[Param], set[str], float, float]:
+    """(parameters, the undetermined ones' names, latency factor, rate factor)."""
+    params = parameters(cluster)
+    return (params, prior_names(cluster, params), *spread_factors(cluster))
 
 
 def moved_clusters(cluster: ClusterModel) -> tuple[ClusterModel, ClusterModel]:
     """(pessimistic, optimistic): `cluster` with every parameter no log determined moved to each end of its
     band (what a model built on the cluster, e.g. the what-if's bucket costs, can be re-run with)."""
-    params = [p for p in parameters(cluster) if getattr_path(cluster, p.name) is not None]
-    unknown = prior_names(cluster, params)
-    lat, rate = spread_factors(cluster)
+    params, unknown, lat, rate = _band_inputs(cluster)
     return (_moved(cluster, params, unknown, lat, rate, False), _moved(cluster, params, unknown, lat, rate, True))
 
 
 def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective: str = "allreduce", *,
               gpus_per_process: int = 1) -> list[RowBand]:
     """One band per predicted row (rows as `predict_nccl_table` gives them, `algorithm` = `algo/proto`)."""
-    lay = layout(cluster, num_gpus)
-    params = [p for p in parameters(cluster) if getattr_path(cluster, p.name) is not None]
-    unknown = prior_names(cluster, params)
-    sizes = np.array([r["size_bytes"] for r in rows], dtype=np.float64)
     if num_gpus == 1 or not rows:
         return [RowBand(busbw_low_GBps=r["busbw_GBps"], busbw_high_GBps=r["busbw_GBps"], prior_parameters=())
                 for r in rows]
-    lat, rate = spread_factors(cluster)
+    params, unknown, lat, rate = _band_inputs(cluster)
+    sizes = np.array([r["size_bytes"] for r in rows], dtype=np.float64)
 
     def times(names: set[str], optimistic: bool) -> dict:
         return candidate_times(_moved(cluster, params, names, lat, rate, optimistic), num_gpus, sizes, collective,
@@ -174,9 +148,8 @@ def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective
     out = []
     for i, r in enumerate(rows):
         key = tuple(r["algorithm"].split("/"))
-        names = _grouped([n for n, t in alone.items()
-                          if _depends(n, *key, lay.num_servers, lay.per_server)
-                          and abs(t[key][i] / base[key][i] - 1) > NAMED_ABOVE])
+        # a parameter the chosen algorithm/protocol does not use leaves its time as it is
+        names = _grouped([n for n, t in alone.items() if abs(t[key][i] / base[key][i] - 1) > NAMED_ABOVE])
         lo = sizes[i] / worst[key][i] / 1e9 * factor if names else r["busbw_GBps"]
         hi = sizes[i] / best[key][i] / 1e9 * factor if names else r["busbw_GBps"]
         out.append(RowBand(busbw_low_GBps=float(min(lo, r["busbw_GBps"])),

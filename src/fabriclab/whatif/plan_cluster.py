@@ -87,11 +87,12 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
     fabrics = tuple(dict.fromkeys(link_preset(f).name for f in spec.fabrics))
     server = spec.prices.gpu_server_per_gpu
     rows, predicted = [], 0
+    moved = moved_clusters(cluster)  # undetermined parameters at the pessimistic and the optimistic end
     for gpus in spec.gpus:
         servers = max(1, gpus // g)
         bill = cluster_bill(cluster, servers)
         cost = CostModel(kind="cluster", cluster=cluster, num_workers=gpus)
-        ends = [CostModel(kind="cluster", cluster=c, num_workers=gpus) for c in moved_clusters(cluster)]
+        ends = [CostModel(kind="cluster", cluster=c, num_workers=gpus) for c in moved]
         one_switch = bill.num_switches <= 1
         for fabric in fabrics:
             prices = spec.prices.fabric(fabric)
