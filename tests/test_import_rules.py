@@ -18,12 +18,13 @@ import fabriclab
 
 SRC_DIR = Path(fabriclab.__file__).resolve().parent.parent
 # Bottom to top, as drawn in DESIGN.md ("imports point down only").
-LAYERS = ("workload", "collectives", "fabric", "sim", "whatif", "runtime", "emu", "bench", "report", "cli")
+LAYERS = ("workload", "collectives", "fabric", "sim", "nccl", "whatif", "plan", "runtime", "emu", "bench", "report",
+          "cli")
 # Root-level modules any layer may import; they themselves import only the standard library.
 ROOT_MODULES = ("units", "record")
 # Layers that need only the standard library and numpy (DESIGN.md). In workload/ that holds for the
 # data modules only: the profiler measures real models with torch.
-LIGHT_LAYERS = ("workload", "collectives", "fabric", "sim", "whatif")
+LIGHT_LAYERS = ("workload", "collectives", "fabric", "sim", "nccl", "whatif", "plan")
 TORCH_MODULE_PREFIXES = {"workload": ("profiler", "models")}
 LIGHT_THIRD_PARTY = {"numpy"}
 

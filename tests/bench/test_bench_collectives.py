@@ -11,7 +11,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from fabriclab.bench.collectives import COLUMNS, DTYPE_SIZES, BenchConfig, bench_rank, run_bench
+from fabriclab.bench.collectives.run import COLUMNS, DTYPE_SIZES, BenchConfig, bench_rank, run_bench
 from fabriclab.cli.main import app
 from fabriclab.collectives import registry
 from fabriclab.collectives.schedule import RECV_COPY, RECV_REDUCE, Op

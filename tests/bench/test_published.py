@@ -7,9 +7,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from fabriclab.bench import published_hpc, published_train
-from fabriclab.bench.published import compare
-from fabriclab.bench.published_data import PUBLISHED, published
+from fabriclab.bench.published import hpc as published_hpc
+from fabriclab.bench.published import train as published_train
+from fabriclab.bench.published.rows import compare
+from fabriclab.bench.published.data import PUBLISHED, published
 from fabriclab.report import published as report
 from fabriclab.report.tables import render
 

@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from fabriclab.bench import published_hpc as hpc
-from fabriclab.bench.published_data import PUBLISHED, published
+from fabriclab.bench.published import hpc
+from fabriclab.bench.published.data import PUBLISHED, published
 
 AWAN_KEYS = ("awan-cc8-speedup", "awan-cb4-speedup", "awan-cb8-speedup", "awan-cc8-over-cb8")
 

@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from fabriclab.bench import published_train
-from fabriclab.bench.published import compare
-from fabriclab.bench.published_data import PUBLISHED, published
+from fabriclab.bench.published import train as published_train
+from fabriclab.bench.published.rows import compare
+from fabriclab.bench.published.data import PUBLISHED, published
 
 _100G = [r for r in PUBLISHED if r.key.startswith("zhang-") and r.key.endswith("-100g")]
 
@@ -73,7 +73,7 @@ def test_slower_omni_path_transport_shrinks_the_vgg16_gap():
 
 
 def test_compare_reports_progress_row_by_row():
-    from fabriclab.bench.published import compare
+    from fabriclab.bench.published.rows import compare
 
     seen = []
     result = compare(("mechanisms",), ("samsi-cartdg", "horovod-r101"), progress=lambda *a: seen.append(a))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fabriclab.bench.train import TrainBenchConfig, check_batch
-from fabriclab.bench.train_report import RULE, perf_timing, tf_cnn_lines, total_images_per_sec
+from fabriclab.bench.train.run import TrainBenchConfig, check_batch
+from fabriclab.bench.train.report import RULE, perf_timing, tf_cnn_lines, total_images_per_sec
 
 
 def test_perf_timing_as_tf_cnn_benchmarks_computes_it():

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from fabriclab.bench.validate import ValidateConfig, compare, estimate_times
-from fabriclab.bench.validate_executor import ExecutorCosts, simulate_executor
-from fabriclab.bench.validate_model import (TCP_PAYLOAD_EFFICIENCY, EmuModel, emulated_topology,
+from fabriclab.bench.validate.run import ValidateConfig, compare, estimate_times
+from fabriclab.bench.validate.executor import ExecutorCosts, simulate_executor
+from fabriclab.bench.validate.model import (TCP_PAYLOAD_EFFICIENCY, EmuModel, emulated_topology,
                                             model_from_calibration, plan_iterations, simulate_model,
                                             simulate_plain, stream_efficiency)
 from fabriclab.collectives.registry import build_schedule

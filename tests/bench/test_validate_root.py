@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from fabriclab.bench.validate import ValidateConfig, run_validation
+from fabriclab.bench.validate.run import ValidateConfig, run_validation
 from fabriclab.emu import netns
 
 pytestmark = pytest.mark.root

@@ -44,7 +44,7 @@ CASES = [
     ((*SIM, "--hosts", "abc"), "--hosts 'abc'", 2),
     ((*SIM, "--hosts-per-leaf", "0"), "--hosts-per-leaf 0", 2),
     ((*SIM, "--levels", "4"), "--levels 4", 2),
-    ((*SIM, "--gpus-per-host", "1000"), "--gpus-per-host 1000", 2),
+    ((*SIM, "--gpus-per-server", "1000"), "--gpus-per-server 1000", 2),
     ((*SIM, "--bisection", "0"), "--bisection", 2),
     ((*SIM, "--bisection", "3/2"), "--bisection", 2),
     ((*SIM, "--link", "25XbE"), "--link '25XbE'", 2),

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from fabriclab.cli.calibrate import app
 from fabriclab.cli.simulate_cluster import run_cluster_prediction
 from fabriclab.fabric.cluster import load_cluster
-from fabriclab.fabric.nccl_tests import parse_nccl_tests
+from fabriclab.nccl.logs import parse_nccl_tests
 
 LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
 needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared nccl-tests logs not at {LOGS}")

@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from fabriclab.cli import plan as plan_cli
-from fabriclab.whatif.plan import V100_GAMMA_S_PER_BYTE
+from fabriclab.plan.search import V100_GAMMA_S_PER_BYTE
 from fabriclab.workload.profile import load_profile
 
 runner = CliRunner()
@@ -103,7 +103,7 @@ def test_profile_file_and_user_prices(tmp_path):
     (("--fabrics", "25gbe,warp9"), "unknown link preset 'warp9'"),
     (("--bisection", "1,1/32"), "outside 1 .. 1/16"),
     (("--bisection", "1/3"), "no option could be built"),
-    (("--gpus", "63"), "multiples of --gpus-per-node"),
+    (("--gpus", "63"), "multiples of --gpus-per-server"),
     (("--target", "1.2"), "(0, 1]"),
     (("--target", "nan"), "NaN"),
     (("--budget", "lots"), "--budget 'lots' is not a number"),
@@ -135,7 +135,7 @@ def test_plan_and_whatif_cli_agree_on_the_same_point(tmp_path):
     """One GPU per server and a plain fat tree, which `fabriclab whatif --cost simulated` also builds."""
     from fabriclab.cli.main import app as main_app
 
-    plan_result = invoke("plan", "--gpus", "64", "--gpus-per-node", "1", "--fabrics", "25gbe",
+    plan_result = invoke("plan", "--gpus", "64", "--gpus-per-server", "1", "--fabrics", "25gbe",
                          "--bisection", "1/4", "--json", "-")
     assert plan_result.exit_code == 0, plan_result.output
     (row,) = json.loads(plan_result.stdout)["results"]["rows"]

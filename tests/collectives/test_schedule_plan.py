@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fabriclab.collectives import registry
-from fabriclab.collectives.plan import compile_plan, match_messages
+from fabriclab.collectives.matching import compile_plan, match_messages
 from fabriclab.collectives.schedule import Builder, split_counts
 from fabriclab.sim.collective import match_transfers
 

@@ -77,8 +77,8 @@ def test_shaping_divides_by_dilation_with_documented_burst_and_limit():
 
 
 def test_plan_and_config_reject_what_cannot_be_emulated():
-    with pytest.raises(ValueError, match="gpus_per_host 1"):
-        make_plan(build_topology(TopologySpec(kind="star", hosts=2, gpus_per_host=2)), EmuConfig())
+    with pytest.raises(ValueError, match="gpus_per_server 1"):
+        make_plan(build_topology(TopologySpec(kind="star", hosts=2, gpus_per_server=2)), EmuConfig())
     with pytest.raises(ValueError, match="fewer --hosts"):
         make_plan(build_topology(TopologySpec(kind="star", hosts=600)), EmuConfig())
     with pytest.raises(ValueError, match="D >= 1"):

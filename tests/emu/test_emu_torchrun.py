@@ -15,8 +15,8 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from fabriclab.bench.collectives import run_bench
-from fabriclab.bench.collectives_config import BenchConfig
+from fabriclab.bench.collectives.run import run_bench
+from fabriclab.bench.collectives.config import BenchConfig
 from fabriclab.emu import netns
 from fabriclab.emu.cluster import EmuConfig, emulated_cluster
 from fabriclab.emu.launch import exit_code, first_failure, run_in_cluster, torchrun_argv

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from fabriclab.fabric.cluster import a100_hdr_prior
-from fabriclab.fabric.nccl_tests import read_runs
-from fabriclab.sim.nccl import predict_nccl_table
-from fabriclab.sim.nccl_fit import calibrate, check, summary
+from fabriclab.nccl.logs import read_runs
+from fabriclab.nccl.predict import predict_nccl_table
+from fabriclab.nccl.fit import calibrate, check, summary
 
 LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
 pytestmark = pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared nccl-tests logs not at {LOGS}")
@@ -84,7 +84,7 @@ def test_bench_tables_of_two_hosts_predict_eight():
 
     from fabriclab.fabric.cluster import prior_cluster, with_server
     from fabriclab.fabric.links import parse_link
-    from fabriclab.fabric.nccl_tests import parse_bench_table
+    from fabriclab.nccl.logs import parse_bench_table
 
     prior = prior_cluster(gpus_per_server=1, gpu_name="CPU", intra="pcie", nic=parse_link("1Gbps"),
                           nics_per_server=1, library="gloo")

@@ -105,13 +105,13 @@ def test_leaf_spine_with_faster_uplinks_and_star():
 
 
 def test_gpus_share_the_host_nic():
-    t = fat_tree(hosts=32, hosts_per_leaf=16, bisection=1, gpus_per_host=4, nvlink="NVLink-V100")
+    t = fat_tree(hosts=32, hosts_per_leaf=16, bisection=1, gpus_per_server=4, nvlink="NVLink-V100")
     assert t.num_endpoints == 128 and t.host_of(5) == 1
     inside = [t.link_name(l) for l in t.route(4, 5)]
     assert inside == ["h1.gpu0->h1.nvsw", "h1.nvsw->h1.gpu1"]
     out_a, out_b = t.route(4, 100), t.route(5, 101)
     assert out_a[1] == out_b[1] and t.link_name(out_a[1]) == "h1.pcie->leaf0"
-    p = fat_tree(hosts=32, hosts_per_leaf=16, bisection=1, gpus_per_host=2)
+    p = fat_tree(hosts=32, hosts_per_leaf=16, bisection=1, gpus_per_server=2)
     assert [p.link_name(l) for l in p.route(0, 1)] == ["h0.gpu0->h0.pcie", "h0.pcie->h0.gpu1"]
 
 

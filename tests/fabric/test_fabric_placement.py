@@ -7,13 +7,13 @@ from fabriclab.fabric import fat_tree, place, star
 
 
 def test_linear_fills_a_hosts_gpus_first():
-    t = star(hosts=4, gpus_per_host=2)
+    t = star(hosts=4, gpus_per_server=2)
     assert place(6, t).tolist() == [0, 1, 2, 3, 4, 5]
     assert [t.host_of(e) for e in place(6, t)] == [0, 0, 1, 1, 2, 2]
 
 
 def test_round_robin_spreads_over_hosts():
-    t = star(hosts=4, gpus_per_host=2)
+    t = star(hosts=4, gpus_per_server=2)
     endpoints = place(8, t, "round-robin")
     assert [t.host_of(e) for e in endpoints] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert sorted(endpoints.tolist()) == list(range(8))
@@ -31,7 +31,7 @@ def test_too_many_ranks_says_what_to_change():
                                          r"use --hosts >= 600 or fewer ranks$"):
         place(600, fat_tree(hosts=512, bisection="1/4"))
     with pytest.raises(ValueError, match=r"use --hosts >= 3 or fewer ranks"):
-        place(9, star(hosts=2, gpus_per_host=4))
+        place(9, star(hosts=2, gpus_per_server=4))
 
 
 def test_unknown_policy():

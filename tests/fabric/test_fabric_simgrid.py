@@ -42,7 +42,7 @@ def test_star_becomes_a_flat_cluster():
 
 
 def test_others_become_a_full_zone_with_our_routes():
-    t = ring(5, gpus_per_host=2)
+    t = ring(5, gpus_per_server=2)
     root = ET.fromstring(to_simgrid_xml(t))
     zone = root.find("zone")
     assert zone.get("routing") == "Full"

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from fabriclab.fabric.cluster import a100_hdr_prior
-from fabriclab.fabric.nccl_format import format_nccl_tests
-from fabriclab.fabric.nccl_tests import parse_nccl_tests, read_runs
-from fabriclab.sim.nccl import predict_nccl_table, prediction_run
+from fabriclab.nccl.log_writer import format_nccl_tests
+from fabriclab.nccl.logs import parse_nccl_tests, read_runs
+from fabriclab.nccl.predict import predict_nccl_table, prediction_run
 
 LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from fabriclab.fabric.nccl_tests import parse_bench_table, parse_nccl_tests, read_runs
+from fabriclab.nccl.logs import parse_bench_table, parse_nccl_tests, read_runs
 
 LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
 needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared nccl-tests logs not at {LOGS}")

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from fabriclab.bench.stencil import run_stencil
+from fabriclab.bench.stencil.run import run_stencil
 from fabriclab.runtime.stencil import StencilConfig
 
 pytestmark = pytest.mark.gpu

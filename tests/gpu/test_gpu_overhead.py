@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabriclab.bench.train_overhead import GOAL_RATIO, OverheadConfig, run_overhead
+from fabriclab.bench.train.overhead import GOAL_RATIO, OverheadConfig, run_overhead
 
 pytestmark = pytest.mark.gpu
 

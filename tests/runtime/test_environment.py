@@ -10,7 +10,7 @@ import pytest
 from fabriclab.runtime.environment import _first_host, detect_launch
 
 
-@pytest.mark.parametrize("module", ["fabriclab.collectives.plan", "fabriclab.runtime.environment"])
+@pytest.mark.parametrize("module", ["fabriclab.collectives.matching", "fabriclab.runtime.environment"])
 def test_torch_free_modules_do_not_import_torch(module):
     code = f"import {module}, sys; assert 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 
 from fabriclab.fabric.cluster import a100_hdr_prior
-from fabriclab.sim.nccl import predict_nccl_table
-from fabriclab.sim.nccl_band import DEFAULT_FACTOR, row_bands, spread_factors
-from fabriclab.sim.nccl_fit import parameters
+from fabriclab.nccl.predict import predict_nccl_table
+from fabriclab.nccl.band import DEFAULT_FACTOR, row_bands, spread_factors
+from fabriclab.nccl.fit import parameters
 
 SIZES = [1 << 16, 1 << 20, 1 << 22, 1 << 30, 1 << 32]
 

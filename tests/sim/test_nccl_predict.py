@@ -4,13 +4,13 @@ import pytest
 
 from fabriclab.fabric.cluster import a100_hdr_prior, prior_cluster, with_server
 from fabriclab.fabric.links import link_preset
-from fabriclab.sim.nccl import (
+from fabriclab.nccl.predict import (
     collective_times,
     layout,
     link_seconds_per_byte,
     predict_nccl_table,
 )
-from fabriclab.sim.nccl_select import nccl_choices
+from fabriclab.nccl.choice import nccl_choices
 
 
 def test_ring_link_time_is_the_closed_form():

@@ -41,10 +41,10 @@ def test_vectorized_ring_equals_the_schedule_on_random_placement():
         assert fast.time_s == pytest.approx(slow.time_s, rel=1e-9)
 
 
-def test_gpus_per_host_share_the_nic():
+def test_gpus_per_server_share_the_nic():
     from fabriclab.sim.engine import TaskGraph, run
 
-    topo = star(hosts=2, gpus_per_host=2, link_Bps=1e9, latency_s=0)
+    topo = star(hosts=2, gpus_per_server=2, link_Bps=1e9, latency_s=0)
     g = TaskGraph()
     a, b = g.add_transfer(0, 2, 1e9), g.add_transfer(1, 3, 1e9)
     t = run(g, topo)

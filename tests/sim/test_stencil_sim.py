@@ -85,13 +85,13 @@ def test_racks_of_32_nodes_are_the_leaves():
     tree = rack_fat_tree(100, "25GbE")                       # 4 whole racks
     assert tree.num_endpoints == 128 and "hosts_per_leaf=32" in tree.name
     assert len(tree.route(0, 31)) == 2 and len(tree.route(0, 32)) == 4
-    cores = rack_fat_tree(2560, "OPA100", ranks_per_node=40)  # seed 000: 40 cores per node
-    assert cores.num_hosts == 64 and cores.gpus_per_host == 40
+    cores = rack_fat_tree(2560, "OPA100", gpus_per_server=40)  # seed 000: 40 cores per node
+    assert cores.num_hosts == 64 and cores.gpus_per_server == 40
 
 
 def test_the_exchange_slows_down_where_ranks_share_a_nic():
     work = StencilWorkload(cells=(16, 16, 16), compute_per_cell_s=0.0, bytes_per_face_cell=8, steps=1)
     alone = simulate_stencil(work, 8, rack_fat_tree(8, f"{B}B/s@0us", rack_size=8)).step_s
-    shared = simulate_stencil(work, 8, rack_fat_tree(8, f"{B}B/s@0us", rack_size=8, ranks_per_node=4)).step_s
+    shared = simulate_stencil(work, 8, rack_fat_tree(8, f"{B}B/s@0us", rack_size=8, gpus_per_server=4)).step_s
     assert shared > alone
     assert np.isfinite(shared)

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from fabriclab.cli import plan as plan_cli
 from fabriclab.cli import whatif as whatif_cli
-from fabriclab.sim.nccl import collective_times
-from fabriclab.whatif.costs import CostModel
+from fabriclab.nccl.predict import collective_times
+from fabriclab.whatif.bucket_time import CostModel
 from fabriclab.whatif.fusion import FusionPolicy
 from fabriclab.workload.profile import load_profile
 
@@ -131,7 +131,7 @@ def test_plan_and_whatif_agree_with_cluster(cluster_file, tmp_path):
     (("whatif", "--cluster", "{good}", "--cost", "simulated"), "--cost"),
     (("whatif", "--cost", "cluster"), "--cluster FILE"),
     (("plan", "--cluster", "{good}", "--gpus", "12"), "multiples of 8"),
-    (("plan", "--cluster", "{good}", "--gpus-per-node", "2"), "--gpus-per-node"),
+    (("plan", "--cluster", "{good}", "--gpus-per-server", "2"), "--gpus-per-server"),
 ])
 def test_one_line_errors(cluster_file, tmp_path, args, fragment):
     bad = tmp_path / "bad.json"

@@ -11,15 +11,15 @@ import pytest
 from fabriclab.fabric import fat_tree, star
 from fabriclab.fabric.links import link_preset
 from fabriclab.fabric.placement import place
-from fabriclab.fabric.prices import ITEMS, load_prices, parse_prices
+from fabriclab.plan.prices import ITEMS, load_prices, parse_prices
 from fabriclab.sim.collective import simulate
-from fabriclab.whatif.costs import CostModel
+from fabriclab.whatif.bucket_time import CostModel
 from fabriclab.whatif.fusion import FusionPolicy
 from fabriclab.whatif.iteration import simulate_iteration
-from fabriclab.whatif.plan import (V100_GAMMA_S_PER_BYTE, NodeSpec, PlanSpec, mark_pareto, parse_bisection,
+from fabriclab.plan.search import (V100_GAMMA_S_PER_BYTE, NodeSpec, PlanSpec, mark_pareto, parse_bisection,
                                    recommend, run_plan)
-from fabriclab.whatif.plan_cost import count_network
-from fabriclab.whatif.plan_sim import CollectiveCosts
+from fabriclab.plan.bill import count_network
+from fabriclab.plan.affine import CollectiveCosts
 from fabriclab.workload.profile import load_profile
 
 HAND_PRICES = parse_prices({"fabrics": {"100GbE": {"nic": 100, "switch_port": 10, "host_cable": 1,
@@ -137,7 +137,7 @@ def test_recommendation_target_budget_and_none():
 # ---- the simulator part --------------------------------------------------------------------------
 
 def test_affine_cost_matches_direct_simulation_at_other_sizes():
-    topo = fat_tree(hosts=64, hosts_per_leaf=16, bisection="1/4", link="25GbE", gpus_per_host=2)
+    topo = fat_tree(hosts=64, hosts_per_leaf=16, bisection="1/4", link="25GbE", gpus_per_server=2)
     costs = CollectiveCosts(gamma_s_per_byte=V100_GAMMA_S_PER_BYTE)
     for algo, ranks in (("ring", 128), ("butterfly", 32)):
         placement = place(ranks, topo)
@@ -150,7 +150,7 @@ def test_affine_cost_matches_direct_simulation_at_other_sizes():
 
 def test_equivalent_topologies_share_runs_and_others_do_not():
     costs = CollectiveCosts(gamma_s_per_byte=0.0)
-    trees = {r: fat_tree(hosts=32, hosts_per_leaf=8, bisection=r, link="100GbE", gpus_per_host=2)
+    trees = {r: fat_tree(hosts=32, hosts_per_leaf=8, bisection=r, link="100GbE", gpus_per_server=2)
              for r in ("1", "1/4")}
     ring = {r: costs.cost(t, "ring", 64, place(64, t)) for r, t in trees.items()}
     assert costs.num_simulations == 2  # a ring on consecutive ranks sends one flow per leaf up-link
@@ -184,7 +184,7 @@ def test_plan_equals_whatif_on_the_same_point(gpus, fabric, ratio, algo, hosts_p
                             hosts_per_leaf=hosts_per_leaf))
     (row,) = result.rows
     topo = fat_tree(hosts=gpus // 2, hosts_per_leaf=hosts_per_leaf, bisection=ratio, link=fabric,
-                    gpus_per_host=2)
+                    gpus_per_server=2)
     model = CostModel(kind="simulated", topology=topo, num_workers=gpus, algo=algo,
                       gamma_s_per_byte=V100_GAMMA_S_PER_BYTE, bandwidth_Bps=link_preset(fabric).bandwidth_Bps)
     whatif = simulate_iteration(profile, FusionPolicy(), model)
@@ -229,11 +229,11 @@ def test_plan_without_server_price_has_no_share():
     (dict(fabrics=("10gbe",)), "no prices for fabric"),
     (dict(bisections=(Fraction(1, 32),)), "outside 1 .. 1/16"),
     (dict(bisections=(Fraction(2),)), "outside 1 .. 1/16"),
-    (dict(gpus=(63,)), "multiples of --gpus-per-node 2"),
+    (dict(gpus=(63,)), "multiples of --gpus-per-server 2"),
     (dict(levels=(4,)), "2 or 3 levels"),
     (dict(target=1.5), "(0, 1]"),
     (dict(budget_usd=-1.0), "budget"),
-    (dict(node=NodeSpec(gpus_per_node=0)), "gpus per node"),
+    (dict(node=NodeSpec(gpus_per_server=0)), "gpus per node"),
 ])
 def test_bad_plan_inputs(kw, fragment):
     with pytest.raises(ValueError) as err:

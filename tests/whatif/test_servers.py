@@ -7,7 +7,7 @@ import pytest
 from fabriclab.whatif.fusion import FusionPolicy
 from fabriclab.whatif.iteration import simulate_horovod_iteration, simulate_iteration
 from fabriclab.whatif.profiles import flops_profile, scaled_profile, training_flops_rate
-from fabriclab.whatif.servers import ServerAllReduce
+from fabriclab.nccl.nccl24 import ServerAllReduce
 from fabriclab.workload.profile import GradReady, Profile, load_profile
 from fabriclab.workload.zoo import layer_table
 

@@ -3,7 +3,7 @@
 import pytest
 
 from fabriclab.fabric import star
-from fabriclab.whatif.costs import CostModel
+from fabriclab.whatif.bucket_time import CostModel
 from fabriclab.whatif.fusion import FusionPolicy
 from fabriclab.whatif.iteration import simulate_iteration
 from fabriclab.whatif.sweep import compression_needed

@@ -105,7 +105,7 @@ class FabricsConfig:
 def predict(config: FabricsConfig, fabric: str, workers: int, algo: str) -> dict[str, float]:
     """The what-if's and the simulator's images/sec for one point, on the real fabric."""
     from fabriclab.runtime.trainer_config import TrainerConfig
-    from fabriclab.whatif.costs import CostModel
+    from fabriclab.whatif.bucket_time import CostModel
     from fabriclab.whatif.iteration import simulate_iteration
     from fabriclab.workload.addcost import builtin_add_cost
 

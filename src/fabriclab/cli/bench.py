@@ -44,7 +44,7 @@ def cli_cmd(
     store: StoreOption = None,
 ) -> None:
     """Time whole commands (fresh processes) against their budgets and `python -c pass`."""
-    from fabriclab.bench.cli_speed import run
+    from fabriclab.bench.speed.cli import run
 
     out = Output(fmt, json_path, store)
     num_runs = parse_count(runs, "--runs", maximum=100)
@@ -76,7 +76,7 @@ def sim_cmd(
     store: StoreOption = None,
 ) -> None:
     """Time the simulator on the issue's cases (1 GB allreduce, 2-level fat tree, bisection 1/4)."""
-    from fabriclab.bench.sim_speed import CASES, run_case
+    from fabriclab.bench.speed.sim import CASES, run_case
 
     out = Output(fmt, json_path, store)
     chosen = CASES
@@ -109,7 +109,7 @@ def sim_cmd(
 @user_errors
 def whatif_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
     """Time the full what-if sweep of Zhang et al. (270 points) against its real-time replay."""
-    from fabriclab.bench.whatif_speed import run
+    from fabriclab.bench.speed.whatif import run
 
     out = Output(fmt, json_path, store)
     r = run()
@@ -132,7 +132,7 @@ def whatif_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: St
 @user_errors
 def plan_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
     """Time `fabriclab plan` over 5 fabrics x 5 bisections x 5 GPU counts x 3 models."""
-    from fabriclab.bench.plan_speed import run
+    from fabriclab.bench.speed.plan import run
 
     out = Output(fmt, json_path, store)
     r = run()
@@ -162,7 +162,7 @@ def overhead_cmd(
     fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None,
 ) -> None:
     """The trainer's own cost: `train --np 1` against a plain PyTorch loop (goal >= 0.97x on a GPU)."""
-    from fabriclab.bench.train_overhead import OverheadConfig, run_overhead
+    from fabriclab.bench.train.overhead import OverheadConfig, run_overhead
 
     out = Output(fmt, json_path, store)
     config = OverheadConfig(model=model, batch_size=batch_size, image_size=image_size, device=device,
@@ -213,8 +213,8 @@ def train_cmd(
     num_warmup = parse_count(warmup, "--warmup", minimum=0, maximum=1_000_000)
     threads = parse_count(comm_threads, "--comm-threads", maximum=64)
     timeout_s = parse_number(timeout, "--timeout", minimum=1.0, example="120")
-    from fabriclab.bench.train import TrainBenchConfig
-    from fabriclab.bench.train_modes import MODES, run_modes
+    from fabriclab.bench.train.run import TrainBenchConfig
+    from fabriclab.bench.train.modes import MODES, run_modes
     from fabriclab.runtime.launch import LaunchError
     from fabriclab.runtime.trainer import TrainerConfig
 

@@ -2,7 +2,7 @@
 
 Reads every run of the logs (nccl-tests output of any collective, with or without mpirun prefixes, one
 process per GPU or `-g N`; or `fabriclab collectives bench` tables), fits the cluster model
-(`sim/nccl_fit.py`) and prints the parameters (fitted, or kept at their prior when the logs do not
+(`nccl/fit.py`) and prints the parameters (fitted, or kept at their prior when the logs do not
 determine them) and the residual of every row: measured busbw against the fitted model's, with NCCL's
 choice of algorithm and protocol there. `--check LOG` predicts logs the fit never sees and reports their
 errors apart; with `--hold-out-sizes A:B` only their rows in that size range are held out and the rest
@@ -30,7 +30,7 @@ from fabriclab.cli.common import (
 )
 from fabriclab.fabric.cluster import prior_cluster, save_cluster
 from fabriclab.fabric.links import parse_link
-from fabriclab.fabric.nccl_tests import NcclRun, read_runs
+from fabriclab.nccl.logs import NcclRun, read_runs
 from fabriclab.units import format_size, parse_size_range
 
 app = typer.Typer(help="Fit a cluster model to real measurements (nccl-tests output).", no_args_is_help=True)
@@ -71,8 +71,8 @@ def nccl_tests_cmd(
     store: StoreOption = None,
 ) -> None:
     """Fit a cluster model to nccl-tests logs; print its parameters and the residual of every row."""
-    from fabriclab.sim.nccl_fit import calibrate, summary
-    from fabriclab.sim.nccl_fit import check as check_rows
+    from fabriclab.nccl.fit import calibrate, summary
+    from fabriclab.nccl.fit import check as check_rows
 
     check_output_path(out, "--out")
     output = Output(fmt, json_path, store)

@@ -35,7 +35,7 @@ from fabriclab.cli.common import print_error, user_errors
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("fabriclab.cli.main", "The main job on a built-in default: the short collectives benchmark on 4 "
                                   "local ranks."),
-    "collectives": ("fabriclab.cli.collectives", "Collective algorithms as schedules: list, show, verify and "
+    "collectives": ("fabriclab.cli.collectives.commands", "Collective algorithms as schedules: list, show, verify and "
                                                  "benchmark them."),
     "simulate": ("fabriclab.cli.simulate", "Simulate collectives on modelled fabrics (flow-level, max-min "
                                            "sharing)."),
@@ -87,10 +87,30 @@ def load_command(name: str) -> click.Command:
     return command
 
 
+# Old spellings of renamed options, still accepted but no longer shown: the count of GPUs in one server
+# had four names before it became `--gpus-per-server` everywhere.
+OLD_SPELLINGS = {"--gpus-per-host": "--gpus-per-server", "--gpus-per-node": "--gpus-per-server",
+                 "--ranks-per-node": "--gpus-per-server"}
+
+
+def current_spellings(args: list[str]) -> list[str]:
+    """`args` with old option spellings replaced (`--gpus-per-host=2` too); nothing after `--` changes."""
+    out = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + list(args[i:])
+        name, eq, value = arg.partition("=")
+        out.append(OLD_SPELLINGS[name] + eq + value if name in OLD_SPELLINGS else arg)
+    return out
+
+
 class LazyGroup(TyperGroup):
     """A group that lists commands from COMMANDS and imports one only when it is run (or its help shown)."""
 
     _listing = False
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, current_spellings(args))
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name in COMMANDS if _available(name)]
@@ -161,7 +181,7 @@ _run_app = typer.Typer()
 @user_errors
 def run() -> None:
     """The main job on a built-in default: the short collectives benchmark on 4 local ranks."""
-    from fabriclab.cli import collectives_bench
+    from fabriclab.cli.collectives import bench as collectives_bench
 
     raise typer.Exit(collectives_bench.run_default())
 

@@ -28,7 +28,7 @@ DEFAULT_BISECTION = "1"
 DEFAULT_SPINES = "4"
 DEFAULT_LINK = "4GB/s"
 DEFAULT_LATENCY = "0.2us"
-DEFAULT_GPUS_PER_HOST = "1"
+DEFAULT_GPUS_PER_SERVER = "1"
 DEFAULT_ROUTING = "dmodk"
 EMU_DEFAULT_LINK = "1Gbps"
 
@@ -56,8 +56,8 @@ LinkOption = Annotated[Optional[str], typer.Option(
 LatencyOption = Annotated[Optional[str], typer.Option(
     "--latency", metavar="TIME",
     help=f"Per-link latency, e.g. 0.2us (default: the preset's; {DEFAULT_LATENCY} for a bandwidth).")]
-GpusPerHostOption = Annotated[str, typer.Option(
-    "--gpus-per-host", metavar="N", help="Ranks per host; they share the host's NIC.")]
+GpusPerServerOption = Annotated[str, typer.Option(
+    "--gpus-per-server", metavar="N", help="Ranks per host; they share the host's NIC.")]
 RoutingOption = Annotated[str, typer.Option("--routing", metavar="NAME", help="Fat-tree routing: dmodk or ecmp.")]
 EcmpSeedOption = Annotated[str, typer.Option("--seed", metavar="N", help="Seed of ECMP hashing and of random "
                                                                           "placement.")]
@@ -156,7 +156,7 @@ def topology_spec_from(*, topology: str = DEFAULT_TOPOLOGY, hosts: str | int | N
                        hosts_per_leaf: str | int | None = None, levels: str | int = DEFAULT_LEVELS,
                        bisection: str | Fraction = DEFAULT_BISECTION, leaves_per_pod: str | int | None = None,
                        spines: str | int = DEFAULT_SPINES, dims: str | None = None, link: str | None = DEFAULT_LINK,
-                       latency: str | None = None, gpus_per_host: str | int = DEFAULT_GPUS_PER_HOST,
+                       latency: str | None = None, gpus_per_server: str | int = DEFAULT_GPUS_PER_SERVER,
                        routing: str = DEFAULT_ROUTING, seed: str | int = "0"):
     """The `TopologySpec` the options describe; a ValueError names the option to change."""
     from fabriclab.fabric.scenario import KINDS, TopologySpec, auto_hosts_per_leaf
@@ -182,7 +182,7 @@ def topology_spec_from(*, topology: str = DEFAULT_TOPOLOGY, hosts: str | int | N
         kind=kind, hosts=num_hosts_or_default, levels=num_levels, hosts_per_leaf=leaf, bisection=ratio,
         leaves_per_pod=None if leaves_per_pod is None else parse_count(leaves_per_pod, "--leaves-per-pod"),
         spines=parse_count(spines, "--spines"), dims=shape, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s,
-        link=name, gpus_per_host=parse_count(gpus_per_host, "--gpus-per-host", maximum=64),
+        link=name, gpus_per_server=parse_count(gpus_per_server, "--gpus-per-server", maximum=64),
         routing=routing, seed=parse_count(seed, "--seed", minimum=0))
     if shape is not None and num_hosts is not None and num_hosts != spec.num_hosts:
         raise ValueError(f"--hosts {num_hosts} and --dims {dims} ({spec.num_hosts} hosts) disagree: give one of them")

@@ -1,12 +1,12 @@
 """`fabriclab plan`: how much network to buy for a model on N GPUs, in throughput and in money.
 
 Every option (fabric x fat-tree levels x bisection x GPU count x algorithm) is simulated on its real
-topology (`fabriclab.whatif.plan`), priced from a price table (`--prices FILE`; the shipped one is
+topology (`fabriclab.plan.search`), priced from a price table (`--prices FILE`; the shipped one is
 illustrative), and shown with its scaling factor, images/s, network cost, the network's share of the
 cluster and the cost per images/s; `P` marks the Pareto frontier of each GPU count, and one line per
 GPU count recommends the cheapest option that reaches `--target` (or the best within `--budget`).
 With `--cluster FILE` (from `fabriclab calibrate nccl-tests ... --out FILE`) the option is that calibrated
-cluster instead of the --fabrics x --levels x --bisection grid (`whatif/plan_cluster.py`): its GPUs per
+cluster instead of the --fabrics x --levels x --bisection grid (`plan/cluster.py`): its GPUs per
 server, network and NCCL model; --fabrics then only names the price entry of its network.
 
 Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --fabrics 25gbe,100g-opa,100gbe,200g-hdr,400g-ndr
@@ -50,22 +50,22 @@ def _levels(text: str) -> tuple[int, ...]:
 MAX_PLAN_GPUS = 16384
 
 
-def build_spec(*, model: str, gpus: str, gpus_per_node: int, fabrics: str, levels: str, bisection: str,
+def build_spec(*, model: str, gpus: str, gpus_per_server: int, fabrics: str, levels: str, bisection: str,
                algo: str, hosts_per_leaf: int, placement: str, fusion: str, target: Optional[str],
                budget: Optional[str], prices: Optional[Path], iteration_time: Optional[str], cluster=None):
     """The `PlanSpec` the options describe; bad values raise ValueError saying what to change. With
     `cluster` (a loaded ClusterModel) the server comes from it."""
-    from fabriclab.fabric.prices import load_prices
+    from fabriclab.plan.prices import load_prices
     from fabriclab.whatif.fusion import FusionPolicy
-    from fabriclab.whatif.plan import NodeSpec, PlanSpec, parse_bisection
+    from fabriclab.plan.search import NodeSpec, PlanSpec, parse_bisection
     from fabriclab.workload.profile import load_profile
 
     it_s = parse_time(iteration_time) if iteration_time else None
     policy = FusionPolicy(name=fusion)
     policy.buckets([1], [0.0])  # an unknown policy name fails here, before the work
-    node = NodeSpec(gpus_per_node=gpus_per_node)
+    node = NodeSpec(gpus_per_server=gpus_per_server)
     if cluster is not None:
-        from fabriclab.whatif.plan_cluster import cluster_node
+        from fabriclab.plan.cluster import cluster_node
 
         node = cluster_node(cluster)
     return PlanSpec(
@@ -109,7 +109,7 @@ def plan(
     model: str = typer.Option("resnet50", help="Model(s): built-in V100 profiles (resnet50, resnet101, vgg16) "
                               "or profile files from `fabriclab profile`, comma separated."),
     gpus: str = typer.Option("64,256,512", help="GPU counts, e.g. 64,256,1024."),
-    gpus_per_node: Optional[int] = typer.Option(None, help="GPUs per server; they share its one NIC "
+    gpus_per_server: Optional[int] = typer.Option(None, help="GPUs per server; they share its one NIC "
                                                 "(default 2, TX-GAIA; not with --cluster)."),
     fabrics: Optional[str] = typer.Option(None, help=f"Link presets to compare (default {DEFAULT_FABRICS}); "
                                           "with --cluster the price entries of its network (default: those "
@@ -138,27 +138,27 @@ def plan(
     store: StoreOption = None,
 ) -> None:
     """How much network to buy: scaling, throughput and cost of every fabric and bisection option."""
-    from fabriclab.whatif.plan import DEFAULT_TARGET, run_plan
+    from fabriclab.plan.search import DEFAULT_TARGET, run_plan
 
     output = Output(fmt, json_path, store)
     check_output_dir(out)
     cluster_model = None
     if cluster is not None:
         from fabriclab.fabric.cluster import load_cluster
-        from fabriclab.fabric.prices import load_prices
-        from fabriclab.whatif.plan_cluster import matching_fabrics
+        from fabriclab.plan.prices import load_prices
+        from fabriclab.plan.cluster import matching_fabrics
 
-        if gpus_per_node is not None:
-            raise ValueError(f"--gpus-per-node does not apply with --cluster: {cluster} sets the servers")
+        if gpus_per_server is not None:
+            raise ValueError(f"--gpus-per-server does not apply with --cluster: {cluster} sets the servers")
         cluster_model = load_cluster(cluster)
         if fabrics is None:
             fabrics = ",".join(matching_fabrics(cluster_model, load_prices(prices), str(cluster)))
-    spec = build_spec(model=model, gpus=gpus, gpus_per_node=gpus_per_node or 2, fabrics=fabrics or DEFAULT_FABRICS,
+    spec = build_spec(model=model, gpus=gpus, gpus_per_server=gpus_per_server or 2, fabrics=fabrics or DEFAULT_FABRICS,
                       levels=levels, bisection=bisection, algo=algo, hosts_per_leaf=hosts_per_leaf,
                       placement=placement, fusion=fusion, target=target, budget=budget, prices=prices,
                       iteration_time=iteration_time, cluster=cluster_model)
     if cluster_model is not None:
-        from fabriclab.whatif.plan_cluster import run_cluster_plan
+        from fabriclab.plan.cluster import run_cluster_plan
 
         result = run_cluster_plan(spec, cluster_model, str(cluster))
     else:
@@ -174,14 +174,14 @@ def plan(
         output.note("scaling range with the cluster's parameters that no log determined at either end: "
                     + "; ".join(f"{r['model']} {r['gpus']} GPUs {r['fabric']} {r['scaling_low']:.3f}-"
                                 f"{r['scaling_high']:.3f}" for r in result.rows))
-        output.note(f"cluster {cluster_model.name} ({cluster}): {spec.node.gpus_per_node} GPUs and "
+        output.note(f"cluster {cluster_model.name} ({cluster}): {spec.node.gpus_per_server} GPUs and "
                     f"{cluster_model.server.nics_per_server} NICs per server, {cluster_model.network.fabric} "
                     f"network; {s['num_options']} options, {s['num_predictions']} bucket sizes predicted, "
                     f"{s['wall_s']:.2f} s")
     else:
         output.note(f"{s['num_options']} options on {s['num_topologies']} topologies, "
                     f"{s['num_simulations']} simulator runs, {s['wall_s']:.2f} s")
-    config = {"model": model, "gpus": gpus, "gpus_per_node": spec.node.gpus_per_node, "fabrics": fabrics,
+    config = {"model": model, "gpus": gpus, "gpus_per_server": spec.node.gpus_per_server, "fabrics": fabrics,
               "cluster": str(cluster) if cluster is not None else None,
               "levels": levels, "bisection": bisection, "algo": algo, "hosts_per_leaf": hosts_per_leaf,
               "placement": placement, "fusion": fusion, "target": spec.target, "budget_usd": spec.budget_usd,

@@ -21,7 +21,7 @@ import typer
 from rich.table import Table
 
 from fabriclab.bench.limits import check_memory
-from fabriclab.bench.train_config import model_memory_bytes
+from fabriclab.bench.train.config import model_memory_bytes
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption, check_output_path,
                                   print_error, user_errors)
 from fabriclab.units import format_size, parse_size

@@ -34,7 +34,7 @@ from fabriclab.cli.options import (
     BisectionOption,
     DimsOption,
     EcmpSeedOption,
-    GpusPerHostOption,
+    GpusPerServerOption,
     HostsOption,
     HostsPerLeafOption,
     LatencyOption,
@@ -96,7 +96,7 @@ def collective_cmd(
     dims: DimsOption = None,
     link: LinkOption = "4GB/s",
     latency: LatencyOption = None,
-    gpus_per_host: GpusPerHostOption = "1",
+    gpus_per_server: GpusPerServerOption = "1",
     routing: RoutingOption = "dmodk",
     seed: EcmpSeedOption = "0",
     placement: str = typer.Option("linear", help="linear, round-robin or random."),
@@ -137,14 +137,14 @@ def collective_cmd(
         raise ValueError("--ops-csv needs per-message times from the general engine: drop --engine levels")
     spec = topology_spec_from(topology=topology, hosts=hosts, levels=levels, hosts_per_leaf=hosts_per_leaf,
                               bisection=bisection, leaves_per_pod=leaves_per_pod, spines=spines, dims=dims,
-                              link=link, latency=latency, gpus_per_host=gpus_per_host, routing=routing,
+                              link=link, latency=latency, gpus_per_server=gpus_per_server, routing=routing,
                               seed=seed)
     size_bytes = parse_size(size)
     item = parse_count(itemsize, "--itemsize", maximum=64)
     gamma_s = parse_number(gamma, "--gamma", example="0 or 1e-10")
     num_top = parse_count(top, "--top", minimum=0, maximum=10_000)
     num_ranks = None if ranks is None else parse_count(ranks, "--ranks")
-    endpoints = spec.num_hosts * spec.gpus_per_host
+    endpoints = spec.num_hosts * spec.gpus_per_server
     if num_ranks is not None and num_ranks > endpoints:
         raise ValueError(f"--ranks {num_ranks}: the topology has {endpoints} endpoints; give at most that, or "
                          f"more --hosts")

@@ -1,7 +1,7 @@
 """`fabriclab simulate collective --cluster FILE --gpus N --sizes A:B`: the nccl-tests table a cluster predicts.
 
 `run_cluster_prediction` loads a cluster file (from `fabriclab calibrate nccl-tests` or a preset), predicts
-the collective on `num_gpus` GPUs at every size (`sim/nccl.py`: NCCL's choice of algorithm and protocol,
+the collective on `num_gpus` GPUs at every size (`nccl/predict.py`: NCCL's choice of algorithm and protocol,
 the flow-level simulator on the cluster's topology for the link time) and prints it: with
 `--format nccl-tests` exactly in nccl-tests' layout (which `calibrate` reads back), else as a table with
 the algorithm/protocol of every size. It returns the record (config and rows); the caller writes it.
@@ -26,9 +26,9 @@ def run_cluster_prediction(cluster_path: Path, num_gpus: int, sizes: list[int], 
     """Predict and print; returns {"config": ..., "results": rows}. `out` is a `cli.common.Output` (or None:
     one is made for `fmt`); `fmt == "nccl-tests"` prints nccl-tests' own text on stdout."""
     from fabriclab.fabric.cluster import load_cluster
-    from fabriclab.fabric.nccl_format import format_nccl_tests
-    from fabriclab.sim.nccl import MODELLED, layout, predict_nccl_table, prediction_run
-    from fabriclab.sim.nccl_band import row_bands, spread_factors
+    from fabriclab.nccl.log_writer import format_nccl_tests
+    from fabriclab.nccl.predict import MODELLED, layout, predict_nccl_table, prediction_run
+    from fabriclab.nccl.band import row_bands, spread_factors
 
     if collective not in MODELLED:
         raise ValueError(f"--collective {collective!r}: a cluster predicts {', '.join(MODELLED)}")

@@ -25,7 +25,7 @@ import typer
 from rich.table import Table
 
 from fabriclab.bench.limits import RANK_MEMORY_BYTES, check_local_ranks, check_memory, check_number
-from fabriclab.bench.stencil_sim import MINI_APP_COMPUTE_PER_CELL_S, AtScaleConfig, simulate_at_scale
+from fabriclab.bench.stencil.sim import MINI_APP_COMPUTE_PER_CELL_S, AtScaleConfig, simulate_at_scale
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption, check_output_dir,
                                   print_error, split_list, user_errors)
 from fabriclab.cli.stream import RowStream
@@ -126,7 +126,7 @@ def run_cmd(
     """Run the mini-app and print compute and communication time per step."""
     out = Output(fmt, json_path, store)
     _check_run(cells, steps, warmup, work, dtype, timeout, [num_ranks])
-    from fabriclab.bench.stencil import run_stencil
+    from fabriclab.bench.stencil.run import run_stencil
     from fabriclab.runtime.stencil import StencilConfig
 
     config = StencilConfig(cells=cells, steps=steps, warmup=warmup, work=work, dtype=dtype, device=device.strip(),
@@ -191,7 +191,7 @@ def scale_cmd(
     _check_run(cells, steps, 0, work, "float32", 300.0, counts)
     burst_s = check_number(parse_time(burst), "--burst", above=0)
     queue_s = check_number(parse_time(queue), "--queue", above=0)
-    from fabriclab.bench.stencil_scale import ScaleConfig, run_scale
+    from fabriclab.bench.stencil.scale import ScaleConfig, run_scale
     from fabriclab.emu.netns import EmuError
     from fabriclab.runtime.stencil import StencilConfig
 
@@ -225,7 +225,7 @@ def simulate_cmd(
                                          help="Compute per cell per step on one core (e.g. 4ns, 1ms)."),
     bytes_per_face_cell: int = typer.Option(4, help="Halo bytes per face cell (CartDG p=7 element: 2560)."),
     rack_size: int = typer.Option(32, help="Nodes per rack (one leaf switch each)."),
-    ranks_per_node: int = typer.Option(1, help="Ranks per node (Samsi et al.'s CPU nodes: 40)."),
+    gpus_per_server: int = typer.Option(1, help="Ranks per node (Samsi et al.'s CPU nodes: 40)."),
     bisection: str = typer.Option("1", help="Bisection ratio above the racks."),
     steps: int = typer.Option(2, help="Steps simulated per point."),
     alpha: str = typer.Option("0us", help="Software overhead per message (MPI, NIC), e.g. 1us."),
@@ -238,16 +238,16 @@ def simulate_cmd(
     output = Output(fmt, json_path, store)
     check_output_dir(out, "--out")
     counts = parse_int_list(ranks, minimum=1, what="--ranks", maximum=MAX_SIMULATED_RANKS)
-    if cells < 1 or bytes_per_face_cell < 1 or rack_size < 1 or ranks_per_node < 1 or not 1 <= steps <= 1000:
+    if cells < 1 or bytes_per_face_cell < 1 or rack_size < 1 or gpus_per_server < 1 or not 1 <= steps <= 1000:
         raise ValueError(f"cells {cells}, bytes per face cell {bytes_per_face_cell}, rack size {rack_size}, ranks "
-                         f"per node {ranks_per_node}, steps {steps}: give each >= 1 (steps at most 1000)")
+                         f"per node {gpus_per_server}, steps {steps}: give each >= 1 (steps at most 1000)")
     for n in counts:
         check_split(n, cells)
     config = AtScaleConfig(ranks=tuple(counts), fabrics=tuple(split_list(fabrics, "fabric list")), cells=cells,
                            compute_per_cell_s=check_number(parse_time(compute_per_cell), "--compute-per-cell-s",
                                                            minimum=0),
                            bytes_per_face_cell=bytes_per_face_cell, rack_size=rack_size,
-                           ranks_per_node=ranks_per_node, bisection=bisection, steps=steps,
+                           gpus_per_server=gpus_per_server, bisection=bisection, steps=steps,
                            alpha_s=check_number(parse_time(alpha), "--alpha", minimum=0))
     rows = simulate_at_scale(config)
     output.table(at_scale_table(rows))
@@ -256,8 +256,8 @@ def simulate_cmd(
     if out is not None:
         _write_folder(out, "stencil_sim", lambda: (
             write_outputs(out, "stencil_sim", "stencil.simulate", config_dict, rows, rows),
-            plot_figure3(rows, out / "stencil_sim.png", rack_ranks=rack_size * ranks_per_node,
-                         title=f"stencil {cells}^3 simulated, racks of {rack_size} nodes x {ranks_per_node} ranks")))
+            plot_figure3(rows, out / "stencil_sim.png", rack_ranks=rack_size * gpus_per_server,
+                         title=f"stencil {cells}^3 simulated, racks of {rack_size} nodes x {gpus_per_server} ranks")))
 
 
 def _write_folder(out: Path, stem: str, write) -> None:

@@ -29,8 +29,8 @@ from rich import box
 from rich.table import Table
 
 from fabriclab.bench.limits import check_number
-from fabriclab.bench.train_config import SYNTHETIC, TrainBenchConfig
-from fabriclab.bench.train_report import HEADER, is_display_step, step_line, total_lines
+from fabriclab.bench.train.config import SYNTHETIC, TrainBenchConfig
+from fabriclab.bench.train.report import HEADER, is_display_step, step_line, total_lines
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption,
                                   check_output_path, print_error, split_list, user_errors)
 from fabriclab.runtime.environment import LaunchError, detect_launch
@@ -149,7 +149,7 @@ def _check_inputs(data: str, replay: str | None) -> None:
 def execute(config: TrainBenchConfig, trace_path: Path | None = None, out: Output | Path | None = None) -> int:
     """Run, print (in the reporting process only), write the trace and record; returns the exit code.
     `out` may also be a `--json` path (or None)."""
-    from fabriclab.bench.train import run_train_bench
+    from fabriclab.bench.train.run import run_train_bench
 
     if not isinstance(out, Output):
         out = Output(None, out)

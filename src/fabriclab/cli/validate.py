@@ -2,9 +2,9 @@
 
 * `validate emulated`: measured collectives on the emulated star / fat tree vs. the simulator (needs
   root). For each topology it builds the emulated cluster, benchmarks every all-reduce algorithm (and
-  `native`) at every size (`fabriclab.bench.validate`), simulates the same on the same TopologySpec
+  `native`) at every size (`fabriclab.bench.validate.run`), simulates the same on the same TopologySpec
   twice (`plain`: the simulator as it is; `model`: plus TCP framing, the executor's segments, measured
-  per-message and reduction costs, see `fabriclab.bench.validate_model`) and prints measured, simulated
+  per-message and reduction costs, see `fabriclab.bench.validate.model`) and prints measured, simulated
   and the error, then a summary of the error at >= 1 MB (goal: within 10 %). `--out DIR` writes the
   record (validate.json), validate.csv, validate.md and validate.png; `--from-record FILE` reports a
   recorded run without measuring. Its defaults (4 hosts, 2 per leaf, bisection 1/2) are the validated
@@ -126,7 +126,7 @@ def emulated(
         return
     from dataclasses import asdict
 
-    from fabriclab.bench.validate import (
+    from fabriclab.bench.validate.run import (
         DEFAULT_BURST_S,
         DEFAULT_DILATION,
         DEFAULT_LINK,
@@ -135,7 +135,7 @@ def emulated(
         all_algos,
         run_validation,
     )
-    from fabriclab.bench.validate_model import TCP_PAYLOAD_EFFICIENCY
+    from fabriclab.bench.validate.model import TCP_PAYLOAD_EFFICIENCY
     from fabriclab.emu.netns import EmuError
     from fabriclab.fabric.scenario import auto_hosts_per_leaf
     from fabriclab.units import parse_size_range, parse_time
@@ -208,7 +208,7 @@ def _finish(output: Output, rows: list[dict], out: Path | None, config_dict: dic
 
 
 def _print_one(output: Output, config, result: dict) -> None:
-    from fabriclab.bench.validate_model import TCP_PAYLOAD_EFFICIENCY
+    from fabriclab.bench.validate.model import TCP_PAYLOAD_EFFICIENCY
     from fabriclab.report import validate as report
     from fabriclab.units import format_size
 

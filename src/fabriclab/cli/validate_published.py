@@ -51,7 +51,7 @@ def published(
     json_path: JsonOption = None,
 ) -> None:
     """Published measurements of real clusters beside our predictions, before and after the mechanisms."""
-    from fabriclab.bench.published import compare
+    from fabriclab.bench.published.rows import compare
     from fabriclab.report import published as report
 
     if models not in MODEL_CHOICES:

@@ -97,7 +97,7 @@ def make_cost_factory(cost: str, add, latency_s: float, gamma: Optional[float], 
     cluster model `cluster` (every worker count checked against its servers here)."""
     from dataclasses import replace
 
-    from fabriclab.whatif.costs import CostModel
+    from fabriclab.whatif.bucket_time import CostModel
 
     topos: dict[tuple[int, float], object] = {}
 
@@ -117,7 +117,7 @@ def make_cost_factory(cost: str, add, latency_s: float, gamma: Optional[float], 
                                  f"<= {max(n // 2, 1)} or --topology star")
             build_topology(one)
     if cost == "cluster":
-        from fabriclab.sim.nccl import layout
+        from fabriclab.nccl.predict import layout
 
         for n in workers:
             layout(cluster, n)
@@ -180,7 +180,7 @@ def whatif(
     if ctx.invoked_subcommand is not None:
         return
     from fabriclab.units import check_link_latency, parse_int_list, parse_time
-    from fabriclab.whatif.costs import ALIASES, COST_MODELS
+    from fabriclab.whatif.bucket_time import ALIASES, COST_MODELS
     from fabriclab.whatif.fusion import FusionPolicy
     from fabriclab.whatif.sweep import SweepAxes, run_sweep
     from fabriclab.workload.profile import load_profile
@@ -230,7 +230,7 @@ def whatif(
     t0 = time.perf_counter()
     rows = list(run_sweep(axes, policy, factory(cluster_model)))
     if cluster_model is not None:
-        from fabriclab.sim.nccl_band import moved_clusters
+        from fabriclab.nccl.band import moved_clusters
 
         _add_cluster_range(rows, axes, policy, [factory(c) for c in moved_clusters(cluster_model)])
     wall = time.perf_counter() - t0
@@ -272,7 +272,7 @@ def whatif(
 def _add_cluster_range(rows: list[dict], axes, policy, ends: list) -> None:
     """Give every row `scaling_low` / `scaling_high`: the sweep again with the cost factories `ends`, the
     cluster with its undetermined parameters at the pessimistic and at the optimistic end
-    (`sim/nccl_band.py`)."""
+    (`nccl/band.py`)."""
     from fabriclab.whatif.sweep import run_sweep
 
     low, high = ([r["scaling_factor"] for r in run_sweep(axes, policy, make)] for make in ends)

@@ -24,7 +24,7 @@ from fabriclab.cli.common import (
     check_output_dir,
     user_errors,
 )
-from fabriclab.whatif.costs import CostModel
+from fabriclab.whatif.bucket_time import CostModel
 from fabriclab.whatif.fusion import FusionPolicy
 from fabriclab.whatif.sweep import (
     PAPER_BANDWIDTHS_GBPS,

@@ -181,15 +181,15 @@ def _bits(rate_Bps: float) -> str:
     return f"{rate_Bps * 8:.3g} bit/s"
 
 
-def _check_one_rank_per_host(gpus_per_host: int) -> None:
-    if gpus_per_host != 1:
-        raise ValueError(f"the emulator runs one rank per host namespace: use gpus_per_host 1, not "
-                         f"{gpus_per_host}")
+def _check_one_rank_per_host(gpus_per_server: int) -> None:
+    if gpus_per_server != 1:
+        raise ValueError(f"the emulator runs one rank per host namespace: use gpus_per_server 1, not "
+                         f"{gpus_per_server}")
 
 
 def check_spec(spec: TopologySpec) -> None:
     """Before building anything: a spec the emulator cannot run raises ValueError saying why."""
-    _check_one_rank_per_host(spec.gpus_per_host)
+    _check_one_rank_per_host(spec.gpus_per_server)
     if spec.num_hosts > MAX_NAMESPACES:
         raise ValueError(f"{spec.num_hosts} hosts: the emulator makes at most {MAX_NAMESPACES} namespaces "
                          f"(hosts and switches); use fewer --hosts, or `fabriclab simulate` for large fabrics")
@@ -198,7 +198,7 @@ def check_spec(spec: TopologySpec) -> None:
 def make_plan(topology: Topology, config: EmuConfig) -> Plan:
     """Names, addresses, cables, shaping and routes for `topology`; ValueError if it cannot be emulated."""
     t = topology
-    _check_one_rank_per_host(t.gpus_per_host)
+    _check_one_rank_per_host(t.gpus_per_server)
     if t.num_nodes > MAX_NAMESPACES:
         raise ValueError(f"{t.name} has {t.num_nodes} nodes; the emulator makes at most {MAX_NAMESPACES} "
                          f"namespaces: use fewer --hosts, or `fabriclab simulate` for large fabrics")

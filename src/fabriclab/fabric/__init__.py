@@ -12,7 +12,7 @@ from fabriclab.fabric.analysis import bisection_bandwidth_Bps, max_flow_Bps
 from fabriclab.fabric.fattree import FatTreeShape, fat_tree, leaf_spine, star
 from fabriclab.fabric.hosts import HostModel, host_model
 from fabriclab.fabric.links import LINK_PRESET_NAMES, Link, link_preset, parse_link, plain_link
-from fabriclab.fabric.others import flattened_butterfly, ring, torus
+from fabriclab.fabric.direct_networks import flattened_butterfly, ring, torus
 from fabriclab.fabric.placement import PLACEMENTS, place
 from fabriclab.fabric.routing import ROUTINGS
 from fabriclab.fabric.topology import Router, Topology

@@ -100,7 +100,7 @@ def bisection_bandwidth_Bps(topology: Topology) -> float:
     """Max flow between the lower and the upper half of the hosts, the smaller of both directions."""
     if topology.num_hosts < 2:
         raise ValueError(f"{topology.name} has one host: bisection bandwidth needs at least two")
-    g, half = topology.gpus_per_host, topology.num_hosts // 2
+    g, half = topology.gpus_per_server, topology.num_hosts // 2
     lower = np.arange(half * g)
     upper = np.arange(half * g, topology.num_endpoints)
     return min(max_flow_Bps(topology, lower, upper), max_flow_Bps(topology, upper, lower))

@@ -10,7 +10,7 @@ One JSON file (`schema: fabriclab.cluster/1`) that `fabriclab calibrate nccl-tes
   algorithms ring and tree, protocols LL / LL128 / Simple, each with a latency (a base plus a cost per
   intra-server step and per network step) and a bandwidth (a share of the links' rate, a ceiling, a cost
   per buffer byte), the channels, and the launch cost per GPU a process drives. The library runs, at
-  every size, the algorithm and protocol its model says is fastest; `sim/nccl.py` computes that.
+  every size, the algorithm and protocol its model says is fastest; `nccl/predict.py` computes that.
 
 `a100_hdr_prior()` holds data-sheet and NCCL-source values; calibration starts from such a prior and
 moves what the logs determine (its report says which parameter came from where).
@@ -134,7 +134,7 @@ class LibrarySpec:
     """Share of the link-limited bandwidth a tree reaches (NCCL's model: 0.9)."""
     selection: str = "nccl-2.9"
     """How the algorithm and protocol are chosen per size: `nccl-2.9` (NCCL 2.9's own tuning model,
-    `sim/nccl_select.py`) or `fastest` (the cheapest by this model, for other libraries)."""
+    `nccl/choice.py`) or `fastest` (the cheapest by this model, for other libraries)."""
     selection_busbw_cap_Bps: float | None = None
     """busBw ceiling in NCCL's tuning model (235 GB/s on compute capability 8.0, A100); None: none."""
     protocols: dict[str, ProtocolSpec] = field(default_factory=_default_protocols)

@@ -165,7 +165,7 @@ def _up_links(down: int, ratio: Fraction, *, stage: str, name: str, hosts: int, 
 def fat_tree(*, levels: int = 2, hosts: int, hosts_per_leaf: int = 16, bisection: float | str = 0.25,
              leaves_per_pod: int | None = None, link: Link | str = DEFAULT_LINK,
              link_Bps: float | str | None = None, latency_s: float | str | None = None,
-             gpus_per_host: int = 1, pcie: Link | str = "PCIe3x16", nvlink: Link | str | None = None,
+             gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16", nvlink: Link | str | None = None,
              routing: str = DMODK, seed: int = 0) -> Topology:
     """A 2- or 3-level fat tree of `hosts` hosts with bisection ratio `bisection` (module doc).
 
@@ -177,7 +177,7 @@ def fat_tree(*, levels: int = 2, hosts: int, hosts_per_leaf: int = 16, bisection
         if not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{key}={value!r}: give a whole number >= 1")
     ratio, k = _ratio(bisection), int(hosts_per_leaf)
-    host = host_model(gpus_per_host, pcie, nvlink)
+    host = host_model(gpus_per_server, pcie, nvlink)
     fabric_link = resolve_link(link, link_Bps, latency_s)
     leaves = _split(hosts, k, per="leaves", alternatives=_leaf_sizes(hosts, k))
     label = f"levels={levels},hosts={hosts},hosts_per_leaf={k}"
@@ -194,14 +194,14 @@ def fat_tree(*, levels: int = 2, hosts: int, hosts_per_leaf: int = 16, bisection
         cores = _up_links(p, ratio, stage="aggregation", name="leaves_per_pod", hosts=hosts, unit=k)
         shape = FatTreeShape(down=(k, p, pods), up=(1, k, cores))
         label += f",leaves_per_pod={p}"
-    label += f",bisection={ratio}" + _extras(gpus_per_host, routing, seed)
+    label += f",bisection={ratio}" + _extras(gpus_per_server, routing, seed)
     return build_tree(name=f"fat-tree({label})", shape=shape, links=[fabric_link] * levels, host=host,
                       routing=routing, seed=seed)
 
 
 def leaf_spine(*, hosts: int, hosts_per_leaf: int = 16, spines: int = 4, link: Link | str = DEFAULT_LINK,
                link_Bps: float | str | None = None, latency_s: float | str | None = None,
-               uplink: Link | str | None = None, gpus_per_host: int = 1, pcie: Link | str = "PCIe3x16",
+               uplink: Link | str | None = None, gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
                nvlink: Link | str | None = None, routing: str = DMODK, seed: int = 0) -> Topology:
     """Leaves of `hosts_per_leaf` hosts, each linked once to each of `spines` spines.
 
@@ -217,21 +217,21 @@ def leaf_spine(*, hosts: int, hosts_per_leaf: int = 16, spines: int = 4, link: L
     shape = FatTreeShape(down=(int(hosts_per_leaf), leaves), up=(1, int(spines)))
     label = f"hosts={hosts},hosts_per_leaf={hosts_per_leaf},spines={spines}"
     label += f",uplink={up_link.name}" if uplink is not None else ""
-    return build_tree(name=f"leaf-spine({label}{_extras(gpus_per_host, routing, seed)})", shape=shape,
-                      links=[host_link, up_link], host=host_model(gpus_per_host, pcie, nvlink),
+    return build_tree(name=f"leaf-spine({label}{_extras(gpus_per_server, routing, seed)})", shape=shape,
+                      links=[host_link, up_link], host=host_model(gpus_per_server, pcie, nvlink),
                       routing=routing, seed=seed)
 
 
 def star(*, hosts: int, link: Link | str = DEFAULT_LINK, link_Bps: float | str | None = None,
-         latency_s: float | str | None = None, gpus_per_host: int = 1, pcie: Link | str = "PCIe3x16",
+         latency_s: float | str | None = None, gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
          nvlink: Link | str | None = None) -> Topology:
     """`hosts` hosts on one non-blocking switch: host -> switch -> host, 2 links per path."""
     if not isinstance(hosts, (int, np.integer)) or hosts < 1:
         raise ValueError(f"hosts={hosts!r}: give a whole number of hosts >= 1")
     shape = FatTreeShape(down=(int(hosts),), up=(1,))
-    return build_tree(name=f"star(hosts={hosts}{_extras(gpus_per_host, DMODK, 0)})", shape=shape,
+    return build_tree(name=f"star(hosts={hosts}{_extras(gpus_per_server, DMODK, 0)})", shape=shape,
                       links=[resolve_link(link, link_Bps, latency_s)],
-                      host=host_model(gpus_per_host, pcie, nvlink))
+                      host=host_model(gpus_per_server, pcie, nvlink))
 
 
 def _leaf_sizes(hosts: int, k: int) -> str:
@@ -239,8 +239,8 @@ def _leaf_sizes(hosts: int, k: int) -> str:
     return f", or hosts_per_leaf={_nearest(fits, k)}" if fits else ""
 
 
-def _extras(gpus_per_host: int, routing: str, seed: int) -> str:
-    out = f",gpus_per_host={gpus_per_host}" if gpus_per_host != 1 else ""
+def _extras(gpus_per_server: int, routing: str, seed: int) -> str:
+    out = f",gpus_per_server={gpus_per_server}" if gpus_per_server != 1 else ""
     if routing != DMODK:
         out += f",routing={routing},seed={seed}"
     return out

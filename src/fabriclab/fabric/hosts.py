@@ -1,7 +1,7 @@
 """Inside a host: GPUs (the endpoints), a PCIe switch, optional NVLink, and the NIC to the fabric.
 
-With `gpus_per_host == 1` the endpoint *is* the host: its NIC link goes straight to the fabric and there
-are no host-internal nodes. With `gpus_per_host = G > 1` every host h has
+With `gpus_per_server == 1` the endpoint *is* the host: its NIC link goes straight to the fabric and there
+are no host-internal nodes. With `gpus_per_server = G > 1` every host h has
 
 * G endpoints `h{h}.gpu{g}` (endpoint e = h*G + g), each linked to the host's PCIe switch `h{h}.pcie`
   by a PCIe link (default PCIe 3.0 x16, the GPU servers of that era);
@@ -14,7 +14,7 @@ traffic to other hosts always leaves through PCIe and the NIC. `NetBuilder` lays
 ids the routers compute with: endpoints first, then host-internal nodes, then switches; intra-host links
 first (2e / 2e+1 for GPU e to / from PCIe, then 2E+2e / 2E+2e+1 to / from NVLink), then the fabric.
 
-Try it: `python -c "from fabriclab.fabric import star; print(star(hosts=2, gpus_per_host=4).link_name(0))"`.
+Try it: `python -c "from fabriclab.fabric import star; print(star(hosts=2, gpus_per_server=4).link_name(0))"`.
 """
 
 from __future__ import annotations
@@ -30,22 +30,22 @@ from fabriclab.fabric.links import Link, link_preset, parse_link
 class HostModel:
     """How the endpoints of one host connect to each other and to the host's NIC."""
 
-    gpus_per_host: int = 1
+    gpus_per_server: int = 1
     """Endpoints (GPUs, ranks) per host; 1 means the host itself is the endpoint."""
     pcie: Link = field(default_factory=lambda: link_preset("PCIe3x16"))
-    """Link between each GPU and the host's PCIe switch (used only when gpus_per_host > 1)."""
+    """Link between each GPU and the host's PCIe switch (used only when gpus_per_server > 1)."""
     nvlink: Link | None = None
     """Per-GPU NVLink to an NVLink switch, for traffic between GPUs of one host; None: they use PCIe."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.gpus_per_host, (int, np.integer)) or self.gpus_per_host < 1:
-            raise ValueError(f"gpus_per_host={self.gpus_per_host!r}: give a whole number >= 1")
+        if not isinstance(self.gpus_per_server, (int, np.integer)) or self.gpus_per_server < 1:
+            raise ValueError(f"gpus_per_server={self.gpus_per_server!r}: give a whole number >= 1")
 
 
-def host_model(gpus_per_host: int = 1, pcie: Link | str = "PCIe3x16",
+def host_model(gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
                nvlink: Link | str | None = None) -> HostModel:
     """A `HostModel` from preset names or links, e.g. `host_model(8, 'PCIe4x16', 'NVLink-A100')`."""
-    return HostModel(gpus_per_host=gpus_per_host, pcie=parse_link(pcie),
+    return HostModel(gpus_per_server=gpus_per_server, pcie=parse_link(pcie),
                      nvlink=None if nvlink is None else parse_link(nvlink))
 
 
@@ -57,7 +57,7 @@ class NetBuilder:
             raise ValueError(f"hosts={num_hosts!r}: give a whole number of hosts >= 1")
         self.num_hosts = int(num_hosts)
         self.host = host
-        g = host.gpus_per_host
+        g = host.gpus_per_server
         self.num_endpoints = self.num_hosts * g
         if g == 1:
             self.names = [f"h{h}" for h in range(self.num_hosts)]
@@ -81,7 +81,7 @@ class NetBuilder:
     def port(self, hosts: np.ndarray) -> np.ndarray:
         """Node where host h meets the fabric: the endpoint itself, or the host's PCIe switch."""
         hosts = np.asarray(hosts, dtype=np.int64)
-        return hosts if self.host.gpus_per_host == 1 else self.num_endpoints + hosts
+        return hosts if self.host.gpus_per_server == 1 else self.num_endpoints + hosts
 
     def add_nodes(self, names: list[str]) -> int:
         """Append switch (or router) nodes; returns the id of the first."""
@@ -106,7 +106,7 @@ class NetBuilder:
         """The Topology fields this builder collected."""
         def cat(parts, dtype):
             return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
-        return dict(num_hosts=self.num_hosts, gpus_per_host=self.host.gpus_per_host,
+        return dict(num_hosts=self.num_hosts, gpus_per_server=self.host.gpus_per_server,
                     node_names=tuple(self.names), link_src=cat(self._src, np.int64),
                     link_dst=cat(self._dst, np.int64), bandwidth_Bps=cat(self._bw, np.float64),
                     latency_s=cat(self._lat, np.float64))
@@ -116,7 +116,7 @@ class NetBuilder:
 class HostLinks:
     """Link-id arithmetic for the intra-host part of routes (what `NetBuilder` laid out)."""
 
-    gpus_per_host: int
+    gpus_per_server: int
     """Endpoints per host."""
     num_endpoints: int
     """All endpoints of the topology."""
@@ -125,7 +125,7 @@ class HostLinks:
 
     @classmethod
     def of(cls, builder: NetBuilder) -> "HostLinks":
-        return cls(gpus_per_host=builder.host.gpus_per_host, num_endpoints=builder.num_endpoints,
+        return cls(gpus_per_server=builder.host.gpus_per_server, num_endpoints=builder.num_endpoints,
                    has_nvlink=builder.host.nvlink is not None)
 
     def first_column(self, src: np.ndarray, cross: np.ndarray, same_host: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@
   different hosts (`mpirun --map-by node`).
 * `random`: a seeded random choice of distinct endpoints, as a scheduler that ignores topology would give.
 
-Try it: `python -c "from fabriclab.fabric import place, star; print(place(4, star(hosts=2, gpus_per_host=2), 'round-robin'))"`.
+Try it: `python -c "from fabriclab.fabric import place, star; print(place(4, star(hosts=2, gpus_per_server=2), 'round-robin'))"`.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ def place(num_ranks: int, topology: Topology, policy: str = "linear", seed: int 
         raise ValueError(f"num_ranks={num_ranks!r}: a schedule needs at least one rank")
     num_endpoints = topology.num_endpoints
     if num_ranks > num_endpoints:
-        hosts = -(-num_ranks // topology.gpus_per_host)
+        hosts = -(-num_ranks // topology.gpus_per_server)
         raise ValueError(f"schedule of {num_ranks} ranks does not fit {num_endpoints} endpoints: "
                          f"use --hosts >= {hosts} or fewer ranks")
     ranks = np.arange(num_ranks, dtype=np.int64)
     if policy == "linear":
         return ranks
     if policy == "round-robin":
-        return (ranks % topology.num_hosts) * topology.gpus_per_host + ranks // topology.num_hosts
+        return (ranks % topology.num_hosts) * topology.gpus_per_server + ranks // topology.num_hosts
     if policy == "random":
         return np.random.default_rng(seed).permutation(num_endpoints)[:num_ranks].astype(np.int64)
     raise ValueError(f"unknown placement {policy!r}: use one of {', '.join(PLACEMENTS)}")

@@ -184,6 +184,6 @@ def gpu_cluster_topology(*, num_servers: int, gpus_per_server: int = 8, intra: s
                               leaf_of=lambda s, k: leaves[leaf_index(s, k)], spines=spines)
     label = (f"{fabric}(servers={S},gpus_per_server={G},intra={intra},nics_per_server={K},nic={nic.name},"
              f"leaf_ports={leaf_ports},bisection={bisection:g})")
-    return Topology(name=label, num_hosts=S, gpus_per_host=G, node_names=tuple(names),
+    return Topology(name=label, num_hosts=S, gpus_per_server=G, node_names=tuple(names),
                     link_src=np.array(src), link_dst=np.array(dst), bandwidth_Bps=np.array(bw),
                     latency_s=np.array(lat), router=router)

@@ -92,7 +92,7 @@ def endpoint_routes(hosts: HostLinks, src: np.ndarray, dst: np.ndarray,
 
     `fabric_columns(src_host, dst_host, cross, src, dst)` returns columns of fabric link ids for the
     pairs with `cross` (different hosts); entries of other pairs are ignored."""
-    g = hosts.gpus_per_host
+    g = hosts.gpus_per_server
     src_host, dst_host = src // g, dst // g
     cross = src_host != dst_host
     columns = [np.where(cross, col, -1) for col in fabric_columns(src_host, dst_host, cross, src, dst)]

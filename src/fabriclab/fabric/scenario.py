@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from fabriclab.fabric.fattree import fat_tree, leaf_spine, star
 from fabriclab.fabric.links import Link, plain_link
-from fabriclab.fabric.others import flattened_butterfly, ring, torus
+from fabriclab.fabric.direct_networks import flattened_butterfly, ring, torus
 from fabriclab.fabric.routing import ROUTINGS
 from fabriclab.fabric.topology import Topology
 
@@ -31,7 +31,7 @@ KINDS = ("star", "fat-tree", "leaf-spine", "ring", "torus", "flattened-butterfly
 # around 1 GB, well inside this machine's 24 GiB, and far above the 2048 hosts of the papers' studies.
 MAX_ENDPOINTS = 1 << 20
 MAX_LINKS = 1 << 24
-MAX_GPUS_PER_HOST = 64
+MAX_GPUS_PER_SERVER = 64
 
 # Zhang, Li, Tanimura, Nakada ("How Much Should We Invest for Network Facility"): 4 GB/s links and
 # 0.2 us per switch in their base case; the default of every command that simulates a network.
@@ -67,7 +67,7 @@ class TopologySpec:
     """Latency of every fabric link (one hop), seconds."""
     link: str | None = None
     """Name of the link preset the numbers came from (e.g. 25GbE), for titles and records; None: plain."""
-    gpus_per_host: int = 1
+    gpus_per_server: int = 1
     """Ranks per host; they share the host's intra-node links and NIC."""
     routing: str = "dmodk"
     """Fat-tree routing: dmodk (deterministic D-mod-K) or ecmp (seeded hash)."""
@@ -80,7 +80,7 @@ class TopologySpec:
         if self.kind not in KINDS:
             raise ValueError(f"unknown topology {self.kind!r}: use one of {', '.join(KINDS)}")
         _whole("hosts", self.hosts, 1)
-        _whole("gpus per host", self.gpus_per_host, 1, MAX_GPUS_PER_HOST)
+        _whole("GPUs per server", self.gpus_per_server, 1, MAX_GPUS_PER_SERVER)
         _whole("hosts per leaf", self.hosts_per_leaf, 1)
         _whole("spines", self.spines, 1)
         _whole("levels", self.levels, 2, 3)
@@ -110,9 +110,9 @@ class TopologySpec:
                              f"at most {MAX_LINKS} fit this machine's 24 GiB; give smaller --dims")
 
     def _check_endpoints(self, hosts: int) -> None:
-        endpoints = hosts * self.gpus_per_host
+        endpoints = hosts * self.gpus_per_server
         if endpoints > MAX_ENDPOINTS:
-            per = f" x {self.gpus_per_host} GPUs = {endpoints} endpoints" if self.gpus_per_host > 1 else ""
+            per = f" x {self.gpus_per_server} GPUs = {endpoints} endpoints" if self.gpus_per_server > 1 else ""
             raise ValueError(f"{hosts} hosts{per}: at most {MAX_ENDPOINTS} endpoints fit this machine's 24 GiB "
                              f"(about 350 bytes each); give fewer hosts")
 
@@ -142,7 +142,7 @@ class TopologySpec:
         if self.kind == "flattened-butterfly":
             routers = math.prod(self.shape)
             return 2 * (self.num_hosts + routers * sum(n - 1 for n in self.shape))
-        return 8 * self.num_hosts * self.gpus_per_host  # trees, rings, tori: a few links per host
+        return 8 * self.num_hosts * self.gpus_per_server  # trees, rings, tori: a few links per host
 
     def link_object(self) -> Link:
         """The fabric link of this spec, named after its preset when it came from one."""
@@ -214,7 +214,7 @@ def _butterfly_dims(hosts: int) -> tuple[int, ...]:
 
 def build_topology(spec: TopologySpec) -> Topology:
     """Build the topology `spec` describes; bad values raise ValueError saying what to change."""
-    common = dict(link=spec.link_object(), gpus_per_host=spec.gpus_per_host)
+    common = dict(link=spec.link_object(), gpus_per_server=spec.gpus_per_server)
     if spec.kind == "star":
         return star(hosts=spec.hosts, **common)
     if spec.kind == "fat-tree":

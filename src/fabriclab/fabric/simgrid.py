@@ -15,7 +15,7 @@ can be cross-checked there.
   latency; SimGrid's FatTreeZone routes by D-mod-K like `routing.py`, so routes match link for link.
 * **Star** (one endpoint per host): a flat `<cluster>` without backbone, i.e. a private full-duplex link
   per host into a non-blocking crossbar, exactly `star()`.
-* **Anything else** (torus, flattened butterfly, ECMP, several GPUs per host, mixed link speeds): an
+* **Anything else** (torus, flattened butterfly, ECMP, several GPUs per server, mixed link speeds): an
   explicit `<zone routing="Full">` with one `<host>` per endpoint, a `<router>` per other node, one
   `<link>` per directed link (`SHARED`) and one `<route symmetrical="NO">` per ordered endpoint pair with
   our route's links. It lists n*(n-1) routes, so it is refused above `max_routes`.
@@ -69,7 +69,7 @@ def fat_tree_parameters(topology: Topology) -> str | None:
 
 
 def _uniform(topology: Topology) -> bool:
-    return (topology.gpus_per_host == 1 and np.ptp(topology.bandwidth_Bps) == 0
+    return (topology.gpus_per_server == 1 and np.ptp(topology.bandwidth_Bps) == 0
             and np.ptp(topology.latency_s) == 0)
 
 

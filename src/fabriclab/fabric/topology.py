@@ -1,7 +1,7 @@
 """A topology: endpoints, host-internal nodes, switches and directed links, plus a routing function.
 
 This is the object the simulator (`fabriclab.sim`) consumes. Nodes are numbered endpoints first
-(0..num_endpoints-1; endpoint e lives on host e // gpus_per_host), then host-internal nodes (PCIe and
+(0..num_endpoints-1; endpoint e lives on host e // gpus_per_server), then host-internal nodes (PCIe and
 NVLink switches), then switches. Links are directed (a full-duplex cable is two links) with a bandwidth in
 bytes per second and a latency in seconds each. `route(src, dst)` gives the link ids from endpoint src
 to endpoint dst in order; `routes()` gives many at once in CSR form, fast for the structured topologies
@@ -41,9 +41,9 @@ class Topology:
     name: str
     """What was built, e.g. `fat-tree(levels=2,hosts=512,hosts_per_leaf=16,bisection=1/4)`."""
     num_hosts: int
-    """Machines; each has `gpus_per_host` endpoints and shares one NIC among them."""
-    gpus_per_host: int = 1
-    """Ranks / endpoints per host; endpoint e lives on host e // gpus_per_host."""
+    """Machines; each has `gpus_per_server` endpoints and shares one NIC among them."""
+    gpus_per_server: int = 1
+    """Ranks / endpoints per host; endpoint e lives on host e // gpus_per_server."""
     node_names: tuple[str, ...]
     """Name of every node: endpoints first, then host-internal nodes, then switches."""
     link_src: np.ndarray
@@ -72,8 +72,8 @@ class Topology:
                                                                   len(self.node_names)))
 
     def _check(self) -> None:
-        if self.num_hosts < 1 or self.gpus_per_host < 1:
-            raise ValueError(f"topology {self.name!r} has {self.num_hosts} hosts with {self.gpus_per_host} "
+        if self.num_hosts < 1 or self.gpus_per_server < 1:
+            raise ValueError(f"topology {self.name!r} has {self.num_hosts} hosts with {self.gpus_per_server} "
                              f"GPUs each: give at least one host with at least one GPU")
         if len(self.node_names) < self.num_endpoints:
             raise ValueError(f"topology {self.name!r} names {len(self.node_names)} nodes but has "
@@ -101,8 +101,8 @@ class Topology:
 
     @property
     def num_endpoints(self) -> int:
-        """Endpoints (ranks can be placed on them): num_hosts * gpus_per_host."""
-        return self.num_hosts * self.gpus_per_host
+        """Endpoints (ranks can be placed on them): num_hosts * gpus_per_server."""
+        return self.num_hosts * self.gpus_per_server
 
     @property
     def num_links(self) -> int:
@@ -116,7 +116,7 @@ class Topology:
 
     def host_of(self, endpoint: int) -> int:
         """The host an endpoint lives on."""
-        return int(endpoint) // self.gpus_per_host
+        return int(endpoint) // self.gpus_per_server
 
     def link_name(self, link: int) -> str:
         """`'h3->leaf0'`: the names of the link's two ends."""

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from fabriclab.bench.published import Comparison
-from fabriclab.bench.published_data import POINTS, POINTS_GOAL, RELATIVE_GOAL
+from fabriclab.bench.published.rows import Comparison
+from fabriclab.bench.published.data import POINTS, POINTS_GOAL, RELATIVE_GOAL
 
 LABELS = {"baseline": "before", "mechanisms": "after"}
 

@@ -1,6 +1,6 @@
 """Measured vs. simulated collectives: the error table, its summary at >= 1 MB, a plot, from records only.
 
-Rows come from `fabriclab.bench.validate.compare`: topology, algo, size_bytes, measured_s, plain_s,
+Rows come from `fabriclab.bench.validate.run.compare`: topology, algo, size_bytes, measured_s, plain_s,
 model_s, err_plain_pct, err_model_pct (error = (simulated - measured) / measured). The goal of the
 validation is |error| <= 10 % for messages of 1 MB and more; `summarize` says how far each simulation
 column is from it and names the worst rows.
@@ -93,7 +93,7 @@ def summary_lines(summary: dict) -> list[str]:
 NOTES = """\
 ## Where the gaps come from
 
-Modelled (columns `model` vs `plain`; each is an option of `fabriclab.bench.validate_model.EmuModel`):
+Modelled (columns `model` vs `plain`; each is an option of `fabriclab.bench.validate.model.EmuModel`):
 
 1. **Per-message time (alpha)**. One round of 4-byte messages between neighbours, all 4 ranks at once,
    takes 0.4-0.9 ms on 2 shared cores (2 ranks alone: 80-230 us) against 1-2 us of wire latency per hop:

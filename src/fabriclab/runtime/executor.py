@@ -13,8 +13,8 @@ Two ways to walk it, both with the same result bit for bit:
   segment as soon as the data it depends on has arrived, across step boundaries: a ring then streams like
   Gloo's own segmented allreduce instead of stalling at every step. Hazards are worked out once per
   schedule (read-after-write for sends, write-after-read and write order for receives) by
-  `fabriclab.collectives.plan.compile_plan`, torch-free and shared with the executor's simulated twin
-  (`fabriclab.bench.validate_executor`), so the pipelining is a transport detail invisible in the
+  `fabriclab.collectives.matching.compile_plan`, torch-free and shared with the executor's simulated twin
+  (`fabriclab.bench.validate.executor`), so the pipelining is a transport detail invisible in the
   result. All ranks must use the same `segment_bytes`, because message matching is FIFO per pair of
   ranks and both ends must cut a chunk into the same messages.
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from fabriclab.collectives.plan import DEFAULT_SEGMENT_BYTES, RankPlan, Segment, compile_plan
+from fabriclab.collectives.matching import DEFAULT_SEGMENT_BYTES, RankPlan, Segment, compile_plan
 from fabriclab.collectives.schedule import (ALLREDUCE, BROADCAST, COLLECTIVES, REDUCE, REDUCE_SCATTER,
                                             Schedule, split_counts)
 from fabriclab.runtime.devices import device_backend, device_p2p

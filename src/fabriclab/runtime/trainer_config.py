@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fabriclab.collectives.plan import DEFAULT_SEGMENT_BYTES
+from fabriclab.collectives.matching import DEFAULT_SEGMENT_BYTES
 from fabriclab.runtime.buckets import SGDConfig
 from fabriclab.runtime.environment import DEVICES
 from fabriclab.runtime.precision import check_precision

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabriclab.collectives import vectorized
-from fabriclab.collectives.plan import match_messages
+from fabriclab.collectives.matching import match_messages
 from fabriclab.collectives.registry import build_schedule
 from fabriclab.collectives.schedule import RECV_REDUCE, SEND, Schedule
 from fabriclab.sim.engine import TaskGraph, Timeline, run

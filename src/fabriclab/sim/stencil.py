@@ -232,18 +232,18 @@ RACK_NODES = 32
 SHARED_MEMORY = plain_link("5GB/s", "0.5us")
 
 
-def rack_fat_tree(num_ranks: int, link: Link | str, *, rack_size: int = RACK_NODES, ranks_per_node: int = 1,
+def rack_fat_tree(num_ranks: int, link: Link | str, *, rack_size: int = RACK_NODES, gpus_per_server: int = 1,
                   bisection: str = "1", intra_node: Link | str = SHARED_MEMORY) -> Topology:
     """Racks of `rack_size` nodes, each rack one leaf of a 2-level fat tree (a star when one rack holds
-    every node), with enough whole racks for `num_ranks` ranks placed `ranks_per_node` per node."""
-    if rack_size < 1 or ranks_per_node < 1:
-        raise ValueError(f"rack size {rack_size} and ranks per node {ranks_per_node}: give both >= 1")
-    nodes = -(-num_ranks // ranks_per_node)
+    every node), with enough whole racks for `num_ranks` ranks placed `gpus_per_server` per node."""
+    if rack_size < 1 or gpus_per_server < 1:
+        raise ValueError(f"rack size {rack_size} and GPUs per server {gpus_per_server}: give both >= 1")
+    nodes = -(-num_ranks // gpus_per_server)
     racks = -(-nodes // rack_size)
     if racks == 1:
-        return star(hosts=nodes, link=link, gpus_per_host=ranks_per_node, pcie=intra_node)
+        return star(hosts=nodes, link=link, gpus_per_server=gpus_per_server, pcie=intra_node)
     return fat_tree(levels=2, hosts=racks * rack_size, hosts_per_leaf=rack_size, bisection=bisection,
-                    link=link, gpus_per_host=ranks_per_node, pcie=intra_node)
+                    link=link, gpus_per_server=gpus_per_server, pcie=intra_node)
 
 
 def with_message_overhead(topology: Topology, alpha_s: float) -> Topology:

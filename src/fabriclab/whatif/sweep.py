@@ -10,7 +10,7 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
-from fabriclab.whatif.costs import CostModel
+from fabriclab.whatif.bucket_time import CostModel
 from fabriclab.whatif.fusion import FusionPolicy
 from fabriclab.whatif.iteration import simulate_iteration
 from fabriclab.workload.profile import Profile

@@ -1,0 +1,1 @@
+"""published: see the module docstrings."""

@@ -1,0 +1,1 @@
+"""speed: see the module docstrings."""

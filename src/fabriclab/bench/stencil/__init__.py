@@ -1,0 +1,1 @@
+"""stencil: see the module docstrings."""

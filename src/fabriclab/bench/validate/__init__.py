@@ -1,0 +1,1 @@
+"""validate: see the module docstrings."""

@@ -1,0 +1,1 @@
+"""nccl: see the module docstrings."""

@@ -1,0 +1,157 @@
+"""How sure a cluster prediction is, row by row: which parameters no log determined, and the range they span.
+
+A calibrated cluster (`fabriclab calibrate nccl-tests`) records for every parameter whether the logs moved
+it (`fit.parameters[name].fitted`) or it kept its prior (a data sheet or NCCL's own constant). A predicted
+row rests on the prior when its algorithm/protocol uses such a parameter: e.g. 32-128 GPUs run NCCL's
+trees with LL128 at 256 KB - 32 MB, while a log of 16 GPUs shows trees only with LL below 64 KB, so the
+tree/LL128 latencies and the tree's efficiency are NCCL's constants, not this cluster's.
+
+The band moves every prior parameter of a row by the factor the *fitted* parameters of its kind moved away
+from their priors on this cluster (RMS of log(fitted / prior): latencies one factor, bandwidths and
+efficiencies another): the unknown constants are taken to be as wrong as the known ones turned out to be.
+Latencies x/÷ that factor, rates ÷/x it (efficiencies capped at 1); the algorithm and protocol stay as
+chosen. A cluster without a fit record (a preset) uses `DEFAULT_FACTOR` for everything. Rows whose
+parameters were all fitted get a band of zero width.
+
+Try it: `fabriclab simulate collective --cluster a100.json --gpus 128 --sizes 256KB:64MB` (columns
+`busbw range`, `rests on`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.nccl.logs import bus_factor
+from fabriclab.nccl.predict import candidate_times
+from fabriclab.nccl.fit import Param, apply, parameters
+
+# Factor for a cluster that was never fitted (a preset): NCCL's constants against real clusters differ by
+# about this much (the A100 logs moved fitted latencies by 0.55x-5.9x, rates by 0.72x-2x).
+DEFAULT_FACTOR = 2.0
+_RATE_WORDS = ("bandwidth", "efficiency", "link_factor", "cap")
+_LATENCY_WORDS = {"base_s": "base latency", "intra_step_s": "intra step", "net_step_s": "net step"}
+# A prior parameter is named for a row when moving it alone changes the row's time by more than this.
+NAMED_ABOVE = 0.005
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowBand:
+    """The range of one predicted row."""
+
+    busbw_low_GBps: float
+    """busbw with the row's prior parameters at their pessimistic end."""
+    busbw_high_GBps: float
+    """busbw with them at their optimistic end."""
+    prior_parameters: tuple[str, ...]
+    """The row's parameters that no log determined (short names, e.g. `tree.LL128 latency`)."""
+
+
+def _is_rate(name: str) -> bool:
+    return any(w in name for w in _RATE_WORDS)
+
+
+def _short(name: str) -> str:
+    parts = name.split(".")
+    if parts[1] == "latencies":
+        return f"{parts[2]}.{parts[3]} {_LATENCY_WORDS[parts[4]]}"
+    if parts[1] == "protocols":
+        return f"{parts[2]} {parts[3].removesuffix('_Bps').removesuffix('_s').replace('_', ' ')}"
+    return parts[-1].removesuffix("_Bps").removesuffix("_s").replace("_", " ")
+
+
+def _grouped(names: list[str]) -> tuple[str, ...]:
+    """Short names; the three latencies of one algorithm/protocol as one `tree.LL128 latencies`."""
+    out = []
+    for n in names:
+        parts = n.split(".")
+        if parts[1] == "latencies" and all(f"library.latencies.{parts[2]}.{parts[3]}.{k}" in names
+                                           for k in _LATENCY_WORDS):
+            out.append(f"{parts[2]}.{parts[3]} latencies")
+        else:
+            out.append(_short(n))
+    return tuple(dict.fromkeys(out))
+
+
+def spread_factors(cluster: ClusterModel) -> tuple[float, float]:
+    """(latency factor, rate factor): RMS of log(fitted / prior) over the fitted parameters of each kind."""
+    fit = (cluster.fit or {}).get("parameters") or {}
+    logs: dict[bool, list[float]] = {True: [], False: []}
+    for name, p in fit.items():
+        if p.get("fitted") and p.get("prior", 0) > 0 and p.get("value", 0) > 0:
+            logs[_is_rate(name)].append(math.log(p["value"] / p["prior"]))
+    out = []
+    for kind in (False, True):
+        values = logs[kind]
+        out.append(math.exp(math.sqrt(sum(v * v for v in values) / len(values))) if values else DEFAULT_FACTOR)
+    return out[0], out[1]
+
+
+def prior_names(cluster: ClusterModel, params: list[Param]) -> set[str]:
+    """Parameters the cluster's logs did not determine (all of them for a cluster never fitted)."""
+    fit = (cluster.fit or {}).get("parameters")
+    if fit is None:
+        return {p.name for p in params}
+    return {p.name for p in params if not fit.get(p.name, {}).get("fitted", False)}
+
+
+def _moved(cluster: ClusterModel, params: list[Param], names: set[str], lat: float, rate: float,
+           optimistic: bool) -> ClusterModel:
+    """`cluster` with the parameters `names` at one end of their band (`params` built from `cluster`, so
+    each one's `prior` is its value there)."""
+    values = []
+    for p in params:
+        v = p.prior
+        if p.name in names:
+            if _is_rate(p.name):
+                v = v * rate if optimistic else v / rate
+                if "efficiency" in p.name or "link_factor" in p.name:
+                    v = min(v, 1.0)
+            else:
+                v = v / lat if optimistic else v * lat
+        values.append(v)
+    return apply(cluster, params, values)
+
+
+def _band_inputs(cluster: ClusterModel) -> tuple[list[Param], set[str], float, float]:
+    """(parameters, the undetermined ones' names, latency factor, rate factor)."""
+    params = parameters(cluster)
+    return (params, prior_names(cluster, params), *spread_factors(cluster))
+
+
+def moved_clusters(cluster: ClusterModel) -> tuple[ClusterModel, ClusterModel]:
+    """(pessimistic, optimistic): `cluster` with every parameter no log determined moved to each end of its
+    band (what a model built on the cluster, e.g. the what-if's bucket costs, can be re-run with)."""
+    params, unknown, lat, rate = _band_inputs(cluster)
+    return (_moved(cluster, params, unknown, lat, rate, False), _moved(cluster, params, unknown, lat, rate, True))
+
+
+def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective: str = "allreduce", *,
+              gpus_per_process: int = 1) -> list[RowBand]:
+    """One band per predicted row (rows as `predict_nccl_table` gives them, `algorithm` = `algo/proto`)."""
+    if num_gpus == 1 or not rows:
+        return [RowBand(busbw_low_GBps=r["busbw_GBps"], busbw_high_GBps=r["busbw_GBps"], prior_parameters=())
+                for r in rows]
+    params, unknown, lat, rate = _band_inputs(cluster)
+    sizes = np.array([r["size_bytes"] for r in rows], dtype=np.float64)
+
+    def times(names: set[str], optimistic: bool) -> dict:
+        return candidate_times(_moved(cluster, params, names, lat, rate, optimistic), num_gpus, sizes, collective,
+                               gpus_per_process=gpus_per_process)
+
+    base, worst, best = times(set(), False), times(unknown, False), times(unknown, True)
+    alone = {n: times({n}, False) for n in sorted(unknown)}
+    factor = bus_factor(collective, num_gpus)
+    out = []
+    for i, r in enumerate(rows):
+        key = tuple(r["algorithm"].split("/"))
+        # a parameter the chosen algorithm/protocol does not use leaves its time as it is
+        names = _grouped([n for n, t in alone.items() if abs(t[key][i] / base[key][i] - 1) > NAMED_ABOVE])
+        lo = sizes[i] / worst[key][i] / 1e9 * factor if names else r["busbw_GBps"]
+        hi = sizes[i] / best[key][i] / 1e9 * factor if names else r["busbw_GBps"]
+        out.append(RowBand(busbw_low_GBps=float(min(lo, r["busbw_GBps"])),
+                           busbw_high_GBps=float(max(hi, r["busbw_GBps"])), prior_parameters=names))
+    return out

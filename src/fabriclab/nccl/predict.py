@@ -1,0 +1,249 @@
+"""Predict an nccl-tests table for a cluster model: NCCL's rings and trees on the servers' real topology.
+
+For every size the library runs the algorithm (ring; tree across servers for allreduce) and protocol
+(LL, LL128, Simple) that NCCL's own tuning model picks (`nccl/choice.py`, NCCL 2.9's constants; or
+the cheapest by this model, `selection: fastest`), and what that choice costs here is
+
+    max(launches, latency + bytes) + host overhead,    launches = launch_s x GPUs the process drives
+    latency = base + intra steps x intra_step + network steps x net_step
+              ring: 2(n-1) steps for allreduce, 2(servers-1) of them across the network
+              tree: 2((GPUs per server - 1) intra + floor(log2 servers) network)
+    bytes   = max(link time / (protocol link factor x algorithm efficiency), bus bytes / protocol cap)
+              + chunk x protocol per-byte cost + size / memory pass rate
+              (chunk: size / n for a ring, whose steps each handle one rank's share; size for a tree)
+
+The *link time* comes from the flow-level simulator (`sim/engine.py`) on the cluster's topology
+(`fabric/rail.py`: NVSwitch or PCIe inside, NICs on a rail-optimised or plain fat tree): every channel's
+ring (NCCL rotates the order inside a server per channel, so channels leave through different NICs) or
+double binary tree (a chain inside each server) sends its share of the bus bytes, all at once, as the
+pipelined algorithm does in steady state; the makespan per byte is the link time. On one server or a
+non-blocking rail fabric it equals the closed form (bus bytes / min(NVLink, NICs x rate x efficiency));
+on an oversubscribed plain fat tree it is what the spines allow.
+
+Try it: `python -c "from fabriclab.fabric.cluster import a100_hdr_prior as c;
+from fabriclab.nccl.predict import predict_nccl_table as p; print(p(c(), 16, [1 << 20, 1 << 30])[1])"`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.fabric.links import Link
+from fabriclab.nccl.logs import NcclRow, NcclRun, bus_factor
+from fabriclab.fabric.rail import gpu_cluster_topology
+from fabriclab.sim.engine import TaskGraph, run
+from fabriclab.nccl.choice import nccl_choices
+
+# Bytes of the message the link time is simulated with; latencies of links are then < 1e-6 of the makespan.
+_REF_BYTES = float(1 << 30)
+# NCCL's ring (and tree) collectives; alltoall is point-to-point in NCCL and not modelled here.
+MODELLED = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
+DTYPE_SIZES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int32": 4,
+               "int8": 1, "uint8": 1, "int64": 8}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the ranks of a run sit."""
+
+    num_gpus: int
+    """Ranks."""
+    num_servers: int
+    """Servers used."""
+    per_server: int
+    """Ranks per server."""
+
+
+def layout(cluster: ClusterModel, num_gpus: int) -> Layout:
+    """Ranks fill servers in order; a run over several servers uses whole servers."""
+    g = cluster.server.gpus_per_server
+    if not isinstance(num_gpus, (int, np.integer)) or num_gpus < 1:
+        raise ValueError(f"--gpus {num_gpus!r}: give a whole number of GPUs >= 1")
+    if num_gpus <= g:
+        return Layout(int(num_gpus), 1, int(num_gpus))
+    if num_gpus % g:
+        raise ValueError(f"{num_gpus} GPUs do not fill whole servers of {g} GPUs: use a multiple of {g} "
+                         f"(e.g. {num_gpus // g * g} or {(num_gpus // g + 1) * g})")
+    return Layout(int(num_gpus), int(num_gpus // g), g)
+
+
+def steps(collective: str, lay: Layout) -> tuple[int, int]:
+    """(all steps, network steps) of a ring, as NCCL 2.9's model counts them."""
+    n, s = lay.num_gpus, lay.num_servers
+    if collective == "allreduce":
+        return 2 * (n - 1), 2 * (s - 1)
+    if collective in ("allgather", "reduce_scatter", "alltoall"):
+        return n - 1, s - 1
+    return n, s if s > 1 else 0
+
+
+def _ring_pairs(lay: Layout, num_channels: int, g: int) -> tuple[np.ndarray, np.ndarray]:
+    src, dst = [], []
+    for c in range(num_channels):
+        order = [(c + j) % lay.per_server for j in range(lay.per_server)]
+        ring = [s * g + x for s in range(lay.num_servers) for x in order]
+        src += ring
+        dst += ring[1:] + ring[:1]
+    return np.array(src), np.array(dst)
+
+
+def _tree_pairs(lay: Layout, num_channels: int, g: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each channel: a chain inside every server from head GPU c % g, and between the heads one of
+    NCCL's two binary trees (heap order, or heap order mirrored); every edge both ways."""
+    src, dst = [], []
+    n_s = lay.num_servers
+    for c in range(num_channels):
+        head = c % lay.per_server
+        chain = [(head + j) % lay.per_server for j in range(lay.per_server)]
+        for s in range(n_s):
+            for a, b in itertools.pairwise(chain):
+                src += [s * g + a, s * g + b]
+                dst += [s * g + b, s * g + a]
+        for i in range(1, n_s):
+            child, parent = (i, (i - 1) // 2) if c % 2 == 0 else (n_s - 1 - i, n_s - 1 - (i - 1) // 2)
+            src += [child * g + head, parent * g + head]
+            dst += [parent * g + head, child * g + head]
+    return np.array(src), np.array(dst)
+
+
+def _topology_key(cluster: ClusterModel, servers: int) -> tuple:
+    s, n = cluster.server, cluster.network
+    return (servers, s.gpus_per_server, s.intra, s.intra_bandwidth_Bps, s.intra_latency_s,
+            s.pcie_bandwidth_Bps, s.nics_per_server, s.nic_bandwidth_Bps * s.nic_efficiency, s.nic_latency_s,
+            n.fabric, n.leaf_ports, n.bisection)
+
+
+@lru_cache(maxsize=64)
+def _topology(key: tuple):
+    servers, g, intra, intra_bw, intra_lat, pcie_bw, nics, nic_bw, nic_lat, fabric, ports, bisection = key
+    return gpu_cluster_topology(
+        num_servers=servers, gpus_per_server=g, intra=intra,
+        intra_link=Link(name="intra", bandwidth_Bps=intra_bw, latency_s=intra_lat),
+        pcie=Link(name="pcie", bandwidth_Bps=pcie_bw, latency_s=0.1e-6), nics_per_server=nics,
+        nic=Link(name="nic", bandwidth_Bps=nic_bw, latency_s=nic_lat), fabric=fabric, leaf_ports=ports,
+        bisection=bisection)
+
+
+def cluster_topology(cluster: ClusterModel, num_gpus: int):
+    """The topology a run of `num_gpus` GPUs uses (NIC links at rate x efficiency)."""
+    return _topology(_topology_key(cluster, layout(cluster, num_gpus).num_servers))
+
+
+@lru_cache(maxsize=4096)
+def _link_seconds_per_bus_byte(key: tuple, num_gpus: int, per_server: int, algorithm: str,
+                               num_channels: int) -> float:
+    lay = Layout(num_gpus, key[0], per_server)
+    topo = _topology(key)
+    pairs = _ring_pairs if algorithm == "ring" else _tree_pairs
+    src, dst = pairs(lay, num_channels, key[1])
+    graph = TaskGraph()
+    for a, b in zip(src.tolist(), dst.tolist()):
+        graph.add_transfer(a, b, _REF_BYTES / num_channels)
+    return run(graph, topo).makespan_s / _REF_BYTES
+
+
+def link_seconds_per_byte(cluster: ClusterModel, num_gpus: int, algorithm: str, collective: str) -> float:
+    """Simulated link time per byte of the buffer (ring: per bus byte x bus factor; tree: per byte)."""
+    lay = layout(cluster, num_gpus)
+    if lay.num_gpus == 1:
+        return 0.0
+    per_unit = _link_seconds_per_bus_byte(_topology_key(cluster, lay.num_servers), lay.num_gpus,
+                                          lay.per_server, algorithm, cluster.library.num_channels)
+    return per_unit * (bus_factor(collective, lay.num_gpus) if algorithm == "ring" else 1.0)
+
+
+def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: str = "allreduce", *,
+                    gpus_per_process: int = 1) -> dict[tuple[str, str], np.ndarray]:
+    """(algorithm, protocol) -> time in seconds at every size, for the candidates the library may pick."""
+    if collective not in MODELLED:
+        raise ValueError(f"collective {collective!r}: a cluster model predicts {', '.join(MODELLED)}")
+    lay = layout(cluster, num_gpus)
+    lib, server = cluster.library, cluster.server
+    size = np.asarray(sizes_bytes, dtype=np.float64)
+    bus = size * bus_factor(collective, lay.num_gpus)
+    nsteps, ninter = steps(collective, lay)
+    launches = gpus_per_process * lib.launch_s
+    memory = size / server.memory_bandwidth_Bps
+    out = {}
+    for algo in lib.algorithms:
+        if algo == "tree" and (lay.num_servers == 1 or collective != "allreduce"):
+            continue
+        link = link_seconds_per_byte(cluster, num_gpus, algo, collective) * size
+        efficiency = lib.tree_efficiency if algo == "tree" else 1.0
+        for proto, spec in lib.protocols.items():
+            lat = lib.latencies[algo][proto]
+            if algo == "ring":
+                latency = lat.base_s + (nsteps - ninter) * lat.intra_step_s + ninter * lat.net_step_s
+            else:
+                latency = lat.base_s + 2 * ((lay.per_server - 1) * lat.intra_step_s
+                                            + int(math.log2(lay.num_servers)) * lat.net_step_s)
+            data = link / (spec.link_factor * efficiency)
+            if spec.busbw_cap_Bps is not None:
+                data = np.maximum(data, bus / spec.busbw_cap_Bps)
+            # a ring step handles one rank's chunk (size / n); a tree passes the whole buffer down its chain
+            chunk = size / lay.num_gpus if algo == "ring" else size
+            work = latency + data + chunk * spec.per_byte_s + memory
+            out[(algo, proto)] = np.maximum(launches, work) + lib.host_overhead_s
+    return out
+
+
+def collective_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: str = "allreduce", *,
+                     gpus_per_process: int = 1, in_place: bool = False) -> tuple[np.ndarray, list[str]]:
+    """Time in seconds at every size and the `algorithm/protocol` the library picks there."""
+    size = np.asarray(sizes_bytes, dtype=np.float64)
+    lib = cluster.library
+    if num_gpus == 1:  # one rank: a local copy out of place, nothing in place
+        launches = gpus_per_process * lib.launch_s
+        copy = np.zeros_like(size) if in_place else np.maximum(launches, size / cluster.server.memory_bandwidth_Bps)
+        return copy + lib.host_overhead_s, ["copy"] * size.size
+    candidates = candidate_times(cluster, num_gpus, size, collective, gpus_per_process=gpus_per_process)
+    labels = list(candidates)
+    stacked = np.stack([candidates[k] for k in labels])
+    if lib.selection == "nccl-2.9":
+        chosen = nccl_choices(cluster, num_gpus, size, collective, layout(cluster, num_gpus).num_servers)
+        best = np.array([labels.index(c) for c in chosen])
+    else:
+        best = stacked.argmin(axis=0)
+    return stacked[best, np.arange(size.size)], [f"{labels[i][0]}/{labels[i][1]}" for i in best]
+
+
+def predict_nccl_table(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: str = "allreduce", *,
+                       gpus_per_process: int = 1, dtype: str = "float", redop: str = "sum") -> list[dict]:
+    """nccl-tests rows (size, count, type, redop, root, time, algbw, busbw out of place and in place)
+    predicted for `num_gpus` GPUs of `cluster`, plus the algorithm/protocol chosen at each size."""
+    sizes = [int(s) for s in sizes_bytes]
+    if not sizes or min(sizes) < 1:
+        raise ValueError("give at least one size of 1 byte or more")
+    itemsize = DTYPE_SIZES.get(dtype, 4)
+    factor = bus_factor(collective, num_gpus) if num_gpus > 1 else 0.0
+    oop, choice = collective_times(cluster, num_gpus, sizes, collective, gpus_per_process=gpus_per_process)
+    inp, _ = collective_times(cluster, num_gpus, sizes, collective, gpus_per_process=gpus_per_process,
+                              in_place=True)
+    rows = []
+    for size, t_out, t_in, pick in zip(sizes, oop, inp, choice):
+        algbw_out, algbw_in = size / t_out / 1e9, size / t_in / 1e9
+        rows.append({"size_bytes": size, "count": size // itemsize, "dtype": dtype,
+                     "redop": redop if collective in ("allreduce", "reduce", "reduce_scatter") else "none",
+                     "root": 0 if collective in ("reduce", "broadcast") else -1,
+                     "time_us": float(t_out * 1e6), "algbw_GBps": float(algbw_out),
+                     "busbw_GBps": float(algbw_out * factor), "inplace_time_us": float(t_in * 1e6),
+                     "inplace_algbw_GBps": float(algbw_in), "inplace_busbw_GBps": float(algbw_in * factor),
+                     "algorithm": pick})
+    return rows
+
+
+def prediction_run(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective: str = "allreduce", *,
+                   gpus_per_process: int = 1) -> NcclRun:
+    """Predicted rows as an NcclRun (servers named `server-000`, ...) for `nccl/log_writer.py`."""
+    lay = layout(cluster, num_gpus)
+    hosts = tuple(f"server-{r // lay.per_server:03d}" for r in range(num_gpus))
+    fields = set(NcclRow.__dataclass_fields__)
+    return NcclRun(source=f"prediction for {cluster.name}", collective=collective, hosts=hosts,
+                   gpus_per_process=gpus_per_process, device_name=cluster.server.gpu_name,
+                   rows=tuple(NcclRow(**{k: v for k, v in r.items() if k in fields}) for r in rows))

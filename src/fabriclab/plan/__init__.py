@@ -1,0 +1,1 @@
+"""plan: see the module docstrings."""

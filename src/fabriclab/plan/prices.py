@@ -1,0 +1,144 @@
+"""Price tables for `fabriclab plan`: what a NIC, a switch port and a cable cost per fabric.
+
+A table is JSON: optional `label`, `currency`, `compiled`, `note`; an optional `gpu_server_per_gpu`
+(the GPU servers, per GPU, for the network's share of the cluster); and `fabrics`, one entry per link
+preset (`25GbE`, `OPA100`, `100GbE`, `HDR`, `NDR`, or any spelling `link_preset` accepts) with four
+prices: `nic` (one per server), `switch_port` (one per used port), `host_cable` (server to leaf, one
+per server) and `switch_cable` (switch to switch, cable or pair of optics, one per link). A price is a
+number or `{"usd": number, "source": text, "date": text}`.
+
+The shipped table (`plan/data/prices.json`) is illustrative: most entries are fabriclab's own round
+figures, a few cite a public listing with its date; every entry says which.
+
+Try it: `python -c "from fabriclab.plan.prices import load_prices; print(load_prices().fabric('25gbe'))"`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from fabriclab.fabric.links import link_preset
+
+DEFAULT_PRICES = Path(__file__).parent / "data" / "prices.json"
+ITEMS = ("nic", "switch_port", "host_cable", "switch_cable")
+_EXAMPLE = ('{"fabrics": {"100GbE": {"nic": 800, "switch_port": 250, "host_cable": 80, '
+            '"switch_cable": 125}}}')
+
+
+@dataclass(frozen=True, kw_only=True)
+class Price:
+    """One price with where it comes from."""
+
+    usd: float
+    """Price in US dollars (>= 0)."""
+    source: str = ""
+    """Where the figure comes from ('assumed: ...' for a round figure without a public source)."""
+    date: str = ""
+    """When the figure was taken (ISO date)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FabricPrices:
+    """The four prices of one fabric."""
+
+    fabric: str
+    """Canonical link preset name, e.g. `100GbE`."""
+    nic: Price
+    """One network adapter (one per server)."""
+    switch_port: Price
+    """One used switch port (a switch's price spread over its ports)."""
+    host_cable: Price
+    """One server-to-leaf cable."""
+    switch_cable: Price
+    """One switch-to-switch link: a cable, or two optics and fibre."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PriceTable:
+    """Prices per fabric, optionally the GPU servers, and what the table is."""
+
+    fabrics: dict
+    """Canonical fabric name -> FabricPrices."""
+    gpu_server_per_gpu: Price | None = None
+    """Server price per GPU (None: the network's share of the cluster is unknown)."""
+    label: str = ""
+    """`illustrative` for the shipped table; what the user calls theirs otherwise."""
+    source: str = ""
+    """The file it was read from."""
+    note: str = ""
+    """Free text from the file."""
+
+    def fabric(self, name: str) -> FabricPrices:
+        """The prices of fabric `name` (any spelling of a link preset)."""
+        canonical = link_preset(name).name
+        if canonical not in self.fabrics:
+            raise ValueError(f"no prices for fabric {name!r} in {self.source}: add an entry \"{canonical}\" "
+                             f"with {', '.join(ITEMS)} to the price file, or drop it from --fabrics "
+                             f"(priced: {', '.join(self.fabrics)})")
+        return self.fabrics[canonical]
+
+    def describe(self) -> str:
+        """One line: which table, and that it is illustrative when it is."""
+        what = f"{self.label} prices" if self.label else "prices"
+        return f"{what} from {self.source}" + (" (not quotes: replace with --prices FILE)"
+                                                if self.label == "illustrative" else "")
+
+
+def load_prices(path: str | Path | None = None) -> PriceTable:
+    """Read a price table (default: the shipped illustrative one); bad values raise ValueError."""
+    shipped = path is None
+    path = DEFAULT_PRICES if shipped else Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ValueError(f"cannot read price file {path} ({exc.strerror}): give an existing JSON file") from None
+    if not text.strip():
+        raise ValueError(f"price file {path} is empty: write a JSON object such as {_EXAMPLE}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"price file {path} is not JSON ({exc.msg} at line {exc.lineno}): "
+                         f"write an object such as {_EXAMPLE}") from None
+    source = "fabriclab's shipped table (plan/data/prices.json)" if shipped else str(path)
+    return parse_prices(data, source=source)
+
+
+def parse_prices(data: object, *, source: str = "<prices>") -> PriceTable:
+    """A PriceTable from parsed JSON (see the module doc)."""
+    if not isinstance(data, dict) or not isinstance(data.get("fabrics"), dict) or not data["fabrics"]:
+        raise ValueError(f"{source}: needs a non-empty \"fabrics\" object, e.g. {_EXAMPLE}")
+    fabrics = {}
+    for name, entry in data["fabrics"].items():
+        try:
+            canonical = link_preset(name).name
+        except ValueError as exc:
+            raise ValueError(f"{source}: fabric {name!r}: {exc}") from None
+        if not isinstance(entry, dict):
+            raise ValueError(f"{source}: fabric {name!r} must map {', '.join(ITEMS)} to prices")
+        missing = [item for item in ITEMS if item not in entry]
+        if missing:
+            raise ValueError(f"{source}: fabric {name!r} has no price for {', '.join(missing)}: add them "
+                             f"(numbers in USD, or {{\"usd\": ..., \"source\": ..., \"date\": ...}})")
+        fabrics[canonical] = FabricPrices(fabric=canonical, **{
+            item: _price(entry[item], f"{source}: fabrics.{name}.{item}") for item in ITEMS})
+    server = data.get("gpu_server_per_gpu")
+    server_price = None if server is None else _price(server, f"{source}: gpu_server_per_gpu")
+    return PriceTable(fabrics=fabrics, label=str(data.get("label", "")), source=source,
+                      note=str(data.get("note", "")), gpu_server_per_gpu=server_price)
+
+
+def _price(value: object, where: str) -> Price:
+    source, date = "", ""
+    if isinstance(value, dict):
+        if "usd" not in value:
+            raise ValueError(f"{where}: give the price as a number or as {{\"usd\": number, ...}}")
+        source, date = str(value.get("source", "")), str(value.get("date", ""))
+        value = value["usd"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where} is {value!r}: give a number of US dollars, e.g. 250")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where} is {value}: give a finite price >= 0 in US dollars")
+    return Price(usd=float(value), source=source, date=date)

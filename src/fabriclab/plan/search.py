@@ -1,0 +1,271 @@
+"""How much network to buy: every (fabric, tree, bisection, GPU count, algorithm) option for a model,
+its scaling factor, throughput and network cost, the Pareto frontier and a recommendation.
+
+Each option is a real topology (`fabric.fat_tree`: 2 or 3 levels, the leaf or aggregation up-links
+reduced to the bisection; a cluster that fits one leaf switch is one switch), ranks placed on servers
+of `gpus_per_server` GPUs that share one NIC (`fabric.place`). Its all-reduce cost comes from the flow
+simulator on that topology (`plan_sim`, two sizes per simulation-equivalent topology), and the
+iteration from the what-if's replay (`simulate_iteration` with the fusion policy), so a plan point
+equals `fabriclab whatif --cost simulated` on the same topology. The network's parts are counted by
+`plan_cost` and priced by `fabric.prices`.
+
+Scaling factor f = t_batch / (t_batch + exposed communication) (Zhang et al., NetAI'20);
+images/s = GPUs * batch per GPU / iteration; network share = network / (network + GPU servers);
+cost per images/s = (network + servers) / images/s (network alone when the server price is unknown).
+An option is on the Pareto frontier of its (model, GPU count) when no other option is as cheap or
+cheaper and scales as well or better, one of the two strictly.
+
+The server is described by `NodeSpec`; a calibrated cluster model (a `--cluster FILE`) can fill it
+in place of the command-line options, the rest of the plan takes it as data.
+
+Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --fabrics 25gbe,100gbe --bisection 1,1/4`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from fabriclab.fabric.fattree import fat_tree, star
+from fabriclab.fabric.links import link_preset
+from fabriclab.fabric.placement import place
+from fabriclab.plan.prices import PriceTable
+from fabriclab.whatif.fusion import FusionPolicy
+from fabriclab.whatif.iteration import simulate_iteration
+from fabriclab.plan.bill import count_network
+from fabriclab.plan.affine import CollectiveCosts
+from fabriclab.workload.profile import Profile
+
+# The element-wise add rate of the shipped V100 table (`workload/data/v100/cuda_vec_add.log`) at its
+# largest size, 640 MiB in 2.43 ms: the per-byte reduction cost of large chunks on that GPU.
+V100_GAMMA_S_PER_BYTE = 0.00243368 / (640 * 1 << 20)
+DEFAULT_TARGET = 0.9  # the scaling factor the question asks about when neither target nor budget is given
+MIN_BISECTION, MAX_BISECTION = Fraction(1, 16), Fraction(1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeSpec:
+    """One GPU server: the part of a cluster model the plan needs."""
+
+    gpus_per_server: int = 2
+    """GPUs per server, sharing its one NIC (TX-GAIA of Samsi et al.: 2 V100 per node)."""
+    pcie: str = "PCIe3x16"
+    """Link between each GPU and the server's PCIe switch (V100-era servers: PCIe 3.0 x16)."""
+    nvlink: str | None = None
+    """Per-GPU NVLink preset for traffic inside a server; None: over PCIe."""
+    gamma_s_per_byte: float = V100_GAMMA_S_PER_BYTE
+    """Reduction cost per reduced byte on the GPU."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanSpec:
+    """The question: which options, for which models, judged how."""
+
+    profiles: tuple[Profile, ...]
+    """Workload profiles (built-in V100 models or files from `fabriclab profile`)."""
+    gpus: tuple[int, ...]
+    """GPU counts."""
+    fabrics: tuple[str, ...]
+    """Link presets, e.g. 25GbE, OPA100 (100g-opa), 100GbE, HDR (200g-hdr), NDR (400g-ndr)."""
+    prices: PriceTable
+    """Prices of the fabrics' parts (and optionally of the GPU servers)."""
+    levels: tuple[int, ...] = (2,)
+    """Fat-tree levels to consider, 2 and/or 3."""
+    bisections: tuple[Fraction, ...] = (Fraction(1),)
+    """Bisection ratios, 1/16 .. 1."""
+    algos: tuple[str, ...] = ("ring",)
+    """All-reduce algorithm specs (`fabriclab collectives list`)."""
+    hosts_per_leaf: int = 16
+    """Servers under one leaf switch (and leaves per pod of a 3-level tree)."""
+    placement: str = "linear"
+    """Ranks on GPUs: linear (a server's GPUs get consecutive ranks), round-robin or random."""
+    fusion: FusionPolicy = field(default_factory=FusionPolicy)
+    """Gradient fusion policy of the what-if (default: Zhang et al.'s 5 ms / 64 MiB)."""
+    node: NodeSpec = field(default_factory=NodeSpec)
+    """The GPU server."""
+    target: float | None = None
+    """Scaling factor to reach; None with no budget: DEFAULT_TARGET."""
+    budget_usd: float | None = None
+    """Most the network may cost (USD), per GPU count."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanResult:
+    """Every option's row, the recommendations and what it took."""
+
+    rows: list
+    """One dict per (model, option), in option order."""
+    recommendations: list
+    """One dict per (model, GPU count): `text` and the chosen row's index (None when nothing fits)."""
+    skipped: list
+    """Options that could not be built, with the reason."""
+    stats: dict
+    """num_options, num_topologies, num_simulations, wall_s."""
+
+
+def parse_bisection(value: str | float | Fraction) -> Fraction:
+    """A bisection ratio in 1/16 .. 1 (`1/4`, `0.25`)."""
+    try:
+        ratio = Fraction(value.strip()) if isinstance(value, str) else Fraction(value).limit_denominator(1 << 12)
+    except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+        raise ValueError(f"bisection {value!r} is not a ratio: write 1, 1/2, 1/4, 1/8 or 1/16") from None
+    if not MIN_BISECTION <= ratio <= MAX_BISECTION:
+        raise ValueError(f"bisection {value} is outside 1 .. 1/16: a fat tree's leaves keep between all and "
+                         f"1/16 of their down-link bandwidth as up-links; use e.g. 1, 1/2, 1/4, 1/8, 1/16")
+    return ratio
+
+
+def _check(spec: PlanSpec) -> None:
+    if not spec.profiles or not spec.gpus or not spec.fabrics or not spec.algos:
+        raise ValueError("give at least one model, GPU count, fabric and algorithm")
+    g = spec.node.gpus_per_server
+    if not isinstance(g, int) or g < 1:
+        raise ValueError(f"gpus per node {g!r}: give a whole number >= 1")
+    bad = [n for n in spec.gpus if n < 1 or n % g]
+    if bad:
+        raise ValueError(f"{bad[0]} GPUs do not fill servers of {g} GPUs: give GPU counts that are "
+                         f"multiples of --gpus-per-server {g}")
+    for level in spec.levels:
+        if level not in (2, 3):
+            raise ValueError(f"levels {level}: plan builds fat trees of 2 or 3 levels")
+    for ratio in spec.bisections:
+        parse_bisection(ratio)
+    for name in spec.fabrics:
+        spec.prices.fabric(name)  # unknown fabric or missing prices: a clear ValueError now
+    if spec.target is not None and not 0 < spec.target <= 1:
+        raise ValueError(f"target scaling factor {spec.target}: give a value in (0, 1], e.g. 0.9")
+    if spec.budget_usd is not None and not spec.budget_usd > 0:
+        raise ValueError(f"budget {spec.budget_usd}: give a network budget > 0 in US dollars")
+
+
+def _network(spec: PlanSpec, fabric: str, levels: int, ratio: Fraction, gpus: int):
+    """The topology of one option, or None when the cluster fits one switch and levels/bisection
+    do not apply (then only the first such option is built)."""
+    node, hosts = spec.node, gpus // spec.node.gpus_per_server
+    common = dict(link=fabric, gpus_per_server=node.gpus_per_server, pcie=node.pcie, nvlink=node.nvlink)
+    if hosts <= spec.hosts_per_leaf:
+        return star(hosts=hosts, **common)
+    return fat_tree(levels=levels, hosts=hosts, hosts_per_leaf=spec.hosts_per_leaf, bisection=ratio, **common)
+
+
+def run_plan(spec: PlanSpec, costs: CollectiveCosts | None = None) -> PlanResult:
+    """Evaluate every option of `spec` (module doc)."""
+    _check(spec)
+    t0 = time.perf_counter()
+    costs = costs or CollectiveCosts(gamma_s_per_byte=spec.node.gamma_s_per_byte)
+    rows, skipped, built, seen = [], [], 0, set()
+    server = spec.prices.gpu_server_per_gpu
+    for gpus in spec.gpus:
+        for fabric in (link_preset(f).name for f in spec.fabrics):
+            prices = spec.prices.fabric(fabric)
+            for levels in spec.levels:
+                for ratio in spec.bisections:
+                    one_switch = gpus // spec.node.gpus_per_server <= spec.hosts_per_leaf
+                    key = (gpus, fabric) + (() if one_switch else (levels, ratio))
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    try:
+                        topo = _network(spec, fabric, levels, ratio, gpus)
+                    except ValueError as exc:
+                        skipped.append(f"{fabric}, {levels}-level, bisection {ratio}, {gpus} GPUs: {exc}")
+                        continue
+                    built += 1
+                    bill = count_network(topo.router.shape)
+                    network_usd = bill.cost_usd(prices)
+                    servers_usd = None if server is None else gpus * server.usd
+                    placement = place(gpus, topo, spec.placement)
+                    for algo in spec.algos:
+                        cost = costs.cost(topo, algo, gpus, placement)
+                        for profile in spec.profiles:
+                            it = simulate_iteration(profile, spec.fusion, cost)
+                            images = gpus * profile.batch_size / it.iteration_s
+                            cluster = network_usd + (servers_usd or 0.0)
+                            rows.append({
+                                "model": profile.model, "fabric": fabric,
+                                "topology": "1 switch" if one_switch else f"{levels}-level fat tree",
+                                "levels": 1 if one_switch else levels,
+                                "bisection": "1" if one_switch else str(ratio), "gpus": gpus,
+                                "servers": bill.num_nics, "algo": algo, "placement": spec.placement,
+                                "scaling_factor": it.scaling_factor, "images_per_s": images,
+                                "iteration_s": it.iteration_s, "overhead_s": it.overhead_s,
+                                "comm_s": it.comm_s, "num_buckets": it.num_buckets,
+                                "allreduce_intercept_s": cost.intercept_s,
+                                "allreduce_s_per_byte": cost.slope_s_per_byte, "sim_exact": cost.exact,
+                                "network_usd": network_usd, **bill.breakdown_usd(prices),
+                                "num_switches": bill.num_switches, "num_switch_ports": bill.num_switch_ports,
+                                "num_host_cables": bill.num_host_cables,
+                                "num_switch_cables": bill.num_switch_cables,
+                                "servers_usd": servers_usd,
+                                "cluster_usd": None if servers_usd is None else cluster,
+                                "network_share": (network_usd / cluster if servers_usd is not None
+                                                  and cluster > 0 else None),
+                                "usd_per_image_per_s": cluster / images,
+                            })
+    if not rows:
+        raise ValueError("no option could be built: " + "; ".join(skipped[:3]))
+    mark_pareto(rows)
+    recs = recommend(rows, spec.target, spec.budget_usd)
+    stats = {"num_options": len(rows), "num_topologies": built, "num_simulations": costs.num_simulations,
+             "wall_s": time.perf_counter() - t0}
+    return PlanResult(rows=rows, recommendations=recs, skipped=skipped, stats=stats)
+
+
+def _groups(rows: list) -> dict:
+    groups: dict = {}
+    for i, row in enumerate(rows):
+        groups.setdefault((row["model"], row["gpus"]), []).append(i)
+    return groups
+
+
+def mark_pareto(rows: list) -> None:
+    """Set `pareto` on each row: not dominated in (network cost down, scaling factor up) within its
+    (model, GPU count)."""
+    for members in _groups(rows).values():
+        for i in members:
+            a = rows[i]
+            rows[i]["pareto"] = not any(
+                b["network_usd"] <= a["network_usd"] and b["scaling_factor"] >= a["scaling_factor"]
+                and (b["network_usd"] < a["network_usd"] or b["scaling_factor"] > a["scaling_factor"])
+                for b in (rows[j] for j in members if j != i))
+
+
+def describe(row: dict) -> str:
+    """`100GbE, 2-level fat tree, bisection 1/4, ring`."""
+    where = row["topology"] + ("" if row["topology"] == "1 switch" else f", bisection {row['bisection']}")
+    return f"{row['fabric']}, {where}, {row['algo']}"
+
+
+def recommend(rows: list, target: float | None, budget_usd: float | None) -> list:
+    """Per (model, GPU count): the cheapest option reaching `target` (within `budget_usd`), or with only
+    a budget the best-scaling option within it; ties go to the better-scaling, then cheaper one."""
+    if target is None and budget_usd is None:
+        target = DEFAULT_TARGET
+    out = []
+    for (model, gpus), members in _groups(rows).items():
+        fits = [i for i in members if budget_usd is None or rows[i]["network_usd"] <= budget_usd]
+        if target is not None:
+            goal = f"reaches {target:.2f}" + (f" within ${budget_usd:,.0f}" if budget_usd is not None else "")
+            ok = [i for i in fits if rows[i]["scaling_factor"] >= target]
+            pick = min(ok, key=lambda i: (rows[i]["network_usd"], -rows[i]["scaling_factor"]), default=None)
+            lead = f"the cheapest option that {goal}"
+        else:
+            goal = f"fits ${budget_usd:,.0f}"
+            pick = max(fits, key=lambda i: (rows[i]["scaling_factor"], -rows[i]["network_usd"]), default=None)
+            lead = f"the best-scaling option that {goal}"
+        head = f"{model} at {gpus} GPUs: "
+        if pick is None:
+            best = max(fits or members, key=lambda i: (rows[i]["scaling_factor"], -rows[i]["network_usd"]))
+            text = head + f"no option {goal}; the best is {_summary(rows[best])}"
+        else:
+            text = head + f"{lead} is {_summary(rows[pick])}"
+        out.append({"model": model, "gpus": gpus, "target": target, "budget_usd": budget_usd,
+                    "row": pick, "text": text})
+    return out
+
+
+def _summary(row: dict) -> str:
+    share = f", {row['network_share']:.1%} of the cluster" if row["network_share"] is not None else ""
+    return (f"{describe(row)} (scaling {row['scaling_factor']:.3f}, {row['images_per_s']:,.0f} images/s, "
+            f"network ${row['network_usd']:,.0f}{share})")
