@@ -1,12 +1,12 @@
 """How big a schedule may be built here, and how long building and verifying many of them takes.
 
 `schedule_work` refuses schedules beyond `MAX_SCHEDULE_RANKS` ranks or `MAX_CHUNKS` pipeline chunks
-(before anything is built); `verify_seconds` estimates a `collectives verify` sweep, so a sweep that
-would run for hours is refused with its estimate instead of looking like a hang. The estimate is
-`SECONDS_PER_MESSAGE` per message plus `SECONDS_PER_RANK` per rank of every schedule; the messages of
-a spec follow the power law through its counts at `PROBE_RANKS` (built once per spec), capped by the
-bound of `schedule_work` (n log n algorithms are over-estimated a little beyond the probes: the safe
-side).
+(before anything is built); `MAX_COUNT` bounds the elements of one buffer. `VerifyCost` estimates a
+`collectives verify` sweep, so a sweep that would run for hours is refused with its estimate instead of
+looking like a hang. The estimate is `SECONDS_PER_MESSAGE` per message plus `SECONDS_PER_RANK` per rank
+of every schedule; the messages of a spec follow the power law through its counts at `PROBE_RANKS`
+(built once per spec), capped by the bound of `schedule_work` (n log n algorithms are over-estimated a
+little beyond the probes: the safe side).
 
 Standard library only.
 
@@ -23,6 +23,9 @@ from fabriclab.collectives import registry
 # and verify on this machine, a chain with 4096 chunks on 64 ranks (0.5 M messages) 6.4 s.
 MAX_SCHEDULE_RANKS = 1024
 MAX_CHUNKS = 4096
+# Most elements in a schedule's buffer (`collectives verify --counts`, `collectives show --count`); any
+# count up to it keeps element offsets within int64, the index type of numpy and torch.
+MAX_COUNT = 1 << 62
 # Build + verify, measured here on 64 and 256 ranks (ring, trees, parameter server, hierarchical):
 # 5-15 us per message; schedules with few messages pay ~0.1 ms per rank (binomial on 256 ranks: 27 ms).
 SECONDS_PER_MESSAGE = 1.5e-5

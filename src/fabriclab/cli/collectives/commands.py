@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 import fabriclab.collectives.verify as verifier
-from fabriclab.bench.schedule_limits import MAX_SCHEDULE_RANKS, VerifyCost
+from fabriclab.bench.schedule_limits import MAX_COUNT, MAX_SCHEDULE_RANKS, VerifyCost
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption, err_console,
                                   split_list, user_errors)
 from fabriclab.collectives import registry
@@ -38,7 +38,6 @@ MAX_FAILURES_RECORDED = 100
 MAX_VERIFY_S = 1800.0
 MAX_CASES = 1_000_000
 PROGRESS_EVERY_S = 30.0
-MAX_COUNT = 1 << 62
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -17,8 +17,7 @@ import typer
 from rich.table import Table
 
 import fabriclab.collectives.verify as verifier
-from fabriclab.bench.schedule_limits import MAX_SCHEDULE_RANKS, schedule_work
-from fabriclab.cli.collectives.commands import MAX_COUNT
+from fabriclab.bench.schedule_limits import MAX_COUNT, MAX_SCHEDULE_RANKS, schedule_work
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, Output, check_output_path, err_console,
                                   print_error, user_errors)
 from fabriclab.collectives import registry
