@@ -7,11 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 from fabriclab.cli.calibrate import app
-from fabriclab.cli.simulate_cluster import run_cluster_prediction
 from fabriclab.fabric.cluster import load_cluster
 from fabriclab.nccl.logs import parse_nccl_tests
 
-LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
+LOGS = Path(__file__).resolve().parents[2] / "examples" / "nccl-tests-a100"
 needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared nccl-tests logs not at {LOGS}")
 
 
@@ -63,12 +62,29 @@ def test_bad_logs_are_one_line_errors(tmp_path):
     assert into_dir.exit_code == 2
 
 
+def _predict(cluster, gpus: int, sizes: list[int], fmt, expect_exit: int = 0) -> dict:
+    """`simulate collective --cluster` through the CLI; prints its output (for capsys), returns the record."""
+    import json
+    import tempfile
+
+    from fabriclab.cli.main import app as main_app
+
+    with tempfile.TemporaryDirectory() as tmp:
+        record = Path(tmp) / "r.json"
+        args = ["simulate", "collective", "--cluster", str(cluster), "--gpus", str(gpus),
+                "--sizes", ",".join(f"{s}B" for s in sizes), "--json", str(record)] + (["--format", fmt] if fmt else [])
+        result = CliRunner().invoke(main_app, args, env={"FABRICLAB_STORE": "off", "COLUMNS": "200"})
+        print(result.output, end="")
+        assert result.exit_code == expect_exit, result.output
+        return json.loads(record.read_text()) if expect_exit == 0 else {}
+
+
 @needs_logs
 def test_prediction_in_nccl_tests_layout_reads_back(tmp_path, capsys):
     out = tmp_path / "a100.json"
     assert CliRunner().invoke(app, ["nccl-tests", *_logs(2, 4, 8, 16), "--out", str(out)]).exit_code == 0
     sizes = [1 << k for k in range(10, 33)]
-    record = run_cluster_prediction(out, 32, sizes, "allreduce", "nccl-tests", None)
+    record = _predict(out, 32, sizes, "nccl-tests")
     text = capsys.readouterr().out
     assert text.startswith("# fabriclab prediction, not a measurement: allreduce on 32 GPUs (4 servers x 8)")
     (run,) = parse_nccl_tests(text, "pred")
@@ -79,8 +95,8 @@ def test_prediction_in_nccl_tests_layout_reads_back(tmp_path, capsys):
     assert tree and all("tree.LL128 latencies" in r["prior_parameters"] for r in tree)
     assert all(r["busbw_low_GBps"] < r["busbw_GBps"] < r["busbw_high_GBps"] for r in tree)
     assert "# fabriclab rests on priors (tree.LL128 latencies" in text
-    run_cluster_prediction(out, 16, [1 << 20, 1 << 30], "allreduce", "plain", None)
+    _predict(out, 16, [1 << 20, 1 << 30], "plain")
     plain = capsys.readouterr().out
     assert "ring/" in plain and "busbw range" in plain
-    with pytest.raises(ValueError, match="12 GPUs do not fill whole servers"):
-        run_cluster_prediction(out, 12, sizes, "allreduce", None, None)
+    _predict(out, 12, sizes, None, expect_exit=2)
+    assert "12 GPUs do not fill whole servers" in capsys.readouterr().out

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from fabriclab.cli.main import app
 
-LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
+LOGS = Path(__file__).resolve().parents[2] / "examples" / "nccl-tests-a100"
 
 # (command path, arguments) in the order they run ("{tmp}": a temporary folder): later commands read what
 # earlier ones wrote (the calibrated cluster, the records in the store).

@@ -16,7 +16,7 @@ from fabriclab.whatif.bucket_time import CostModel
 from fabriclab.whatif.fusion import FusionPolicy
 from fabriclab.workload.profile import load_profile
 
-LOGS = Path("/work/shared/reference/nccl-tests-a100")
+LOGS = Path(__file__).resolve().parents[2] / "examples" / "nccl-tests-a100"
 runner = CliRunner()
 app = typer.Typer()
 

@@ -4,7 +4,6 @@ from fractions import Fraction
 
 import pytest
 
-from fabriclab.cli.options import topology_spec_from
 from fabriclab.fabric.scenario import (
     MAX_ENDPOINTS,
     TopologySpec,
@@ -59,17 +58,4 @@ def test_the_default_leaf_size():
     assert auto_hosts_per_leaf(40) == 10 and auto_hosts_per_leaf(256, Fraction(1), levels=3) == 8
     assert auto_hosts_per_leaf(12, Fraction(1, 4)) == 4  # 6 hosts per leaf would give 1.5 up-links
     for hosts in (2, 3, 8, 24, 96, 2048):
-        build_topology(topology_spec_from(hosts=str(hosts)))
-
-
-def test_options_parse_once_into_numbers():
-    spec = topology_spec_from(topology="fat-tree", hosts="2048", bisection="1/4", link="4GB/s", latency="0.2us")
-    assert (spec.hosts_per_leaf, spec.bisection, spec.bandwidth_Bps, spec.latency_s) == (16, Fraction(1, 4), 4e9,
-                                                                                      pytest.approx(2e-7))
-    preset = topology_spec_from(link="25GbE")
-    assert (preset.link, preset.bandwidth_Bps, preset.latency_s) == ("25GbE", 25e9 / 8, pytest.approx(3e-7))
-    assert topology_spec_from(link="EDR", latency="1us").latency_s == pytest.approx(1e-6)
-    with pytest.raises(ValueError, match="disagree"):
-        topology_spec_from(topology="torus", hosts="16", dims="2x3")
-    with pytest.raises(ValueError, match="only fat-tree and leaf-spine"):
-        topology_spec_from(topology="star", routing="ecmp")
+        build_topology(TopologySpec(hosts=hosts, hosts_per_leaf=auto_hosts_per_leaf(hosts)))

@@ -11,7 +11,7 @@ from fabriclab.nccl.logs import read_runs
 from fabriclab.nccl.predict import predict_nccl_table
 from fabriclab.nccl.fit import calibrate, check, summary
 
-LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
+LOGS = Path(__file__).resolve().parents[2] / "examples" / "nccl-tests-a100"
 pytestmark = pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared nccl-tests logs not at {LOGS}")
 
 

@@ -9,7 +9,7 @@ from fabriclab.nccl.log_writer import format_nccl_tests
 from fabriclab.nccl.logs import parse_nccl_tests, read_runs
 from fabriclab.nccl.predict import predict_nccl_table, prediction_run
 
-LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
+LOGS = Path(__file__).resolve().parents[2] / "examples" / "nccl-tests-a100"
 
 
 @pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared nccl-tests logs not at {LOGS}")

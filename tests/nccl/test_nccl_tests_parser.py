@@ -6,7 +6,7 @@ import pytest
 
 from fabriclab.nccl.logs import parse_bench_table, parse_nccl_tests, read_runs
 
-LOGS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests-a100"
+LOGS = Path(__file__).resolve().parents[2] / "examples" / "nccl-tests-a100"
 needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared nccl-tests logs not at {LOGS}")
 
 # (GPUs, servers, GPUs per process, rows, first size, last size) as the README describes the files.

@@ -28,9 +28,9 @@ from fabriclab.cli.common import (
     check_output_path,
     user_errors,
 )
-from fabriclab.fabric.cluster import prior_cluster, save_cluster
+from fabriclab.fabric.cluster import save_cluster
 from fabriclab.fabric.links import parse_link
-from fabriclab.nccl.logs import NcclRun, read_runs
+from fabriclab.nccl.logs import read_runs
 from fabriclab.units import format_size, parse_size_range
 
 app = typer.Typer(help="Fit a cluster model to real measurements (nccl-tests output).", no_args_is_help=True)
@@ -71,81 +71,47 @@ def nccl_tests_cmd(
     store: StoreOption = None,
 ) -> None:
     """Fit a cluster model to nccl-tests logs; print its parameters and the residual of every row."""
-    from fabriclab.nccl.fit import calibrate, summary
-    from fabriclab.nccl.fit import check as check_rows
+    from fabriclab.nccl.calibration import CalibrationRequest, calibrate_cluster
 
     check_output_path(out, "--out")
     output = Output(fmt, json_path, store)
-    runs = [run for path in logs for run in read_runs(path)]
-    held = [run for path in (check or []) for run in read_runs(path)]
-    prior = _prior(runs + held, nic=nic, nics_per_server=nics_per_server, gpus_per_server=gpus_per_server,
-                   intra=intra, fabric=fabric)
-    keep = None
-    fit_runs = runs
-    if hold_out_sizes is not None:
-        if not held:
-            raise ValueError("--hold-out-sizes applies to the --check logs: give at least one --check LOG")
-        sizes = parse_size_range(hold_out_sizes)
-        lo, hi = min(sizes), max(sizes)
-        held_ids = {id(r) for r in held}
-        keep = lambda run, size: id(run) not in held_ids or not lo <= size <= hi
-        fit_runs = runs + held
-    result = calibrate(fit_runs, prior, keep=keep)
-    residuals = list(result.residuals)
-    if hold_out_sizes is None:
-        residuals += check_rows(result.cluster, held)
-    fitted_summary = summary(residuals, held_out=False)
-    held_summary = summary(residuals, held_out=True)
-    fit_info = {
-        "logs": [str(p) for p in logs], "checked_logs": [str(p) for p in check or []],
-        "hold_out_sizes": hold_out_sizes, "rows_fitted": sum(not r.held_out for r in residuals),
-        "parameters": {p.name: {"value": p.value, "prior": p.prior, "fitted": p.determined, "at_bound": p.at_bound}
-                       for p in result.params},
-        "fitted_rows": fitted_summary, "held_out_rows": held_summary}
-    cluster = replace(result.cluster, name=out.stem, fit=fit_info,
-                      description=f"calibrated from {', '.join(p.name for p in logs)} "
-                                  f"(prior: {prior.description.removeprefix('prior: ')})")
-    save_cluster(cluster, out)
-    output.table(_params_table(result.params))
+    sizes = None if hold_out_sizes is None else parse_size_range(hold_out_sizes)
+    runs = tuple(run for path in logs for run in read_runs(path))
+    request = CalibrationRequest(
+        runs=runs, held=tuple(run for path in (check or []) for run in read_runs(path)),
+        hold_out_range=None if sizes is None else (min(sizes), max(sizes)), nic=parse_link(nic),
+        nics_per_server=nics_per_server, gpus_per_server=gpus_per_server, intra=intra, fabric=fabric,
+        name=out.stem, log_names=tuple(p.name for p in logs),
+        record={"logs": [str(p) for p in logs], "checked_logs": [str(p) for p in check or []],
+                "hold_out_sizes": hold_out_sizes})
+    cal = calibrate_cluster(request)
+    save_cluster(cal.cluster, out)
+    _print_calibration(output, cal, request)
+    output.note(f"cluster written to {out}")
+    output.record("calibrate.nccl-tests", {"logs": [str(p) for p in logs], "check": [str(p) for p in check or []],
+                                           "hold_out_sizes": hold_out_sizes, "nic": nic, "out": str(out)},
+                  {"parameters": cal.cluster.fit["parameters"], "residuals": [asdict(r) for r in cal.residuals],
+                   "fitted_rows": cal.fitted_summary, "held_out_rows": cal.held_summary})
+
+
+def _print_calibration(output, cal, request) -> None:
+    residuals = cal.residuals
+    output.table(_params_table(cal.params))
     output.table(_residual_table([r for r in residuals if not r.held_out],
                                  "fit: busbw per row (GB/s), measured vs model; error = model / measured - 1"))
     if any(r.held_out for r in residuals):
         output.table(_residual_table([r for r in residuals if r.held_out],
                                      "held out (never fitted): busbw per row (GB/s), measured vs model"))
-    for title, rows in (("fitted rows", fitted_summary), ("held-out rows", held_summary)):
+    for title, rows in (("fitted rows", cal.fitted_summary), ("held-out rows", cal.held_summary)):
         for s in rows:
             output.note(f"{title}: {s['num_gpus']} GPUs, {s['band']}: max |error| {s['max_abs_error_pct']:.1f} % "
                         f"over {s['rows']} rows (goal {s['goal_pct']:g} %: {'met' if s['within_goal'] else 'missed'})")
-    for run in runs + held:
+    for run in request.runs + request.held:
         if run.num_ranks == 1:
             output.note(f"{run.source}: 1 rank moves no data between GPUs (busbw 0): not fitted")
+    fit_runs = request.runs + (request.held if request.hold_out_range is not None else ())
     if not any(r.num_servers > 1 for r in fit_runs):
         output.note("no run spans several servers: NIC efficiency and network latencies stay priors")
-    output.note(f"cluster written to {out}")
-    output.record("calibrate.nccl-tests", {"logs": [str(p) for p in logs], "check": [str(p) for p in check or []],
-                                           "hold_out_sizes": hold_out_sizes, "nic": nic, "out": str(out)},
-                  {"parameters": fit_info["parameters"], "residuals": [asdict(r) for r in residuals],
-                   "fitted_rows": fitted_summary, "held_out_rows": held_summary})
-
-
-def _prior(runs: list[NcclRun], *, nic: str, nics_per_server: int | None, gpus_per_server: int | None,
-           intra: str, fabric: str):
-    if not runs:
-        raise ValueError("no runs in the logs")
-    if intra not in ("nvswitch", "pcie"):
-        raise ValueError(f"--intra {intra!r}: use nvswitch or pcie")
-    if fabric not in ("rail", "fat-tree"):
-        raise ValueError(f"--fabric {fabric!r}: use rail or fat-tree")
-    if gpus_per_server is None:
-        multi = {r.gpus_per_server for r in runs if r.num_servers > 1}
-        if len(multi) > 1:
-            raise ValueError(f"the logs come from servers of {sorted(multi)} GPUs: calibrate one kind of server")
-        gpus_per_server = multi.pop() if multi else max(r.num_ranks for r in runs)
-    device = next((r.device_name for r in runs if r.device_name), "GPU")
-    bench = all(r.label for r in runs)  # `fabriclab collectives bench` tables: Gloo's ring, not NCCL
-    return prior_cluster(gpus_per_server=gpus_per_server, gpu_name=device if not bench else "CPU", intra=intra,
-                         nic=parse_link(nic), nics_per_server=nics_per_server, fabric=fabric,
-                         library="gloo" if bench else "nccl")
 
 
 def _quantity(name: str, value: float) -> str:

@@ -145,6 +145,9 @@ def check_store(store: Path | None) -> None:
     path = _store_path(store)
     if path is not None:
         check_output_path(path, "--store" if store is not None else "the results store (FABRICLAB_STORE)")
+        from fabriclab.report.store import check_store_file
+
+        check_store_file(path)
 
 
 def _store_record(record: dict, store: Path | None) -> None:

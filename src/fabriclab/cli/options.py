@@ -187,3 +187,41 @@ def topology_spec_from(*, topology: str = DEFAULT_TOPOLOGY, hosts: str | int | N
     if shape is not None and num_hosts is not None and num_hosts != spec.num_hosts:
         raise ValueError(f"--hosts {num_hosts} and --dims {dims} ({spec.num_hosts} hosts) disagree: give one of them")
     return spec
+
+
+class TopologyGroup:
+    """The topology options as one object: a command takes the options it shows (the aliases above) and
+    `TOPOLOGY.build(locals())` turns them into the network's `TopologySpec`; options a command does not
+    show keep their defaults, and `overrides` (e.g. `hosts=`) replace a value."""
+
+    NAMES = ("topology", "hosts", "hosts_per_leaf", "levels", "bisection", "leaves_per_pod", "spines", "dims",
+             "link", "latency", "gpus_per_server", "routing", "seed")
+
+    def build(self, values: dict, **overrides):
+        given = {k: values[k] for k in self.NAMES if k in values}
+        return topology_spec_from(**{**given, **overrides})
+
+
+TOPOLOGY = TopologyGroup()
+
+ClusterOption = Annotated[Optional[str], typer.Option(
+    "--cluster", metavar="FILE|PRESET",
+    help="A cluster: a file from `fabriclab calibrate nccl-tests ... --out FILE`, or a preset (tx-gaia-25gbe, "
+         "tx-gaia-opa, a100-hdr, dgx-a100, dgx-h100).")]
+
+
+def load_cluster_option(text: str, option: str = "--cluster"):
+    """The cluster `--cluster` names: a preset name, else a cluster file; a ValueError says which exist."""
+    from pathlib import Path
+
+    from fabriclab.fabric.cluster import load_cluster
+    from fabriclab.fabric.presets import PRESETS, cluster_preset
+
+    if text.strip().lower() in PRESETS:
+        return cluster_preset(text)
+    path = Path(text)
+    if not path.is_file():
+        raise ValueError(f"{option} {text}: no such file and no preset of that name; give a cluster file "
+                         f"(`fabriclab calibrate nccl-tests ... --out FILE` writes one) or a preset: "
+                         f"{', '.join(PRESETS)}")
+    return load_cluster(path)

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_dir, split_list,
                                   user_errors)
+from fabriclab.cli.options import load_cluster_option
 from fabriclab.units import parse_int_list, parse_time
 
 DEFAULT_FABRICS = "25gbe,100g-opa,100gbe,200g-hdr,400g-ndr"
@@ -47,39 +48,23 @@ def _levels(text: str) -> tuple[int, ...]:
         raise ValueError(f"--levels {text!r}: write 2, 3 or 2,3 ({exc})") from None
 
 
-MAX_PLAN_GPUS = 16384
+def plan_request(o: dict):
+    """The `PlanRequest` of the parsed command line `o` (the plan command's parameters)."""
+    from fabriclab.plan.request import MAX_PLAN_GPUS, PlanRequest
 
-
-def build_spec(*, model: str, gpus: str, gpus_per_server: int, fabrics: str, levels: str, bisection: str,
-               algo: str, hosts_per_leaf: int, placement: str, fusion: str, target: Optional[str],
-               budget: Optional[str], prices: Optional[Path], iteration_time: Optional[str], cluster=None):
-    """The `PlanSpec` the options describe; bad values raise ValueError saying what to change. With
-    `cluster` (a loaded ClusterModel) the server comes from it."""
-    from fabriclab.plan.prices import load_prices
-    from fabriclab.whatif.fusion import FusionPolicy
-    from fabriclab.plan.search import NodeSpec, PlanSpec, parse_bisection
-    from fabriclab.workload.profile import load_profile
-
-    it_s = parse_time(iteration_time) if iteration_time else None
-    policy = FusionPolicy(name=fusion)
-    policy.buckets([1], [0.0])  # an unknown policy name fails here, before the work
-    node = NodeSpec(gpus_per_server=gpus_per_server)
-    if cluster is not None:
-        from fabriclab.plan.cluster import cluster_node
-
-        node = cluster_node(cluster)
-    return PlanSpec(
-        profiles=tuple(load_profile(m, iteration_s=it_s) for m in split_list(model, "models")),
-        # 16384 GPUs: the flow simulator runs a ring of that many ranks in ~13 s here (`fabriclab bench sim`)
-        gpus=tuple(parse_int_list(gpus, minimum=1, maximum=MAX_PLAN_GPUS, what="GPU counts")),
-        fabrics=tuple(dict.fromkeys(split_list(fabrics, "fabrics"))),
-        levels=_levels(levels),
-        bisections=tuple(dict.fromkeys(parse_bisection(b) for b in split_list(bisection, "bisections"))),
-        algos=tuple(dict.fromkeys(split_list(algo, "algorithms"))),
-        hosts_per_leaf=hosts_per_leaf, placement=placement, fusion=policy,
-        node=node,
-        target=_float(target, "--target", "0.9"), budget_usd=_float(budget, "--budget", "500000"),
-        prices=load_prices(prices))
+    cluster = None if o["cluster"] is None else load_cluster_option(o["cluster"])
+    return PlanRequest(
+        models=tuple(split_list(o["model"], "models")),
+        gpus=tuple(parse_int_list(o["gpus"], minimum=1, maximum=MAX_PLAN_GPUS, what="GPU counts")),
+        gpus_per_server=o["gpus_per_server"],
+        fabrics=None if o["fabrics"] is None else tuple(split_list(o["fabrics"], "fabrics")),
+        levels=_levels(o["levels"]), bisections=tuple(split_list(o["bisection"], "bisections")),
+        algos=tuple(split_list(o["algo"], "algorithms")), hosts_per_leaf=o["hosts_per_leaf"],
+        placement=o["placement"], fusion=o["fusion"], target=_float(o["target"], "--target", "0.9"),
+        budget_usd=_float(o["budget"], "--budget", "500000"),
+        prices_path=None if o["prices"] is None else str(o["prices"]),
+        iteration_s=parse_time(o["iteration_time"]) if o["iteration_time"] else None,
+        cluster=cluster, cluster_name=o["cluster"] or "")
 
 
 def plan_table(rows: list[dict]) -> Table:
@@ -114,12 +99,12 @@ def plan(
     fabrics: Optional[str] = typer.Option(None, help=f"Link presets to compare (default {DEFAULT_FABRICS}); "
                                           "with --cluster the price entries of its network (default: those "
                                           "at its NIC rate)."),
-    cluster: Optional[Path] = typer.Option(None, "--cluster", metavar="FILE", dir_okay=False,
-                                           help="Cluster file from `fabriclab calibrate nccl-tests ... --out "
-                                                "FILE`: plan that calibrated cluster (its servers, network "
-                                                "and NCCL model) instead of the --fabrics grid; --levels, "
-                                                "--bisection, --algo, --hosts-per-leaf, --placement do not "
-                                                "apply."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", metavar="FILE|PRESET",
+                                          help="A cluster file from `fabriclab calibrate nccl-tests ... --out "
+                                               "FILE`, or a preset (dgx-a100, dgx-h100, ...): plan that cluster "
+                                               "(its servers, network and NCCL model) instead of the --fabrics "
+                                               "grid; --levels, --bisection, --algo, --hosts-per-leaf, "
+                                               "--placement do not apply."),
     levels: str = typer.Option("2", help="Fat-tree levels: 2, 3 or 2,3."),
     bisection: str = typer.Option("1,1/2,1/4", help="Bisection ratios in 1 .. 1/16, e.g. 1,1/2,1/4."),
     algo: str = typer.Option("ring", help="All-reduce algorithm(s) (`fabriclab collectives list`)."),
@@ -138,58 +123,23 @@ def plan(
     store: StoreOption = None,
 ) -> None:
     """How much network to buy: scaling, throughput and cost of every fabric and bisection option."""
-    from fabriclab.plan.search import DEFAULT_TARGET, run_plan
+    from fabriclab.plan import request as planning
 
-    output = Output(fmt, json_path, store)
-    check_output_dir(out)
-    cluster_model = None
-    if cluster is not None:
-        from fabriclab.fabric.cluster import load_cluster
-        from fabriclab.plan.prices import load_prices
-        from fabriclab.plan.cluster import matching_fabrics
-
-        if gpus_per_server is not None:
-            raise ValueError(f"--gpus-per-server does not apply with --cluster: {cluster} sets the servers")
-        cluster_model = load_cluster(cluster)
-        if fabrics is None:
-            fabrics = ",".join(matching_fabrics(cluster_model, load_prices(prices), str(cluster)))
-    spec = build_spec(model=model, gpus=gpus, gpus_per_server=gpus_per_server or 2, fabrics=fabrics or DEFAULT_FABRICS,
-                      levels=levels, bisection=bisection, algo=algo, hosts_per_leaf=hosts_per_leaf,
-                      placement=placement, fusion=fusion, target=target, budget=budget, prices=prices,
-                      iteration_time=iteration_time, cluster=cluster_model)
-    if cluster_model is not None:
-        from fabriclab.plan.cluster import run_cluster_plan
-
-        result = run_cluster_plan(spec, cluster_model, str(cluster))
-    else:
-        result = run_plan(spec)
-    output.table(plan_table(result.rows))
-    output.note(spec.prices.describe())
-    for rec in result.recommendations:
-        output.note(rec["text"])
-    for why in result.skipped:
-        output.note(f"skipped {why}")
-    s = result.stats
-    if cluster_model is not None:
-        output.note("scaling range with the cluster's parameters that no log determined at either end: "
-                    + "; ".join(f"{r['model']} {r['gpus']} GPUs {r['fabric']} {r['scaling_low']:.3f}-"
-                                f"{r['scaling_high']:.3f}" for r in result.rows))
-        output.note(f"cluster {cluster_model.name} ({cluster}): {spec.node.gpus_per_server} GPUs and "
-                    f"{cluster_model.server.nics_per_server} NICs per server, {cluster_model.network.fabric} "
-                    f"network; {s['num_options']} options, {s['num_predictions']} bucket sizes predicted, "
-                    f"{s['wall_s']:.2f} s")
-    else:
-        output.note(f"{s['num_options']} options on {s['num_topologies']} topologies, "
-                    f"{s['num_simulations']} simulator runs, {s['wall_s']:.2f} s")
-    config = {"model": model, "gpus": gpus, "gpus_per_server": spec.node.gpus_per_server, "fabrics": fabrics,
-              "cluster": str(cluster) if cluster is not None else None,
-              "levels": levels, "bisection": bisection, "algo": algo, "hosts_per_leaf": hosts_per_leaf,
-              "placement": placement, "fusion": fusion, "target": spec.target, "budget_usd": spec.budget_usd,
-              "gamma_s_per_byte": spec.node.gamma_s_per_byte, "prices": spec.prices.source,
-              "price_label": spec.prices.label}
+    output, _ = Output(fmt, json_path, store), check_output_dir(out)
+    request = plan_request(locals())
+    spec = planning.plan_spec(request)
+    result = planning.run(spec, request)
+    _print_plan(output, spec, request, result)
+    config = {"model": model, "gpus": gpus, "gpus_per_server": spec.node.gpus_per_server,
+              "fabrics": fabrics if request.cluster is None or fabrics else ",".join(spec.fabrics),
+              "cluster": cluster, "levels": levels, "bisection": bisection, "algo": algo,
+              "hosts_per_leaf": hosts_per_leaf, "placement": placement, "fusion": fusion, "target": spec.target,
+              "budget_usd": spec.budget_usd, "gamma_s_per_byte": spec.node.gamma_s_per_byte,
+              "prices": spec.prices.source, "price_label": spec.prices.label}
     results = {"rows": result.rows, "recommendations": result.recommendations, "skipped": result.skipped,
-               "stats": s, "prices": _prices_used(spec)}
+               "stats": result.stats, "prices": planning.prices_used(spec)}
     if out is not None:
+        from fabriclab.plan.search import DEFAULT_TARGET
         from fabriclab.record import write_outputs
         from fabriclab.report.plan import plot_plan
 
@@ -201,17 +151,24 @@ def plan(
     output.record("plan", config, results)
 
 
-def _prices_used(spec) -> dict:
-    """The prices of the compared fabrics, with their sources and dates, for the record."""
-    from dataclasses import asdict
-
-    from fabriclab.fabric.links import link_preset
-
-    table = spec.prices
-    used = {name: asdict(table.fabric(name)) for name in dict.fromkeys(link_preset(f).name for f in spec.fabrics)}
-    server = None if table.gpu_server_per_gpu is None else asdict(table.gpu_server_per_gpu)
-    return {"label": table.label, "source": table.source, "note": table.note, "fabrics": used,
-            "gpu_server_per_gpu": server}
+def _print_plan(output: Output, spec, request, result) -> None:
+    output.table(plan_table(result.rows))
+    output.note(spec.prices.describe())
+    for rec in result.recommendations:
+        output.note(rec["text"])
+    for why in result.skipped:
+        output.note(f"skipped {why}")
+    s, c = result.stats, request.cluster
+    if c is not None:
+        output.note("scaling range with the cluster's parameters that no log determined at either end: "
+                    + "; ".join(f"{r['model']} {r['gpus']} GPUs {r['fabric']} {r['scaling_low']:.3f}-"
+                                f"{r['scaling_high']:.3f}" for r in result.rows))
+        output.note(f"cluster {c.name} ({request.cluster_name}): {spec.node.gpus_per_server} GPUs and "
+                    f"{c.server.nics_per_server} NICs per server, {c.network.fabric} network; "
+                    f"{s['num_options']} options, {s['num_predictions']} bucket sizes predicted, {s['wall_s']:.2f} s")
+    else:
+        output.note(f"{s['num_options']} options on {s['num_topologies']} topologies, "
+                    f"{s['num_simulations']} simulator runs, {s['wall_s']:.2f} s")
 
 
 def register(main_app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ Try it: `fabriclab simulate collective --algo ring --topology fat-tree --hosts 2
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -43,10 +44,12 @@ from fabriclab.cli.options import (
     LinkOption,
     RoutingOption,
     SpinesOption,
+    TOPOLOGY,
+    ClusterOption,
     TopologyOption,
+    load_cluster_option,
     parse_count,
     parse_number,
-    topology_spec_from,
 )
 
 app = typer.Typer(help="Simulate collectives on modelled fabrics (flow-level, max-min sharing).",
@@ -59,26 +62,65 @@ SimFormatOption = Annotated[Optional[str], typer.Option(
          "terminal, plain otherwise; numbers are never cut).")]
 
 
-def _cluster_prediction(cluster: Path, gpus: Optional[str], sizes: Optional[str], collective: str,
-                        fmt: Optional[str], json_path: Optional[Path], store: Optional[Path]) -> None:
-    """`--cluster FILE`: the cluster model's predicted size sweep (`cli/simulate_cluster.py`)."""
+def _cluster_prediction(o: dict, out: Output) -> None:
+    """`--cluster FILE|PRESET`: the cluster's library model predicts a whole size sweep (`nccl/sweep.py`)."""
+    from fabriclab.nccl.sweep import band_notes, predict_sweep, switches
     from fabriclab.units import parse_size_range
 
-    out = Output(None if fmt == NCCL_TESTS else fmt, json_path, store)
-    if not cluster.is_file():
-        raise ValueError(f"--cluster {cluster}: no such file; give a cluster file (`fabriclab calibrate` "
-                         f"writes one)")
-    num_gpus = parse_count(gpus if gpus is not None else "8", "--gpus", maximum=1 << 20)
-    size_list = parse_size_range(sizes if sizes is not None else "8B:1GB")
-    try:
-        from fabriclab.cli.simulate_cluster import run_cluster_prediction
-    except ModuleNotFoundError as exc:
-        if exc.name != "fabriclab.cli.simulate_cluster":
-            raise
-        raise ValueError("--cluster needs the cluster model (fabriclab.cli.simulate_cluster), which this "
-                         "installation does not have yet; simulate a topology without --cluster") from None
-    record = run_cluster_prediction(cluster, num_gpus, size_list, collective, fmt or out.fmt, out)
-    out.record("simulate.cluster", record["config"], record["results"])
+    cluster = load_cluster_option(o["cluster"])
+    num_gpus = parse_count(o["gpus"] if o["gpus"] is not None else "8", "--gpus", maximum=1 << 20)
+    sizes = parse_size_range(o["sizes"] if o["sizes"] is not None else "8B:1GB")
+    sweep = predict_sweep(cluster, num_gpus, sizes, o["collective"])
+    if o["fmt"] == NCCL_TESTS:
+        stream = sys.stderr if out.machine_stdout else sys.stdout
+        stream.write(sweep.nccl_tests_text())
+        stream.flush()
+    else:
+        out.table(_sweep_table(sweep.rows, f"predicted {sweep.collective} on {sweep.where}"))
+        out.note(f"algorithm/protocol (NCCL's choice): {switches(sweep.rows)}")
+        for line in band_notes(sweep.rows, cluster):
+            out.note(line)
+    lay = sweep.layout
+    config = {"cluster": o["cluster"], "cluster_name": cluster.name, "num_gpus": num_gpus,
+              "num_servers": lay.num_servers, "collective": o["collective"], "sizes_bytes": list(sizes),
+              "network": cluster.network.fabric}
+    out.record("simulate.cluster", config, sweep.rows)
+
+
+def _sweep_table(rows: list[dict], title: str) -> Table:
+    from fabriclab.units import format_size
+
+    table = Table(title=title)
+    for col in ("size", "algorithm", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "busbw range", "in-place busbw"):
+        table.add_column(col, justify="left" if col == "algorithm" else "right")
+    for r in rows:
+        span = f"{r['busbw_low_GBps']:.2f}-{r['busbw_high_GBps']:.2f}" if r["prior_parameters"] else "fitted"
+        table.add_row(format_size(r["size_bytes"]), r["algorithm"], f"{r['time_us']:.2f}",
+                      f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}", span, f"{r['inplace_busbw_GBps']:.2f}")
+    return table
+
+
+def collective_request(o: dict):
+    """The `CollectiveRequest` of the parsed command line `o` (collective_cmd's parameters)."""
+    from fabriclab.sim.limits import check_gamma
+    from fabriclab.sim.one_collective import CollectiveRequest
+    from fabriclab.units import parse_size
+
+    if o["fmt"] == NCCL_TESTS:
+        raise ValueError("--format nccl-tests prints a cluster's size sweep: add --cluster FILE (and --gpus, "
+                         "--sizes), or use table, plain, csv, json or markdown")
+    if o["gpus"] is not None or o["sizes"] is not None:
+        raise ValueError("--gpus and --sizes go with --cluster FILE; for a topology give --ranks and --size")
+    if o["ops_csv"] is not None and o["engine"] == "levels":
+        raise ValueError("--ops-csv needs per-message times from the general engine: drop --engine levels")
+    spec = TOPOLOGY.build(o)
+    return CollectiveRequest(
+        collective=o["collective"], algo=o["algo"], topology=spec, size_bytes=parse_size(o["size"]),
+        itemsize=parse_count(o["itemsize"], "--itemsize", maximum=64),
+        gamma_s_per_byte=check_gamma(parse_number(o["gamma"], "--gamma", example="0 or 1e-10"), "--gamma"),
+        top=parse_count(o["top"], "--top", minimum=0, maximum=10_000),
+        num_ranks=None if o["ranks"] is None else parse_count(o["ranks"], "--ranks"), placement=o["placement"],
+        engine="general" if o["ops_csv"] is not None else o["engine"])
 
 
 @app.command("collective")
@@ -110,9 +152,7 @@ def collective_cmd(
                                            "start and finish to this CSV (uses the general engine)."),
     simgrid: Optional[Path] = typer.Option(None, help="Also export the topology as a SimGrid "
                                            "platform XML here (plus a hostfile beside it)."),
-    cluster: Optional[Path] = typer.Option(None, "--cluster", metavar="FILE",
-                                           help="Predict on this cluster model (with --gpus, --sizes) instead "
-                                                "of a topology."),
+    cluster: ClusterOption = None,
     gpus: Optional[str] = typer.Option(None, metavar="N", help="With --cluster: GPUs taking part (default 8)."),
     sizes: Optional[str] = typer.Option(None, metavar="RANGE", help="With --cluster: sizes, e.g. 8B:1GB "
                                                                     "(default) or 1MB,64MB."),
@@ -120,117 +160,65 @@ def collective_cmd(
     json_path: JsonOption = None,
     store: StoreOption = None,
 ) -> None:
-    """Simulate one collective and print time, algbw, busbw and the busiest links."""
-    if cluster is not None:
-        return _cluster_prediction(cluster, gpus, sizes, collective, fmt, json_path, store)
-    if fmt == NCCL_TESTS:
-        raise ValueError("--format nccl-tests prints a cluster's size sweep: add --cluster FILE (and --gpus, "
-                         "--sizes), or use table, plain, csv, json or markdown")
-    if gpus is not None or sizes is not None:
-        raise ValueError("--gpus and --sizes go with --cluster FILE; for a topology give --ranks and --size")
-    from fabriclab.units import format_size, parse_size
+    """Simulate one collective (time, algbw, busbw, busiest links); --cluster: its library's size sweep."""
+    out = Output(None if fmt == NCCL_TESTS else fmt, json_path, store)
+    if cluster is not None:  # the library of the cluster picks the algorithm per size; else --algo runs
+        return _cluster_prediction(locals(), out)
+    from fabriclab.sim.one_collective import run_collective
 
-    out = Output(fmt, json_path, store)
     check_output_path(ops_csv, "--ops-csv")
     check_output_path(simgrid, "--simgrid")
-    if ops_csv is not None and engine == "levels":
-        raise ValueError("--ops-csv needs per-message times from the general engine: drop --engine levels")
-    spec = topology_spec_from(topology=topology, hosts=hosts, levels=levels, hosts_per_leaf=hosts_per_leaf,
-                              bisection=bisection, leaves_per_pod=leaves_per_pod, spines=spines, dims=dims,
-                              link=link, latency=latency, gpus_per_server=gpus_per_server, routing=routing,
-                              seed=seed)
-    size_bytes = parse_size(size)
-    item = parse_count(itemsize, "--itemsize", maximum=64)
-    gamma_s = parse_number(gamma, "--gamma", example="0 or 1e-10")
-    num_top = parse_count(top, "--top", minimum=0, maximum=10_000)
-    num_ranks = None if ranks is None else parse_count(ranks, "--ranks")
-    endpoints = spec.num_hosts * spec.gpus_per_server
-    if num_ranks is not None and num_ranks > endpoints:
-        raise ValueError(f"--ranks {num_ranks}: the topology has {endpoints} endpoints; give at most that, or "
-                         f"more --hosts")
-    num_ranks = endpoints if num_ranks is None else num_ranks
-    from fabriclab.sim.limits import check_inputs, check_simulation
-
-    check_inputs(size_bytes, item, gamma_s)
-    check_simulation(collective, algo, num_ranks, size_bytes // item,
-                     "general" if ops_csv is not None else engine)
-
-    from fabriclab.collectives.costs import bus_bandwidth_factor
-    from fabriclab.fabric.placement import place
-    from fabriclab.fabric.scenario import build_topology
-    from fabriclab.sim.collective import simulate
-
-    topo = build_topology(spec)
-    where = place(num_ranks, topo, placement, spec.seed)
-    t0 = time.perf_counter()
-    result = simulate(collective, algo, topo, num_ranks, size_bytes, placement=where, itemsize=item,
-                      gamma_s_per_byte=gamma_s, engine="general" if ops_csv is not None else engine)
-    wall_s = time.perf_counter() - t0
-    algbw = size_bytes / result.time_s if result.time_s > 0 else None
-    busbw = algbw * bus_bandwidth_factor(collective, num_ranks) if algbw is not None else None
-    busy_s = topo.bandwidth_Bps * result.time_s
-    util = result.link_bytes / busy_s if result.time_s > 0 else result.link_bytes * 0.0
-    busiest = _busiest(result.link_bytes, num_top)
-    table = Table(title=f"{collective} {algo} on {topo.name}, {num_ranks} ranks, {format_size(size_bytes)}")
-    for col in ("time (s)", "algbw (GB/s)", "busbw (GB/s)", "engine", "exact", "wall (s)"):
-        table.add_column(col, justify="right")
-    table.add_row(f"{result.time_s:.6g}", "-" if algbw is None else f"{algbw / 1e9:.3f}",
-                  "-" if busbw is None else f"{busbw / 1e9:.3f}", result.engine,
-                  "yes" if result.exact else "no", f"{wall_s:.2f}")
-    out.table(table)
-    if num_top:
-        links = Table(title="busiest links")
-        for col in ("link", "bytes", "utilisation"):
-            links.add_column(col, justify="right")
-        for i in busiest:
-            links.add_row(topo.link_name(int(i)), f"{result.link_bytes[i]:.4g}", f"{util[i]:.1%}")
-        out.table(links)
+    answer = run_collective(collective_request(locals()))
+    _print_collective(out, answer)
     if ops_csv is not None:
-        out.note(f"{_write_ops(ops_csv, result)} messages written to {ops_csv}")
+        from fabriclab.record import write_csv
+        from fabriclab.sim.one_collective import message_rows
+
+        rows = message_rows(answer.result)
+        write_csv(ops_csv, rows)
+        out.note(f"{len(rows)} messages written to {ops_csv}")
     if simgrid is not None:
         from fabriclab.fabric.simgrid import write_simgrid
 
-        hostfile = simgrid.with_suffix(".hosts")
-        write_simgrid(topo, simgrid, hostfile=hostfile)
-        out.note(f"SimGrid platform written to {simgrid} (hostfile {hostfile})")
-    if not result.exact:
+        write_simgrid(answer.topology, simgrid, hostfile=simgrid.with_suffix(".hosts"))
+        out.note(f"SimGrid platform written to {simgrid} (hostfile {simgrid.with_suffix('.hosts')})")
+    _record_collective(out, answer, engine)
+
+
+def _print_collective(out: Output, a) -> None:
+    from fabriclab.units import format_size
+
+    r, req = a.result, a.request
+    table = Table(title=f"{req.collective} {req.algo} on {a.topology.name}, {a.num_ranks} ranks, "
+                        f"{format_size(req.size_bytes)}")
+    for col in ("time (s)", "algbw (GB/s)", "busbw (GB/s)", "engine", "exact", "wall (s)"):
+        table.add_column(col, justify="right")
+    table.add_row(f"{r.time_s:.6g}", "-" if a.algbw_Bps is None else f"{a.algbw_Bps / 1e9:.3f}",
+                  "-" if a.busbw_Bps is None else f"{a.busbw_Bps / 1e9:.3f}", r.engine,
+                  "yes" if r.exact else "no", f"{a.wall_s:.2f}")
+    out.table(table)
+    if req.top:
+        links = Table(title="busiest links")
+        for col in ("link", "bytes", "utilisation"):
+            links.add_column(col, justify="right")
+        for row in a.busiest_links():
+            links.add_row(row["link"], f"{row['bytes']:.4g}", f"{row['utilisation']:.1%}")
+        out.table(links)
+    if not r.exact:
         out.note("note: the level engine could not prove this equals the general engine; "
                  "rerun with --engine general for the exact answer")
-    results = {"time_s": result.time_s, "algbw_Bps": algbw, "busbw_Bps": busbw, "engine": result.engine,
-               "exact": result.exact, "wall_s": wall_s, "num_ranks": num_ranks,
-               "rank_finish_s": result.rank_finish_s.tolist() if num_ranks <= 4096 else None,
-               "busiest_links": [{"link": topo.link_name(int(i)), "bytes": float(result.link_bytes[i]),
-                                  "utilisation": float(util[i])} for i in busiest]}
-    config = {"collective": collective, "algo": algo, "topology": spec.as_dict(), "placement": placement,
-              "size_bytes": size_bytes, "itemsize": item, "gamma_s_per_byte": gamma_s, "engine": engine}
+
+
+def _record_collective(out: Output, a, engine: str) -> None:
+    r, req = a.result, a.request
+    results = {"time_s": r.time_s, "algbw_Bps": a.algbw_Bps, "busbw_Bps": a.busbw_Bps, "engine": r.engine,
+               "exact": r.exact, "wall_s": a.wall_s, "num_ranks": a.num_ranks,
+               "rank_finish_s": r.rank_finish_s.tolist() if a.num_ranks <= 4096 else None,
+               "busiest_links": a.busiest_links()}
+    config = {"collective": req.collective, "algo": req.algo, "topology": req.topology.as_dict(),
+              "placement": req.placement, "size_bytes": req.size_bytes, "itemsize": req.itemsize,
+              "gamma_s_per_byte": req.gamma_s_per_byte, "engine": engine}
     out.record("simulate.collective", config, results)
-
-
-def _busiest(link_bytes, top: int):
-    """Indices of the `top` busiest links, busiest first (ties: lowest id), without sorting them all."""
-    import numpy as np
-
-    if top >= link_bytes.size:
-        return np.argsort(-link_bytes, kind="stable")
-    cut = np.argpartition(-link_bytes, top - 1)[:top] if top else np.zeros(0, dtype=np.int64)
-    threshold = link_bytes[cut].min(initial=np.inf)
-    candidates = np.flatnonzero(link_bytes >= threshold)
-    return candidates[np.argsort(-link_bytes[candidates], kind="stable")][:top]
-
-
-def _write_ops(path: Path, result) -> int:
-    """One row per message: ranks, bytes, start and finish (the general engine's detail)."""
-    from fabriclab.record import write_csv
-
-    d = result.detail
-    if d is None:
-        raise ValueError("--ops-csv needs per-message times: add --engine general")
-    write_csv(path, [{"src_rank": int(d.transfers.src[i]), "dst_rank": int(d.transfers.dst[i]),
-                      "src_step": int(d.transfers.src_step[i]), "dst_step": int(d.transfers.dst_step[i]),
-                      "elements": int(d.transfers.elements[i]), "reduce": bool(d.transfers.reduce[i]),
-                      "start_s": float(d.transfer_start_s[i]), "finish_s": float(d.transfer_finish_s[i])}
-                     for i in range(d.transfers.src.size)])
-    return int(d.transfers.src.size)
 
 
 @app.command("sweep")

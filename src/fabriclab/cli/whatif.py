@@ -40,17 +40,15 @@ from fabriclab.cli.options import (
     LevelsOption,
     RoutingOption,
     SpinesOption,
+    TOPOLOGY,
+    ClusterOption,
     TopologyOption,
+    load_cluster_option,
     parse_number,
-    topology_spec_from,
 )
 
 app = typer.Typer(help="What-if: scaling factor from a profile, a fusion policy and a collective cost.",
                   invoke_without_command=True, rich_markup_mode=None)
-
-# The simulator's endpoint limit (fabric.scenario.MAX_ENDPOINTS); closed forms need no more either.
-MAX_WORKERS = 1 << 20
-
 
 def parse_bandwidth_list(text: str) -> list[float]:
     """`1,10,25Gbps` -> bytes/s; items without a unit take the unit of the last item."""
@@ -67,11 +65,14 @@ def parse_bandwidth_list(text: str) -> list[float]:
 
 
 def parse_compression(text: str) -> list[float]:
-    """Compression ratios: finite numbers > 0 (1 = none)."""
+    """Compression ratios: finite numbers > 0 (1 = none); every bad item gets the same message."""
     values = []
     for item in split_list(text, "compression ratios"):
-        value = parse_number(item, "--compression", example="1,2,5,10")
-        if value <= 0:
+        try:
+            value = float(item)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
             raise ValueError(f"--compression {item}: give ratios > 0, e.g. 1,2,5,10 (1 = no compression)")
         values.append(value)
     return values
@@ -89,52 +90,30 @@ def add_cost_of(spec: str):
     return AddCost.from_log(spec)
 
 
-def make_cost_factory(cost: str, add, latency_s: float, gamma: Optional[float], compress_add: bool, spec,
-                      workers: tuple[int, ...], auto_leaf: bool = True, cluster=None):
-    """`make(num_workers=, bandwidth_Bps=, compression=, algo=)` -> CostModel; with `cost == simulated`,
-    the topology of `spec` with one host per worker (checked here for every worker count); with
-    `auto_leaf` each worker count gets the default leaf size for its hosts; with `cost == cluster`, the
-    cluster model `cluster` (every worker count checked against its servers here)."""
-    from dataclasses import replace
+def whatif_request(o: dict):
+    """The `WhatifRequest` of the parsed command line `o` (the whatif callback's parameters)."""
+    from fabriclab.sim.limits import check_gamma
+    from fabriclab.units import check_link_latency, parse_int_list, parse_time
+    from fabriclab.whatif.fusion import FusionPolicy
+    from fabriclab.whatif.run import WhatifRequest
+    from fabriclab.workload.profile import load_profile
 
-    from fabriclab.whatif.bucket_time import CostModel
-
-    topos: dict[tuple[int, float], object] = {}
-
-    def spec_for(n: int, bandwidth_Bps: float):
-        from fabriclab.fabric.scenario import auto_hosts_per_leaf
-
-        leaf = auto_hosts_per_leaf(n, spec.bisection, spec.levels) if auto_leaf else spec.hosts_per_leaf
-        return replace(spec.with_hosts(n), hosts_per_leaf=leaf, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s)
-
-    if cost == "simulated":
-        from fabriclab.fabric.scenario import build_topology
-
-        for n in workers:  # every worker count must make a valid network before the work starts
-            one = spec_for(n, spec.bandwidth_Bps)
-            if one.kind in ("fat-tree", "leaf-spine") and n <= one.hosts_per_leaf:
-                raise ValueError(f"{n} workers fill only one leaf of {one.hosts_per_leaf}: give --hosts-per-leaf "
-                                 f"<= {max(n // 2, 1)} or --topology star")
-            build_topology(one)
-    if cost == "cluster":
-        from fabriclab.nccl.predict import layout
-
-        for n in workers:
-            layout(cluster, n)
-
-    def make(*, num_workers: int, bandwidth_Bps: float, compression: float, algo: str) -> CostModel:
-        topo = None
-        if cost == "simulated":
-            from fabriclab.fabric.scenario import build_topology
-
-            key = (num_workers, bandwidth_Bps)
-            if key not in topos:
-                topos[key] = build_topology(spec_for(num_workers, bandwidth_Bps))
-            topo = topos[key]
-        return CostModel(kind=cost, bandwidth_Bps=bandwidth_Bps, num_workers=num_workers,
-                         compression=compression, compress_add=compress_add, add_cost=add, algo=algo,
-                         alpha_s=latency_s, gamma_s_per_byte=gamma, topology=topo, cluster=cluster)
-    return make
+    workers = tuple(parse_int_list(o["workers"], minimum=1, what="workers"))
+    policy = FusionPolicy(name=o["fusion"])
+    policy.buckets([1], [0.0])  # an unknown policy fails here, before the work
+    it_s = parse_time(o["iteration_time"]) if o["iteration_time"] else None
+    gamma = o["gamma"]
+    simulated = o["cost"] == "simulated"
+    return WhatifRequest(
+        profiles=tuple(load_profile(p, iteration_s=it_s) for p in split_list(o["profile"], "profiles")),
+        workers=workers, fusion=policy, cost=o["cost"], algos=tuple(split_list(o["algo"], "algorithms")),
+        bandwidths_Bps=None if o["bandwidth"] is None else tuple(parse_bandwidth_list(o["bandwidth"])),
+        compression=tuple(parse_compression(o["compression"])), add_cost=add_cost_of(o["add_cost"]),
+        latency_s=check_link_latency(parse_time(o["latency"]), "--latency", o["latency"]),
+        gamma_s_per_byte=None if gamma is None else check_gamma(parse_number(gamma, "--gamma"), "--gamma"),
+        compress_add=o["compress_add"], auto_leaf=o["hosts_per_leaf"] is None,
+        topology=TOPOLOGY.build(o, hosts=str(workers[0])) if simulated else None,
+        cluster=None if o["cluster"] is None else load_cluster_option(o["cluster"]))
 
 
 @app.callback()
@@ -153,9 +132,7 @@ def whatif(
     cost: Optional[str] = typer.Option(None, help="All-reduce cost: ring-addest (Zhang et al.'s ring formula "
                                        "with measured additions; the default), closed-form, simulated, or "
                                        "cluster (the default with --cluster)."),
-    cluster: Optional[Path] = typer.Option(None, "--cluster", metavar="FILE", dir_okay=False,
-                                           help="Cluster file from `fabriclab calibrate nccl-tests ... --out "
-                                                "FILE`: bucket costs from its NCCL model (cost cluster)."),
+    cluster: ClusterOption = None,
     algo: str = typer.Option("ring", help="Algorithm spec(s) for closed-form / simulated."),
     latency: str = typer.Option("0", help="Per-message (closed-form) or per-link (simulated) latency."),
     gamma: Optional[str] = typer.Option(None, metavar="S_PER_BYTE",
@@ -179,105 +156,55 @@ def whatif(
     """Scaling factor per (model, bandwidth, workers, compression) point."""
     if ctx.invoked_subcommand is not None:
         return
-    from fabriclab.units import check_link_latency, parse_int_list, parse_time
-    from fabriclab.whatif.bucket_time import ALIASES, COST_MODELS
-    from fabriclab.whatif.fusion import FusionPolicy
-    from fabriclab.whatif.sweep import SweepAxes, run_sweep
-    from fabriclab.workload.profile import load_profile
+    from fabriclab.whatif.run import run_whatif
 
     out = Output(fmt, json_path, store)
     check_output_path(csv_path, "--csv")
     check_output_dir(plots, "--plots")
-    cost = ALIASES.get(cost, cost) if cost is not None else ("cluster" if cluster else "ring-addest")
-    if cost not in COST_MODELS:
-        raise ValueError(f"--cost {cost!r}: use one of {', '.join(COST_MODELS)}")
-    cluster_model = None
-    if (cost == "cluster") != (cluster is not None):
-        raise ValueError("--cost cluster needs --cluster FILE" if cluster is None else
-                         f"--cluster {cluster} sets the cost to `cluster`: drop --cost {cost}")
-    if cluster is not None:
-        from fabriclab.fabric.cluster import load_cluster
-
-        if bandwidth is not None:
-            raise ValueError(f"--bandwidth does not apply with --cluster: {cluster} sets the NICs; drop "
-                             f"--bandwidth")
-        cluster_model = load_cluster(cluster)
-        algo = "nccl"  # the library picks the algorithm and protocol per size
-    worker_counts = tuple(parse_int_list(workers, minimum=1, what="workers"))
-    if worker_counts[-1] > MAX_WORKERS:
-        raise ValueError(f"--workers {worker_counts[-1]}: at most {MAX_WORKERS} workers")
-    latency_s = check_link_latency(parse_time(latency), "--latency", latency)  # inf and NaN fail too
-    gamma_s = None if gamma is None else parse_number(gamma, "--gamma", example="0 or 1e-10")
-    spec = None
-    if cost == "simulated":
-        spec = topology_spec_from(topology=topology, hosts=str(worker_counts[0]), levels=levels,
-                                  hosts_per_leaf=hosts_per_leaf, bisection=bisection,
-                                  leaves_per_pod=leaves_per_pod, spines=spines, routing=routing)
-    it_s = parse_time(iteration_time) if iteration_time else None
-    axes = SweepAxes(profiles=tuple(load_profile(p, iteration_s=it_s) for p in split_list(profile, "profiles")),
-                     workers=worker_counts,
-                     bandwidths_Bps=((cluster_model.server.nic_bandwidth_Bps,) if cluster_model is not None
-                                     else tuple(parse_bandwidth_list(bandwidth or "1,10,25,40,100Gbps"))),
-                     compression=tuple(parse_compression(compression)), algos=tuple(split_list(algo, "algorithms")))
-    policy = FusionPolicy(name=fusion)
-    policy.buckets([1], [0.0])  # an unknown policy fails here, before the work
-    add = add_cost_of(add_cost)  # read once: the cluster range re-runs the sweep with the same table
-
-    def factory(model):
-        return make_cost_factory(cost, add, latency_s, gamma_s, compress_add, spec, worker_counts,
-                                 auto_leaf=hosts_per_leaf is None, cluster=model)
-
+    request = whatif_request(locals())
     t0 = time.perf_counter()
-    rows = list(run_sweep(axes, policy, factory(cluster_model)))
-    if cluster_model is not None:
-        from fabriclab.nccl.band import moved_clusters
-
-        _add_cluster_range(rows, axes, policy, [factory(c) for c in moved_clusters(cluster_model)])
+    answer = run_whatif(request)
     wall = time.perf_counter() - t0
-    closed = cost == "ring-addest"
-    table = Table(title=f"what-if: fusion {policy.name}, cost {cost}" + ("" if closed else f" ({algo})"))
-    ranged = cluster_model is not None
+    _print_whatif(out, answer, request, wall, csv_path, plots)
+    algo = ",".join(answer.algos) if answer.cost == "cluster" else algo
+    out.record("whatif", {"profile": profile, "workers": workers, "bandwidth": bandwidth,
+                          "compression": compression, "fusion": request.fusion.name, "cost": answer.cost, "algo": algo,
+                          "latency_s": request.latency_s, "gamma_s_per_byte": request.gamma_s_per_byte,
+                          "add_cost": add_cost,
+                          "topology": request.topology.as_dict() if request.topology is not None else None,
+                          "cluster": str(cluster) if cluster is not None else None}, answer.rows)
+
+
+def _print_whatif(out, answer, request, wall: float, csv_path, plots) -> None:
+    closed = answer.cost == "ring-addest"
+    algo = ",".join(answer.algos)
+    table = Table(title=f"what-if: fusion {request.fusion.name}, cost {answer.cost}" + ("" if closed else f" ({algo})"))
     for col in ("model", "workers", "Gbps", "compr.", "algo", "iteration (ms)", "overhead (ms)",
-                "exposed", "buckets", "scaling factor", *(("range",) if ranged else ())):
+                "exposed", "buckets", "scaling factor", *(("range",) if answer.ranged else ())):
         table.add_column(col, justify="right")
-    for r in rows:
+    for r in answer.rows:
         table.add_row(r["model"], str(r["workers"]), f"{r['bandwidth_Gbps']:g}", f"{r['compression']:g}",
                       "-" if closed else r["algo"], f"{r['iteration_s'] * 1e3:.2f}",
                       f"{r['overhead_s'] * 1e3:.2f}", f"{r['exposed_fraction']:.0%}", str(r["num_buckets"]),
-                      f"{r['scaling_factor']:.4f}", *((_range_text(r),) if ranged else ()))
+                      f"{r['scaling_factor']:.4f}", *((_range_text(r),) if answer.ranged else ()))
     out.table(table)
-    if cluster_model is not None:
-        out.note(f"cluster {cluster_model.name} ({cluster}): {cluster_model.server.gpus_per_server} GPUs and "
-                 f"{cluster_model.server.nics_per_server} NICs per server; Gbps is one NIC's line rate")
+    c = request.cluster
+    if c is not None:
+        out.note(f"cluster {c.name}: {c.server.gpus_per_server} GPUs and {c.server.nics_per_server} NICs per "
+                 f"server; Gbps is one NIC's line rate")
         out.note("range: the scaling factor with the cluster's parameters that no log determined at either end "
                  "of their band (`simulate collective --cluster` names them per size); `fitted`: none matters")
-    out.note(f"{len(rows)} points in {wall:.3f} s")
+    out.note(f"{len(answer.rows)} points in {wall:.3f} s")
     if csv_path:
         from fabriclab.record import write_csv
 
-        write_csv(csv_path, rows)
+        write_csv(csv_path, answer.rows)
         out.note(f"CSV: {csv_path}")
     if plots:
         from fabriclab.report.whatif import plot_whatif
 
-        for path in plot_whatif(rows, plots):
+        for path in plot_whatif(answer.rows, plots):
             out.note(f"plot: {path}")
-    out.record("whatif", {"profile": profile, "workers": workers, "bandwidth": bandwidth,
-                          "compression": compression, "fusion": policy.name, "cost": cost, "algo": algo,
-                          "latency_s": latency_s, "gamma_s_per_byte": gamma_s, "add_cost": add_cost,
-                          "topology": spec.as_dict() if spec is not None else None,
-                          "cluster": str(cluster) if cluster is not None else None}, rows)
-
-
-def _add_cluster_range(rows: list[dict], axes, policy, ends: list) -> None:
-    """Give every row `scaling_low` / `scaling_high`: the sweep again with the cost factories `ends`, the
-    cluster with its undetermined parameters at the pessimistic and at the optimistic end
-    (`nccl/band.py`)."""
-    from fabriclab.whatif.sweep import run_sweep
-
-    low, high = ([r["scaling_factor"] for r in run_sweep(axes, policy, make)] for make in ends)
-    for r, lo, hi in zip(rows, low, high):
-        r["scaling_low"], r["scaling_high"] = min(lo, r["scaling_factor"]), max(hi, r["scaling_factor"])
 
 
 def _range_text(r: dict) -> str:

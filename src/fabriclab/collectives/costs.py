@@ -222,15 +222,3 @@ def cost(collective: str, algo: str, num_ranks: int, size_bytes: float, alpha_s:
         ALLGATHER: {"ring": ring_allgather, "direct": direct_allgather, "recursive": doubling_allgather},
     }[collective]
     return table[name](p, s, a, b, c, **kwargs)
-
-
-def bus_bandwidth_factor(collective: str, num_ranks: int) -> float:
-    """busbw = algbw * factor, as nccl-tests' PERFORMANCE.md defines it: the factor makes busbw
-    comparable with the link speed whatever the rank count. allreduce 2(n-1)/n; reduce_scatter and
-    allgather (n-1)/n (algbw from the total size); reduce and broadcast 1."""
-    n = num_ranks
-    if collective == ALLREDUCE:
-        return 2 * (n - 1) / n
-    if collective in (REDUCE_SCATTER, ALLGATHER):
-        return (n - 1) / n
-    return 1.0

@@ -36,6 +36,26 @@ BROADCAST = "broadcast"
 REDUCE_SCATTER = "reduce_scatter"
 ALLGATHER = "allgather"
 COLLECTIVES = (ALLREDUCE, REDUCE, BROADCAST, REDUCE_SCATTER, ALLGATHER)
+ALLTOALL = "alltoall"  # every pair exchanges a block: nccl-tests' alltoall_perf (no schedule here yet)
+
+# busbw = algbw * factor, beside each collective, as nccl-tests' PERFORMANCE.md defines it (one file per
+# collective there): the factor makes busbw comparable with the link speed whatever the rank count n.
+# reduce_scatter, allgather and alltoall take algbw from the total size.
+BUS_FACTORS = {
+    ALLREDUCE: lambda n: 2 * (n - 1) / n,
+    REDUCE_SCATTER: lambda n: (n - 1) / n,
+    ALLGATHER: lambda n: (n - 1) / n,
+    ALLTOALL: lambda n: (n - 1) / n,
+    REDUCE: lambda n: 1.0,
+    BROADCAST: lambda n: 1.0,
+}
+
+
+def bus_bandwidth_factor(collective: str, num_ranks: int) -> float:
+    """busbw / algbw for `collective` on `num_ranks` ranks (nccl-tests' PERFORMANCE.md)."""
+    if collective not in BUS_FACTORS:
+        raise ValueError(f"unknown collective {collective!r}: use one of {', '.join(BUS_FACTORS)}")
+    return BUS_FACTORS[collective](num_ranks)
 
 SCHEMA_VERSION = 1
 

@@ -164,7 +164,8 @@ class ClusterModel:
 def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "nvswitch",
                   intra_link: Link | None = None, nic: Link | None = None, nics_per_server: int | None = None,
                   pcie: Link | None = None, fabric: str = "rail", name: str = "prior",
-                  library: str = "nccl") -> ClusterModel:
+                  library: str = "nccl", memory_bandwidth_Bps: float = 1.555e12,
+                  leaf_ports: int = NetworkSpec.leaf_ports, description: str | None = None) -> ClusterModel:
     """A cluster from data sheets and NCCL's constants (`library="nccl"`), or a plain ring library such as
     Gloo over TCP (`library="gloo"`: one protocol, the cheapest choice): the starting point of a calibration."""
     intra_link = intra_link or link_preset(_nvlink_for(gpu_name) if intra == "nvswitch" else "PCIe4x16")
@@ -173,8 +174,8 @@ def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "
     nics = gpus_per_server if nics_per_server is None else nics_per_server
     server = ServerSpec(gpus_per_server=gpus_per_server, gpu_name=gpu_name, intra=intra,
                         intra_bandwidth_Bps=intra_link.effective_bandwidth(True), intra_latency_s=0.75e-6,
-                        # half of HBM2 (A100-40GB: 1.555 TB/s): one read and one write of the buffer
-                        memory_bandwidth_Bps=1.555e12 / 2, pcie_bandwidth_Bps=pcie.effective_bandwidth(True),
+                        # half of the HBM rate (A100-40GB: 1.555 TB/s): one read and one write of the buffer
+                        memory_bandwidth_Bps=memory_bandwidth_Bps / 2, pcie_bandwidth_Bps=pcie.effective_bandwidth(True),
                         nics_per_server=nics, nic_bandwidth_Bps=nic.bandwidth_Bps,
                         nic_efficiency=nic.efficiency, nic_latency_s=nic.latency_s)
     # NCCL 2.9 caps its modelled busBw at 235 GB/s on compute capability 8.0 (A100) only.
@@ -189,9 +190,10 @@ def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "
                           selection="fastest")
     elif library != "nccl":
         raise ValueError(f"library={library!r}: use nccl or gloo")
-    return ClusterModel(name=name, description=f"prior: {intra_link.name} inside, {nics} x {nic.name} per "
-                        f"server, NCCL 2.9 cost-model constants", server=server,
-                        network=NetworkSpec(fabric=fabric), library=lib)
+    text = (f"prior: {intra_link.name} inside, {nics} x {nic.name} per server, NCCL 2.9 cost-model constants"
+            if description is None else description)
+    return ClusterModel(name=name, description=text, server=server,
+                        network=NetworkSpec(fabric=fabric, leaf_ports=leaf_ports), library=lib)
 
 
 def _nvlink_for(gpu_name: str) -> str:
@@ -202,7 +204,8 @@ def _nvlink_for(gpu_name: str) -> str:
 
 
 def a100_hdr_prior() -> ClusterModel:
-    """Azure ND A100 v4 as the shared nccl-tests logs describe it: 8 A100-SXM4 on NVSwitch, 8 x HDR."""
+    """Azure ND A100 v4 as the shipped nccl-tests logs describe it: 8 A100-SXM4 on NVSwitch, 8 x HDR
+    (`fabric/presets.py` holds it with the other presets)."""
     return prior_cluster(gpus_per_server=8, gpu_name="A100-SXM4-40GB", name="a100-hdr")
 
 

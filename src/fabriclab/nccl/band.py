@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel
-from fabriclab.nccl.logs import bus_factor
+from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.nccl.predict import candidate_times
 from fabriclab.nccl.fit import Param, apply, parameters
 
@@ -144,7 +144,7 @@ def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective
 
     base, worst, best = times(set(), False), times(unknown, False), times(unknown, True)
     alone = {n: times({n}, False) for n in sorted(unknown)}
-    factor = bus_factor(collective, num_gpus)
+    factor = bus_bandwidth_factor(collective, num_gpus)
     out = []
     for i, r in enumerate(rows):
         key = tuple(r["algorithm"].split("/"))

@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel
-from fabriclab.nccl.logs import NcclRun, bus_factor
+from fabriclab.collectives.schedule import bus_bandwidth_factor
+from fabriclab.nccl.logs import NcclRun
 from fabriclab.nccl.predict import candidate_times, collective_times, layout
 from fabriclab.nccl.choice import nccl_choices
 
@@ -286,7 +287,7 @@ def check(cluster: ClusterModel, runs: list[NcclRun], *, keep=None, fitted: bool
         sizes = [r.size_bytes for r in run.rows]
         times, picks = collective_times(cluster, run.num_ranks, sizes, run.collective,
                                         gpus_per_process=run.gpus_per_process)
-        factor = bus_factor(run.collective, run.num_ranks)
+        factor = bus_bandwidth_factor(run.collective, run.num_ranks)
         for row, t, pick in zip(run.rows, times, picks):
             predicted = row.size_bytes / t / 1e9 * factor
             used = fitted and (keep is None or keep(run, row.size_bytes))

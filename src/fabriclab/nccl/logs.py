@@ -29,22 +29,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fabriclab.collectives.schedule import bus_bandwidth_factor
+
 # nccl-tests binary stem -> our collective name.
 TEST_NAMES = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter",
               "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall"}
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall")
-
-
-def bus_factor(collective: str, num_ranks: int) -> float:
-    """busbw / algbw of nccl-tests' PERFORMANCE.md for `num_ranks` ranks."""
-    n = num_ranks
-    if collective == "allreduce":
-        return 2 * (n - 1) / n
-    if collective in ("allgather", "reduce_scatter", "alltoall"):
-        return (n - 1) / n
-    if collective in ("broadcast", "reduce"):
-        return 1.0
-    raise ValueError(f"unknown collective {collective!r}: use one of {', '.join(COLLECTIVES)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +139,10 @@ class _Run:
         self.test: str | None = None
 
 
+# nccl-tests' closing check of the results: `# Out of bounds values : 0 OK` (or `48 FAILED`).
+_OUT_OF_BOUNDS = re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)\s*(\w+)")
+
+
 def _where(source: str, line_no: int) -> str:
     return f"{source}, line {line_no}"
 
@@ -185,6 +179,10 @@ def parse_nccl_tests(text: str, source: str = "<text>") -> list[NcclRun]:
                 current.columns = line.lstrip("#").split()
             elif line.startswith("# Avg bus bandwidth"):
                 current.finished = True
+            elif _OUT_OF_BOUNDS.match(line) and _OUT_OF_BOUNDS.match(line).group(2) != "OK":
+                raise ValueError(f"{_where(source, line_no)}: {line!r}: nccl-tests found wrong results in the run "
+                                 f"that starts at line {current.first_line}; its times are not to be trusted: "
+                                 f"fix the run (or drop this log) before fitting or comparing it")
             continue
         if not line[0].isdigit() or "NCCL" in line or not _ROW_START.match(line):
             continue  # NCCL INFO/WARN lines (hosts may start with a digit), "NCCL version", launcher chatter
@@ -282,7 +280,7 @@ def _collective(run: _Run, num_ranks: int, source: str) -> str:
     else:
         name = _infer_collective(run, num_ranks, source)
     if num_ranks > 1:
-        factor = bus_factor(name, num_ranks)
+        factor = bus_bandwidth_factor(name, num_ranks)
         for row in run.rows:
             if row.algbw_GBps >= 1.0 and abs(row.busbw_GBps / row.algbw_GBps - factor) > 0.02 * factor + 0.01:
                 raise ValueError(f"{source}: at size {row.size_bytes} busbw/algbw is "

@@ -33,9 +33,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.links import Link
-from fabriclab.nccl.logs import NcclRow, NcclRun, bus_factor
+from fabriclab.nccl.logs import NcclRow, NcclRun
 from fabriclab.fabric.rail import gpu_cluster_topology
 from fabriclab.sim.engine import TaskGraph, run
 from fabriclab.nccl.choice import nccl_choices
@@ -58,6 +59,21 @@ class Layout:
     """Servers used."""
     per_server: int
     """Ranks per server."""
+
+
+# The largest GPU count a prediction takes here: the flow simulation of one ring or tree grows with the GPUs
+# (measured on this 2-core machine: 65,536 GPUs took 22 s and 1.8 GB per size sweep, 1,048,576 did not
+# finish); 16,384 finishes in seconds.
+MAX_CLUSTER_GPUS = 16384
+
+
+def check_cluster_gpus(cluster: ClusterModel, num_gpus: int, option: str = "--gpus") -> Layout:
+    """The layout of `num_gpus` GPUs, or a ValueError naming `option` when there are too many or they do not
+    fill whole servers."""
+    if isinstance(num_gpus, (int, np.integer)) and num_gpus > MAX_CLUSTER_GPUS:
+        raise ValueError(f"{option} {num_gpus}: a cluster prediction takes at most {MAX_CLUSTER_GPUS} GPUs here "
+                         f"(its flow simulation grows with the GPUs); give fewer")
+    return layout(cluster, num_gpus)
 
 
 def layout(cluster: ClusterModel, num_gpus: int) -> Layout:
@@ -112,22 +128,43 @@ def _tree_pairs(lay: Layout, num_channels: int, g: int) -> tuple[np.ndarray, np.
     return np.array(src), np.array(dst)
 
 
-def _topology_key(cluster: ClusterModel, servers: int) -> tuple:
+@dataclass(frozen=True)
+class TopologyKey:
+    """What the topology of a run depends on: hashable, so equal clusters share one built topology."""
+
+    num_servers: int
+    gpus_per_server: int
+    intra: str
+    intra_bandwidth_Bps: float
+    intra_latency_s: float
+    pcie_bandwidth_Bps: float
+    nics_per_server: int
+    nic_payload_Bps: float
+    """NIC line rate x the efficiency the library reaches."""
+    nic_latency_s: float
+    fabric: str
+    leaf_ports: int
+    bisection: float
+
+
+def _topology_key(cluster: ClusterModel, servers: int) -> TopologyKey:
     s, n = cluster.server, cluster.network
-    return (servers, s.gpus_per_server, s.intra, s.intra_bandwidth_Bps, s.intra_latency_s,
-            s.pcie_bandwidth_Bps, s.nics_per_server, s.nic_bandwidth_Bps * s.nic_efficiency, s.nic_latency_s,
-            n.fabric, n.leaf_ports, n.bisection)
+    return TopologyKey(num_servers=servers, gpus_per_server=s.gpus_per_server, intra=s.intra,
+                       intra_bandwidth_Bps=s.intra_bandwidth_Bps, intra_latency_s=s.intra_latency_s,
+                       pcie_bandwidth_Bps=s.pcie_bandwidth_Bps, nics_per_server=s.nics_per_server,
+                       nic_payload_Bps=s.nic_bandwidth_Bps * s.nic_efficiency, nic_latency_s=s.nic_latency_s,
+                       fabric=n.fabric, leaf_ports=n.leaf_ports, bisection=n.bisection)
 
 
 @lru_cache(maxsize=64)
-def _topology(key: tuple):
-    servers, g, intra, intra_bw, intra_lat, pcie_bw, nics, nic_bw, nic_lat, fabric, ports, bisection = key
+def _topology(key: TopologyKey):
     return gpu_cluster_topology(
-        num_servers=servers, gpus_per_server=g, intra=intra,
-        intra_link=Link(name="intra", bandwidth_Bps=intra_bw, latency_s=intra_lat),
-        pcie=Link(name="pcie", bandwidth_Bps=pcie_bw, latency_s=0.1e-6), nics_per_server=nics,
-        nic=Link(name="nic", bandwidth_Bps=nic_bw, latency_s=nic_lat), fabric=fabric, leaf_ports=ports,
-        bisection=bisection)
+        num_servers=key.num_servers, gpus_per_server=key.gpus_per_server, intra=key.intra,
+        intra_link=Link(name="intra", bandwidth_Bps=key.intra_bandwidth_Bps, latency_s=key.intra_latency_s),
+        pcie=Link(name="pcie", bandwidth_Bps=key.pcie_bandwidth_Bps, latency_s=0.1e-6),
+        nics_per_server=key.nics_per_server,
+        nic=Link(name="nic", bandwidth_Bps=key.nic_payload_Bps, latency_s=key.nic_latency_s), fabric=key.fabric,
+        leaf_ports=key.leaf_ports, bisection=key.bisection)
 
 
 def cluster_topology(cluster: ClusterModel, num_gpus: int):
@@ -136,12 +173,12 @@ def cluster_topology(cluster: ClusterModel, num_gpus: int):
 
 
 @lru_cache(maxsize=4096)
-def _link_seconds_per_bus_byte(key: tuple, num_gpus: int, per_server: int, algorithm: str,
+def _link_seconds_per_bus_byte(key: TopologyKey, num_gpus: int, per_server: int, algorithm: str,
                                num_channels: int) -> float:
-    lay = Layout(num_gpus, key[0], per_server)
+    lay = Layout(num_gpus, key.num_servers, per_server)
     topo = _topology(key)
     pairs = _ring_pairs if algorithm == "ring" else _tree_pairs
-    src, dst = pairs(lay, num_channels, key[1])
+    src, dst = pairs(lay, num_channels, key.gpus_per_server)
     graph = TaskGraph()
     for a, b in zip(src.tolist(), dst.tolist()):
         graph.add_transfer(a, b, _REF_BYTES / num_channels)
@@ -155,7 +192,7 @@ def link_seconds_per_byte(cluster: ClusterModel, num_gpus: int, algorithm: str, 
         return 0.0
     per_unit = _link_seconds_per_bus_byte(_topology_key(cluster, lay.num_servers), lay.num_gpus,
                                           lay.per_server, algorithm, cluster.library.num_channels)
-    return per_unit * (bus_factor(collective, lay.num_gpus) if algorithm == "ring" else 1.0)
+    return per_unit * (bus_bandwidth_factor(collective, lay.num_gpus) if algorithm == "ring" else 1.0)
 
 
 def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: str = "allreduce", *,
@@ -166,7 +203,7 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
     lay = layout(cluster, num_gpus)
     lib, server = cluster.library, cluster.server
     size = np.asarray(sizes_bytes, dtype=np.float64)
-    bus = size * bus_factor(collective, lay.num_gpus)
+    bus = size * bus_bandwidth_factor(collective, lay.num_gpus)
     nsteps, ninter = steps(collective, lay)
     launches = gpus_per_process * lib.launch_s
     memory = size / server.memory_bandwidth_Bps
@@ -221,7 +258,7 @@ def predict_nccl_table(cluster: ClusterModel, num_gpus: int, sizes_bytes, collec
     if not sizes or min(sizes) < 1:
         raise ValueError("give at least one size of 1 byte or more")
     itemsize = DTYPE_SIZES.get(dtype, 4)
-    factor = bus_factor(collective, num_gpus) if num_gpus > 1 else 0.0
+    factor = bus_bandwidth_factor(collective, num_gpus) if num_gpus > 1 else 0.0
     oop, choice = collective_times(cluster, num_gpus, sizes, collective, gpus_per_process=gpus_per_process)
     inp, _ = collective_times(cluster, num_gpus, sizes, collective, gpus_per_process=gpus_per_process,
                               in_place=True)

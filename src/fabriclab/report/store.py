@@ -62,6 +62,25 @@ def resolve_store_path(cli_value: Path | None) -> Path:
     return Path(env).expanduser() if env else default_store_path()
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_store_file(path: Path) -> None:
+    """Before the work: an existing store must be an SQLite file (an empty file is a new store)."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise ValueError(f"results store {path}: cannot read it ({exc.strerror or exc}); give another --store "
+                         f"PATH") from None
+    if head and head != SQLITE_HEADER:
+        raise ValueError(f"results store {path} is not an SQLite file: give another --store PATH (a new "
+                         f"file is created), or FABRICLAB_STORE=off to keep the run out of the store")
+
+
 def add_record(record: dict, store: Path | None = None) -> int:
     """Add one record (a dict of `make_record`) in one transaction; returns its id."""
     clean, nulled = _standard_json(record)

@@ -131,6 +131,10 @@ def _check(p: Profile, source: str) -> None:
             raise ValueError(f"{source}: gradient {i} ({g.name}) has negative bytes or a ready time "
                              f"before the previous one")
         last = g.ready_s
+    if p.backward_s > p.iteration_s * (1 + 1e-9):
+        raise ValueError(f"{source}: the last gradient is ready at {p.backward_s * 1e3:.4g} ms, after the "
+                         f"iteration of {p.iteration_s * 1e3:.4g} ms has ended: give the whole iteration's time "
+                         f"(forward + backward + update; --iteration-time for a .bk.log)")
 
 
 def read_bk_log(path: str | Path, *, iteration_s: float, model: str | None = None,
@@ -161,8 +165,10 @@ def read_bk_log(path: str | Path, *, iteration_s: float, model: str | None = Non
         t += wait_us * 1e-6
         grads.append(GradReady(name=f"grad{len(grads)}", size_bytes=int(size), ready_s=t))
     name = model or path.name.split(".")[0]
-    return Profile(model=name, device=device, batch_size=batch_size, iteration_s=iteration_s,
-                   grads=tuple(grads), source=str(path))
+    profile = Profile(model=name, device=device, batch_size=batch_size, iteration_s=iteration_s,
+                      grads=tuple(grads), source=str(path))
+    _check(profile, str(path))
+    return profile
 
 
 def write_bk_log(profile: Profile, path: str | Path) -> Path:

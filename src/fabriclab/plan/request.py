@@ -1,0 +1,91 @@
+"""A plan from its parsed options: the `PlanSpec`, the machine it plans (a fabric grid or one cluster),
+the run, and the prices the answer used.
+
+`PlanRequest` holds what `fabriclab plan` was asked in plain values (the CLI splits lists and parses
+quantities); `plan_spec` checks it and builds the `PlanSpec` (a cluster sets the servers, and by default
+the priced fabrics at its NIC rate); `run` plans the fabric grid (`plan/search.py`) or the cluster
+(`plan/cluster.py`).
+
+Try it: `fabriclab plan --model resnet50 --gpus 64,256 --cluster dgx-a100`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from fabriclab.plan.cluster import cluster_node, matching_fabrics, run_cluster_plan
+from fabriclab.plan.prices import load_prices
+from fabriclab.plan.search import NodeSpec, PlanResult, PlanSpec, parse_bisection, run_plan
+from fabriclab.whatif.fusion import FusionPolicy
+from fabriclab.workload.profile import load_profile
+
+# 16384 GPUs: the flow simulator runs a ring of that many ranks in ~13 s here (`fabriclab bench sim`)
+MAX_PLAN_GPUS = 16384
+DEFAULT_FABRICS = ("25gbe", "100g-opa", "100gbe", "200g-hdr", "400g-ndr")
+DEFAULT_GPUS_PER_SERVER = 2  # TX-GAIA of Samsi et al.: 2 V100 per node
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRequest:
+    """The plan's options, lists split and quantities parsed."""
+
+    models: tuple[str, ...]
+    gpus: tuple[int, ...]
+    gpus_per_server: int | None = None
+    fabrics: tuple[str, ...] | None = None
+    levels: tuple[int, ...] = (2,)
+    bisections: tuple[str, ...] = ("1",)
+    algos: tuple[str, ...] = ("ring",)
+    hosts_per_leaf: int = 16
+    placement: str = "linear"
+    fusion: str = "time-or-size"
+    target: float | None = None
+    budget_usd: float | None = None
+    prices_path: str | None = None
+    iteration_s: float | None = None
+    cluster: object = None
+    """A `fabric.cluster.ClusterModel` to plan instead of the fabric grid."""
+    cluster_name: str = ""
+    """How the user named the cluster (file or preset), for messages."""
+
+
+def plan_spec(request: PlanRequest) -> PlanSpec:
+    """The `PlanSpec`; bad values raise ValueError saying what to change."""
+    if request.gpus and request.gpus[-1] > MAX_PLAN_GPUS:
+        raise ValueError(f"GPU counts {request.gpus[-1]}: at most {MAX_PLAN_GPUS}")
+    policy = FusionPolicy(name=request.fusion)
+    policy.buckets([1], [0.0])  # an unknown policy name fails here, before the work
+    prices = load_prices(request.prices_path)
+    node, fabrics = NodeSpec(gpus_per_server=request.gpus_per_server or DEFAULT_GPUS_PER_SERVER), request.fabrics
+    if request.cluster is not None:
+        if request.gpus_per_server is not None:
+            raise ValueError(f"--gpus-per-server does not apply with --cluster: {request.cluster_name} sets the "
+                             f"servers")
+        node = cluster_node(request.cluster)
+        fabrics = fabrics or matching_fabrics(request.cluster, prices, request.cluster_name)
+    return PlanSpec(
+        profiles=tuple(load_profile(m, iteration_s=request.iteration_s) for m in request.models),
+        gpus=request.gpus, fabrics=tuple(dict.fromkeys(fabrics or DEFAULT_FABRICS)),
+        levels=tuple(dict.fromkeys(request.levels)),
+        bisections=tuple(dict.fromkeys(parse_bisection(b) for b in request.bisections)),
+        algos=tuple(dict.fromkeys(request.algos)), hosts_per_leaf=request.hosts_per_leaf,
+        placement=request.placement, fusion=policy, node=node, target=request.target,
+        budget_usd=request.budget_usd, prices=prices)
+
+
+def run(spec: PlanSpec, request: PlanRequest) -> PlanResult:
+    """Plan the cluster when there is one (its servers, network and library model), else the grid."""
+    if request.cluster is not None:
+        return run_cluster_plan(spec, request.cluster, request.cluster_name)
+    return run_plan(spec)
+
+
+def prices_used(spec: PlanSpec) -> dict:
+    """The prices of the compared fabrics, with their sources and dates, for the record."""
+    from fabriclab.fabric.links import link_preset
+
+    table = spec.prices
+    used = {name: asdict(table.fabric(name)) for name in dict.fromkeys(link_preset(f).name for f in spec.fabrics)}
+    server = None if table.gpu_server_per_gpu is None else asdict(table.gpu_server_per_gpu)
+    return {"label": table.label, "source": table.source, "note": table.note, "fabrics": used,
+            "gpu_server_per_gpu": server}
