@@ -40,12 +40,12 @@ from fabriclab.cli.options import (
     LeavesPerPodOption,
     LevelsOption,
     LinkOption,
+    TOPOLOGY,
     RoutingOption,
     SpinesOption,
     TopologyOption,
     parse_count,
     parse_number,
-    topology_spec_from,
 )
 from fabriclab.emu import netns
 from fabriclab.emu.launch import DEFAULT_MASTER_PORT
@@ -115,19 +115,24 @@ def up_cmd(
     """Build the emulated cluster (anything stale is removed first).
 
     The default link is 1 Gbit/s, a rate this machine can shape; latency is recorded, not emulated."""
-    from fabriclab.emu.cluster import (
-        MAX_NAMESPACES,
-        EmuConfig,
-        build_cluster,
-        check_shaping,
-        check_spec,
-    )
-    from fabriclab.emu.presets import apply_preset
-    from fabriclab.emu.state import cluster_lock, state_path
-    from fabriclab.fabric.scenario import build_topology
+    from fabriclab.emu.up import bring_up, emu_config, up_record
     from fabriclab.units import parse_time
 
     out = Output(fmt, json_path, store)
+    _check_up_options(hosts, link, dilation, preset, scale)
+    spec = TOPOLOGY.build(locals(), link=link or EMU_DEFAULT_LINK)
+    spec, config = emu_config(spec, dilation=_dilation(dilation), preset=preset, scale=scale,
+                              keep_latency=latency is not None, burst_s=parse_time(burst), queue_s=parse_time(queue))
+    topo, state = bring_up(spec, config)
+    _print_up(out, topo, state, config)
+    out.record("emu.up", *up_record(spec, config, state))
+
+
+def _check_up_options(hosts: str | None, link: str | None, dilation: str | None, preset: str | None,
+                      scale: str | None) -> None:
+    """Options of `emu up` that exclude each other, and a host count beyond the emulator's namespaces."""
+    from fabriclab.emu.cluster import MAX_NAMESPACES
+
     if preset is not None and (link is not None or dilation is not None):
         raise ValueError("--preset sets the link and the dilation (1/--scale): drop --link and --dilation")
     if preset is None and scale is not None:
@@ -135,23 +140,21 @@ def up_cmd(
     if hosts is not None and parse_count(hosts, "--hosts") > MAX_NAMESPACES:
         raise ValueError(f"--hosts {hosts}: the emulator makes at most {MAX_NAMESPACES} namespaces (hosts and "
                          f"switches); use fewer hosts, or `fabriclab simulate` for large fabrics")
-    spec = topology_spec_from(topology=topology, hosts=hosts, levels=levels, hosts_per_leaf=hosts_per_leaf,
-                              bisection=bisection, leaves_per_pod=leaves_per_pod, spines=spines, dims=dims,
-                              link=link or EMU_DEFAULT_LINK, latency=latency, routing=routing, seed=seed)
-    dilation_f = None if dilation is None else parse_number(dilation, "--dilation", minimum=0.0, example="100")
-    if dilation_f is not None and dilation_f < 1:
-        raise ValueError(f"--dilation {dilation}: give D >= 1 (links run at bandwidth / D), e.g. 100")
-    if preset is not None:
-        spec, dilation_f = apply_preset(spec, preset, scale or DEFAULT_SCALE,
-                                        latency_s=None if latency is None else spec.latency_s)
-    config = EmuConfig(dilation=1.0 if dilation_f is None else dilation_f, burst_s=parse_time(burst),
-                       queue_s=parse_time(queue))
-    check_spec(spec)
-    topo = build_topology(spec)
-    check_shaping(topo, config)
-    netns.check_system()
-    with cluster_lock():
-        state = build_cluster(spec, config)
+
+
+def _dilation(text: str | None) -> float | None:
+    """`--dilation D`, D >= 1 (None when not given)."""
+    value = None if text is None else parse_number(text, "--dilation", minimum=0.0, example="100")
+    if value is not None and value < 1:
+        raise ValueError(f"--dilation {text}: give D >= 1 (links run at bandwidth / D), e.g. 100")
+    return value
+
+
+def _print_up(out: Output, topo, state, config) -> None:
+    """The hosts table and what the links, the latency and the dilation mean for measurements."""
+    from fabriclab.emu.state import state_path
+    from fabriclab.emu.up import link_shapes
+
     out.note(f"emulated cluster up: {topo.name}: {len(state.hosts)} hosts, {len(state.switches)} "
              f"switch{'es' if len(state.switches) != 1 else ''} (forwarding namespaces), {len(state.links)} "
              f"cables; routes: {state.routing}-based /32, identical to Topology.route()")
@@ -163,8 +166,7 @@ def up_cmd(
         hops, r = rtt.get(h.rank, (0, None))
         table.add_row(str(h.rank), h.namespace, h.ip, h.iface, str(hops), _us(r))
     out.table(table)
-    shapes = sorted({(c.rate_Bps[e], c.burst_bytes[e], c.limit_bytes[e]) for c in state.links for e in (0, 1)})
-    for emulated, burst_b, limit_b in shapes:
+    for emulated, burst_b, limit_b in link_shapes(state):
         out.note(f"links: {_rate(emulated * config.dilation)} / D={config.dilation:g} -> {_rate(emulated)} "
                  f"per direction, tbf burst {burst_b} B, limit {limit_b} B")
     bound = "at most " if len({hops for _, hops, _ in state.rtts}) == 1 else ""
@@ -175,11 +177,6 @@ def up_cmd(
              f"un-dilated: validate against a simulation with that --latency.")
     out.note(f"dilation D={config.dilation:g}: divide measured times by D (multiply bandwidths by D) for the "
              f"real fabric. State: {state_path()}. Next: `fabriclab emu run -- CMD`, `fabriclab emu down`.")
-    out.record("emu.up", {"topology": spec.as_dict(), "dilation": config.dilation,
-                          "burst_s": config.burst_s, "queue_s": config.queue_s},
-               {"hosts": [h.__dict__ for h in state.hosts], "switches": list(state.switches),
-                "routing": state.routing, "rtts": [list(r) for r in state.rtts],
-                "hop_latency_s": state.hop_latency_s})
 
 
 @app.command("run")
