@@ -114,7 +114,12 @@ def check_link_latency(latency_s: float, option: str, text: str) -> float:
 
 
 def parse_ratio(text: str) -> float:
-    """A fraction in (0, 1] written `1/4`, `0.25` or `1`."""
+    """A fraction in (0, 1] written `1/4`, `0.25` or `1`, as a float."""
+    return float(parse_fraction(text))
+
+
+def parse_fraction(text: str) -> Fraction:
+    """A fraction in (0, 1] written `1/4`, `0.25` or `1`, exact: the one parser of ratios (bisections)."""
     text = _clean(text, "ratio")
     num, sep, den = text.partition("/")
     number = re.compile(_NUMBER)
@@ -125,7 +130,7 @@ def parse_ratio(text: str) -> float:
     value = Fraction(num.strip()) / (Fraction(den.strip()) if sep else 1)
     if not 0 < value <= 1:
         raise ValueError(f"invalid ratio {text!r}: it is {float(value):g}; expected {RATIO_FORMS}")
-    return float(value)
+    return value
 
 
 def parse_size_range(text: str) -> list[int]:

@@ -1,5 +1,6 @@
 """Fat trees: structure, capacities, bisection from the links, latencies, D-mod-K, and errors."""
 
+from fractions import Fraction
 import numpy as np
 import pytest
 
@@ -18,7 +19,7 @@ def _count(t, a, b):
 
 @pytest.mark.parametrize("ratio, spines", [(1, 16), ("1/2", 8), ("1/4", 4), ("1/8", 2), ("1/16", 1)])
 def test_two_level_counts_and_capacities(ratio, spines):
-    t = fat_tree(levels=2, hosts=512, hosts_per_leaf=16, bisection=ratio, link_Bps=B, latency_s=LAT)
+    t = fat_tree(levels=2, hosts=512, hosts_per_leaf=16, bisection=Fraction(ratio), link_Bps=B, latency_s=LAT)
     names = t.node_names
     assert sum(n.startswith("leaf") for n in names) == 32
     assert sum(n.startswith("spine") for n in names) == spines
@@ -38,7 +39,7 @@ def test_the_poster_example_has_32_leaves_with_4_uplinks_each():
 
 
 def test_three_level_applies_the_ratio_at_the_aggregation_uplinks():
-    t = fat_tree(levels=3, hosts=1024, hosts_per_leaf=16, bisection="1/4", link_Bps=B)
+    t = fat_tree(levels=3, hosts=1024, hosts_per_leaf=16, bisection=Fraction("1/4"), link_Bps=B)
     names = t.node_names
     # 4 pods of 16 leaves; 16 aggregation switches per pod; 16 * 4 core switches of one port per pod.
     assert [sum(n.startswith(p) for n in names) for p in ("leaf", "agg", "core")] == [64, 64, 64]
@@ -51,7 +52,7 @@ def test_three_level_applies_the_ratio_at_the_aggregation_uplinks():
                                                  (3, 128, 1), (3, 128, "1/2"), (3, 128, "1/4")])
 def test_bisection_from_the_links_is_ratio_times_full(levels, hosts, ratio):
     kwargs = dict(hosts_per_leaf=8, leaves_per_pod=4) if levels == 3 else dict(hosts_per_leaf=16)
-    t = fat_tree(levels=levels, hosts=hosts, bisection=ratio, link_Bps=B, **kwargs)
+    t = fat_tree(levels=levels, hosts=hosts, bisection=Fraction(ratio), link_Bps=B, **kwargs)
     full = hosts / 2 * B
     r = eval(str(ratio)) if isinstance(ratio, str) else ratio
     assert bisection_bandwidth_Bps(t) == pytest.approx(r * full)
@@ -71,7 +72,7 @@ def test_path_latencies_count_links():
 @pytest.mark.parametrize("levels", [2, 3])
 def test_dmodk_spreads_destinations_evenly_over_each_leafs_uplinks(levels):
     kwargs = dict(hosts_per_leaf=8, leaves_per_pod=4) if levels == 3 else dict(hosts_per_leaf=16)
-    t = fat_tree(levels=levels, hosts=256, bisection="1/4", **kwargs)
+    t = fat_tree(levels=levels, hosts=256, bisection=Fraction("1/4"), **kwargs)
     k = kwargs["hosts_per_leaf"]
     for leaf in (0, 5):
         src = np.full(256, leaf * k)
@@ -85,9 +86,9 @@ def test_dmodk_spreads_destinations_evenly_over_each_leafs_uplinks(levels):
 
 
 def test_ecmp_is_seeded_and_uses_valid_uplinks():
-    a = fat_tree(hosts=256, bisection="1/2", routing="ecmp", seed=1)
-    b = fat_tree(hosts=256, bisection="1/2", routing="ecmp", seed=1)
-    c = fat_tree(hosts=256, bisection="1/2", routing="ecmp", seed=2)
+    a = fat_tree(hosts=256, bisection=Fraction("1/2"), routing="ecmp", seed=1)
+    b = fat_tree(hosts=256, bisection=Fraction("1/2"), routing="ecmp", seed=1)
+    c = fat_tree(hosts=256, bisection=Fraction("1/2"), routing="ecmp", seed=2)
     src, dst = np.repeat(np.arange(256), 256), np.tile(np.arange(256), 256)
     ra, rb, rc = a.routes(src, dst), b.routes(src, dst), c.routes(src, dst)
     assert all(np.array_equal(x, y) for x, y in zip(ra, rb))
@@ -116,16 +117,16 @@ def test_gpus_share_the_host_nic():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(hosts=512, hosts_per_leaf=16, bisection="1/32"),
+    (dict(hosts=512, hosts_per_leaf=16, bisection=Fraction("1/32")),
      r"gives 0.5 leaf up-links .*use bisection=1/16, or hosts_per_leaf=32"),
-    (dict(hosts=512, hosts_per_leaf=12, bisection="1/4"),
+    (dict(hosts=512, hosts_per_leaf=12, bisection=Fraction("1/4")),
      r"512 hosts do not fill whole leaves of 12 hosts: use hosts=504 or 516, or hosts_per_leaf=8 or 16"),
-    (dict(hosts=512, hosts_per_leaf=16, bisection="3/20"),
+    (dict(hosts=512, hosts_per_leaf=16, bisection=Fraction("3/20")),
      r"gives 2.4 leaf up-links .*use bisection=1/8 or bisection=3/16"),
     (dict(hosts=16, hosts_per_leaf=16, bisection=1), r"fill only one of the leaves of 16 hosts"),
-    (dict(levels=3, hosts=256, hosts_per_leaf=16, bisection="1/4"),
+    (dict(levels=3, hosts=256, hosts_per_leaf=16, bisection=Fraction("1/4")),
      r"pods \(16 leaves of 16\).*or leaves_per_pod=4 or 8"),
-    (dict(levels=3, hosts=1024, hosts_per_leaf=16, bisection="1/32"),
+    (dict(levels=3, hosts=1024, hosts_per_leaf=16, bisection=Fraction("1/32")),
      r"leaves_per_pod=16 gives 0.5 aggregation up-links.*bisection=1/16, or leaves_per_pod=32"),
     (dict(levels=4, hosts=512), r"2 or 3 levels"),
     (dict(hosts=512, bisection=0), r"ratio in \(0, 1\]"),

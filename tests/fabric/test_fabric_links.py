@@ -45,7 +45,7 @@ def test_plain_links_from_bandwidth_and_latency():
     assert parse_link("25Gbps").bandwidth_Bps == 3.125e9
     assert plain_link(1e9, 1e-6).latency_s == 1e-6
     assert parse_link("EDR@1us").latency_s == pytest.approx(1e-6)
-    over = resolve_link("EDR", link_Bps="4GB/s", latency_s="1us")
+    over = resolve_link("EDR", link_Bps=4e9, latency_s=1e-6)
     assert (over.bandwidth_Bps, over.latency_s) == (4e9, pytest.approx(1e-6))
 
 

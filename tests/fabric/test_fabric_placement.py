@@ -29,7 +29,7 @@ def test_random_is_seeded_and_distinct():
 def test_too_many_ranks_says_what_to_change():
     with pytest.raises(ValueError, match=r"^schedule of 600 ranks does not fit 512 endpoints: "
                                          r"use --hosts >= 600 or fewer ranks$"):
-        place(600, fat_tree(hosts=512, bisection="1/4"))
+        place(600, fat_tree(hosts=512, bisection=0.25))
     with pytest.raises(ValueError, match=r"use --hosts >= 3 or fewer ranks"):
         place(9, star(hosts=2, gpus_per_server=4))
 

@@ -8,11 +8,11 @@ import pytest
 from fabriclab.fabric import Topology, fat_tree, flattened_butterfly, leaf_spine, ring, star, torus
 
 TOPOLOGIES = {
-    "fat-tree-2": lambda: fat_tree(levels=2, hosts=64, hosts_per_leaf=8, bisection="1/2"),
-    "fat-tree-3": lambda: fat_tree(levels=3, hosts=64, hosts_per_leaf=4, leaves_per_pod=4, bisection="1/2"),
+    "fat-tree-2": lambda: fat_tree(levels=2, hosts=64, hosts_per_leaf=8, bisection=0.5),
+    "fat-tree-3": lambda: fat_tree(levels=3, hosts=64, hosts_per_leaf=4, leaves_per_pod=4, bisection=0.5),
     "fat-tree-ecmp": lambda: fat_tree(levels=3, hosts=32, hosts_per_leaf=4, leaves_per_pod=2, bisection=1,
                                       routing="ecmp", seed=7),
-    "fat-tree-gpus": lambda: fat_tree(hosts=16, hosts_per_leaf=4, bisection="1/2", gpus_per_server=3),
+    "fat-tree-gpus": lambda: fat_tree(hosts=16, hosts_per_leaf=4, bisection=0.5, gpus_per_server=3),
     "leaf-spine": lambda: leaf_spine(hosts=24, hosts_per_leaf=6, spines=3),
     "star-nvlink": lambda: star(hosts=6, gpus_per_server=2, nvlink="NVLink-A100"),
     "ring-odd": lambda: ring(7),
@@ -74,7 +74,7 @@ def test_batched_routes_equal_pair_by_pair_routes(name):
 
 
 def test_two_level_dmodk_matches_a_naive_router():
-    k, u, t = 8, 4, fat_tree(levels=2, hosts=64, hosts_per_leaf=8, bisection="1/2")
+    k, u, t = 8, 4, fat_tree(levels=2, hosts=64, hosts_per_leaf=8, bisection=0.5)
     for s, d in itertools.product(range(0, 64, 3), range(64)):
         if s // k == d // k:
             want = [] if s == d else [f"h{s}->leaf{s // k}", f"leaf{d // k}->h{d}"]
@@ -86,7 +86,7 @@ def test_two_level_dmodk_matches_a_naive_router():
 
 def test_three_level_dmodk_matches_a_naive_router():
     k, p, w3 = 4, 4, 2       # 4 hosts per leaf, 4 leaves per pod, bisection 1/2: 2 core up-links per agg
-    t = fat_tree(levels=3, hosts=64, hosts_per_leaf=k, leaves_per_pod=p, bisection="1/2")
+    t = fat_tree(levels=3, hosts=64, hosts_per_leaf=k, leaves_per_pod=p, bisection=0.5)
     for s, d in itertools.product(range(0, 64, 5), range(64)):
         if s // (k * p) == d // (k * p):
             continue

@@ -1,5 +1,6 @@
 """SimGrid export: the XML parses, FAT_TREE parameters match the tree, small others go Full."""
 
+from fractions import Fraction
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -9,12 +10,12 @@ from fabriclab.fabric.simgrid import fat_tree_parameters, simgrid_hostfile, to_s
 
 
 @pytest.mark.parametrize("kwargs, params", [
-    (dict(levels=2, hosts=512, hosts_per_leaf=16, bisection="1/4"), "2;16,32;1,4;1,1"),
+    (dict(levels=2, hosts=512, hosts_per_leaf=16, bisection=Fraction("1/4")), "2;16,32;1,4;1,1"),
     (dict(levels=2, hosts=2048, hosts_per_leaf=16, bisection=1), "2;16,128;1,16;1,1"),
-    (dict(levels=3, hosts=1024, hosts_per_leaf=16, bisection="1/16"), "3;16,16,4;1,16,1;1,1,1"),
+    (dict(levels=3, hosts=1024, hosts_per_leaf=16, bisection=Fraction("1/16")), "3;16,16,4;1,16,1;1,1,1"),
 ])
 def test_fat_tree_becomes_a_simgrid_fat_tree_cluster(kwargs, params):
-    t = fat_tree(link_Bps="4GB/s", latency_s="0.2us", **kwargs)
+    t = fat_tree(link_Bps=4e9, latency_s=0.2e-6, **kwargs)
     root = ET.fromstring(to_simgrid_xml(t))
     assert root.tag == "platform" and root.get("version") == "4.1"
     (cluster,) = root.iter("cluster")
@@ -56,7 +57,7 @@ def test_others_become_a_full_zone_with_our_routes():
 
 
 def test_ecmp_trees_are_exported_with_explicit_routes_when_small():
-    t = fat_tree(hosts=32, hosts_per_leaf=8, bisection="1/2", routing="ecmp")
+    t = fat_tree(hosts=32, hosts_per_leaf=8, bisection=Fraction("1/2"), routing="ecmp")
     assert ET.fromstring(to_simgrid_xml(t)).find("zone/cluster") is None
 
 
@@ -66,7 +67,7 @@ def test_big_non_cluster_topologies_are_refused():
 
 
 def test_write_platform_and_hostfile(tmp_path):
-    t = fat_tree(hosts=64, bisection="1/4")
+    t = fat_tree(hosts=64, bisection=Fraction("1/4"))
     path = write_simgrid(t, tmp_path / "ft.xml", hostfile=tmp_path / "hosts.txt")
     assert ET.parse(path).getroot().find("zone/cluster").get("topo_parameters") == "2;16,4;1,4;1,1"
     assert (tmp_path / "hosts.txt").read_text().split()[:2] == ["h0", "h1"]

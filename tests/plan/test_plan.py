@@ -16,7 +16,7 @@ from fabriclab.sim.collective import simulate
 from fabriclab.whatif.bucket_time import CostModel
 from fabriclab.whatif.fusion import FusionPolicy
 from fabriclab.whatif.iteration import simulate_iteration
-from fabriclab.plan.search import (V100_GAMMA_S_PER_BYTE, NodeSpec, PlanSpec, mark_pareto, parse_bisection,
+from fabriclab.plan.search import (V100_GAMMA_S_PER_BYTE, NodeSpec, PlanSpec, mark_pareto, check_bisection,
                                    recommend, run_plan)
 from fabriclab.plan.bill import count_network
 from fabriclab.plan.affine import CollectiveCosts
@@ -30,7 +30,7 @@ HAND_PRICES = parse_prices({"fabrics": {"100GbE": {"nic": 100, "switch_port": 10
 
 def test_two_level_tree_counted_by_hand():
     # 8 servers, 4 per leaf, bisection 1/2: 2 leaves with 4 down and 2 up, 2 spines with 2 ports each.
-    topo = fat_tree(levels=2, hosts=8, hosts_per_leaf=4, bisection="1/2", link="100GbE")
+    topo = fat_tree(levels=2, hosts=8, hosts_per_leaf=4, bisection=0.5, link="100GbE")
     bill = count_network(topo.router.shape)
     assert (bill.num_nics, bill.num_host_cables, bill.num_switch_cables) == (8, 8, 4)
     assert bill.num_switches == 4
@@ -46,7 +46,7 @@ def test_full_bisection_and_three_levels_by_hand():
     # 32 servers, 4 per leaf, 2 leaves per pod, bisection 1/2 at the aggregation switches:
     # 8 leaves (4 down, 4 up), 16 aggregation switches (2 down, 1 up), 4 cores (4 pods each).
     three = count_network(fat_tree(levels=3, hosts=32, hosts_per_leaf=4, leaves_per_pod=2,
-                                   bisection="1/2").router.shape)
+                                   bisection=0.5).router.shape)
     assert (three.num_host_cables, three.num_switch_cables) == (32, 32 + 16)
     assert three.num_switch_ports == 8 * 8 + 16 * 3 + 4 * 4
     assert three.num_switches == 8 + 16 + 4
@@ -55,7 +55,7 @@ def test_full_bisection_and_three_levels_by_hand():
 
 
 def test_reducing_the_bisection_removes_uplinks_cables_and_spine_ports():
-    bills = [count_network(fat_tree(hosts=256, bisection=r).router.shape) for r in ("1", "1/4", "1/16")]
+    bills = [count_network(fat_tree(hosts=256, bisection=r).router.shape) for r in (1, 0.25, 0.0625)]
     assert [b.num_switch_cables for b in bills] == [256, 64, 16]
     assert [b.num_switch_ports for b in bills] == [256 + 2 * 256, 256 + 2 * 64, 256 + 2 * 16]
     assert len({b.num_nics for b in bills}) == 1
@@ -137,7 +137,7 @@ def test_recommendation_target_budget_and_none():
 # ---- the simulator part --------------------------------------------------------------------------
 
 def test_affine_cost_matches_direct_simulation_at_other_sizes():
-    topo = fat_tree(hosts=64, hosts_per_leaf=16, bisection="1/4", link="25GbE", gpus_per_server=2)
+    topo = fat_tree(hosts=64, hosts_per_leaf=16, bisection=Fraction("1/4"), link="25GbE", gpus_per_server=2)
     costs = CollectiveCosts(gamma_s_per_byte=V100_GAMMA_S_PER_BYTE)
     for algo, ranks in (("ring", 128), ("butterfly", 32)):
         placement = place(ranks, topo)
@@ -150,7 +150,7 @@ def test_affine_cost_matches_direct_simulation_at_other_sizes():
 
 def test_equivalent_topologies_share_runs_and_others_do_not():
     costs = CollectiveCosts(gamma_s_per_byte=0.0)
-    trees = {r: fat_tree(hosts=32, hosts_per_leaf=8, bisection=r, link="100GbE", gpus_per_server=2)
+    trees = {r: fat_tree(hosts=32, hosts_per_leaf=8, bisection=Fraction(r), link="100GbE", gpus_per_server=2)
              for r in ("1", "1/4")}
     ring = {r: costs.cost(t, "ring", 64, place(64, t)) for r, t in trees.items()}
     assert costs.num_simulations == 2  # a ring on consecutive ranks sends one flow per leaf up-link
@@ -183,7 +183,7 @@ def test_plan_equals_whatif_on_the_same_point(gpus, fabric, ratio, algo, hosts_p
     result = run_plan(_spec(gpus=(gpus,), fabrics=(fabric,), bisections=(Fraction(ratio),), algos=(algo,),
                             hosts_per_leaf=hosts_per_leaf))
     (row,) = result.rows
-    topo = fat_tree(hosts=gpus // 2, hosts_per_leaf=hosts_per_leaf, bisection=ratio, link=fabric,
+    topo = fat_tree(hosts=gpus // 2, hosts_per_leaf=hosts_per_leaf, bisection=Fraction(ratio), link=fabric,
                     gpus_per_server=2)
     model = CostModel(kind="simulated", topology=topo, num_workers=gpus, algo=algo,
                       gamma_s_per_byte=V100_GAMMA_S_PER_BYTE, bandwidth_Bps=link_preset(fabric).bandwidth_Bps)
@@ -241,10 +241,16 @@ def test_bad_plan_inputs(kw, fragment):
     assert fragment in str(err.value)
 
 
-@pytest.mark.parametrize("text", ["1/32", "0", "2", "nan", "abc", "1/0", float("inf"), float("nan"), None])
-def test_parse_bisection_rejects(text):
-    with pytest.raises(ValueError, match="bisection"):
-        parse_bisection(text)
+@pytest.mark.parametrize("ratio", [Fraction(1, 32), 0, 2, float("inf")])
+def test_check_bisection_rejects(ratio):
+    with pytest.raises((ValueError, OverflowError), match="bisection|Infinity"):
+        check_bisection(ratio)
+
+
+def test_check_bisection_takes_numbers_not_text():
+    assert check_bisection(0.25) == Fraction(1, 4)
+    with pytest.raises(TypeError, match="parse text"):
+        check_bisection("1/4")
 
 
 def test_infeasible_three_level_options_are_skipped_with_the_reason():

@@ -1,5 +1,6 @@
 """The simulator against closed forms: star, pipelines, max-min textbook cases, fat trees."""
 
+from fractions import Fraction
 import math
 
 import numpy as np
@@ -92,7 +93,7 @@ def test_parking_lot_is_the_textbook_max_min():
 @pytest.mark.parametrize("engine", ["general", "levels"])
 def test_ring_on_a_fat_tree_pays_the_longest_path_latency(bisection, engine):
     p, lat = 64, 0.2e-6
-    topo = fat_tree(levels=2, hosts=p, hosts_per_leaf=16, bisection=bisection, link_Bps=B, latency_s=lat)
+    topo = fat_tree(levels=2, hosts=p, hosts_per_leaf=16, bisection=Fraction(bisection), link_Bps=B, latency_s=lat)
     got = simulate("allreduce", "ring", topo, p, S, itemsize=4, engine=engine)
     longest = 4 * lat
     assert got.time_s == pytest.approx(2 * (p - 1) / p * S / B + 2 * (p - 1) * longest, rel=1e-12)
@@ -100,7 +101,7 @@ def test_ring_on_a_fat_tree_pays_the_longest_path_latency(bisection, engine):
 
 
 def test_the_same_input_gives_the_same_output_bit_for_bit():
-    topo = fat_tree(levels=2, hosts=64, hosts_per_leaf=16, bisection="1/4", link_Bps=B, latency_s=1e-6)
+    topo = fat_tree(levels=2, hosts=64, hosts_per_leaf=16, bisection=Fraction("1/4"), link_Bps=B, latency_s=1e-6)
     a = simulate("allreduce", "butterfly", topo, 64, S, engine="general")
     b = simulate("allreduce", "butterfly", topo, 64, S, engine="general")
     assert a.time_s == b.time_s and np.array_equal(a.rank_finish_s, b.rank_finish_s)

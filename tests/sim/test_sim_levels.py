@@ -1,5 +1,6 @@
 """The level engine (the fast path) gives the general engine's answer wherever it claims exactness."""
 
+from fractions import Fraction
 import numpy as np
 import pytest
 
@@ -14,7 +15,7 @@ CASES = ["ring", "butterfly", "butterfly:order=far", "layered:group=16", "ps:ser
 @pytest.mark.parametrize("algo", CASES)
 @pytest.mark.parametrize("bisection", ["1", "1/4", "1/16"])
 def test_levels_equal_general_where_exact(algo, bisection):
-    topo = fat_tree(levels=2, hosts=32, hosts_per_leaf=16, bisection=bisection, link_Bps=4e9, latency_s=1e-6)
+    topo = fat_tree(levels=2, hosts=32, hosts_per_leaf=16, bisection=Fraction(bisection), link_Bps=4e9, latency_s=1e-6)
     general = simulate("allreduce", algo, topo, 32, S, engine="general")
     levels = simulate("allreduce", algo, topo, 32, S, engine="levels")
     if levels.exact:
@@ -26,13 +27,13 @@ def test_levels_equal_general_where_exact(algo, bisection):
 
 
 def test_the_lock_step_algorithms_of_the_fatness_study_are_exact():
-    topo = fat_tree(levels=2, hosts=64, hosts_per_leaf=16, bisection="1/8", link_Bps=1e9, latency_s=1e-6)
+    topo = fat_tree(levels=2, hosts=64, hosts_per_leaf=16, bisection=Fraction("1/8"), link_Bps=1e9, latency_s=1e-6)
     for algo in ("ring", "butterfly", "butterfly:order=far", "layered:group=16", "ps:servers=8"):
         assert simulate("allreduce", algo, topo, 64, S, engine="levels").exact, algo
 
 
 def test_vectorized_ring_equals_the_schedule_on_random_placement():
-    topo = fat_tree(levels=2, hosts=96, hosts_per_leaf=16, bisection="1/2", link_Bps=4e9, latency_s=1e-6)
+    topo = fat_tree(levels=2, hosts=96, hosts_per_leaf=16, bisection=Fraction("1/2"), link_Bps=4e9, latency_s=1e-6)
     where = place(96, topo, "random", seed=3)
     fast = simulate("allreduce", "ring", topo, 96, S, placement=where, engine="levels")
     slow = simulate("allreduce", "ring", topo, 96, S, placement=where, engine="general")

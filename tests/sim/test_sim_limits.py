@@ -1,6 +1,7 @@
 """What a simulation may ask of this machine is checked before any work; the lock-step fast path of the
 level engine gives the general engine's answer, reduction costs included."""
 
+from fractions import Fraction
 import numpy as np
 import pytest
 
@@ -35,7 +36,7 @@ def test_large_simulations_are_refused_before_they_start():
 
 @pytest.mark.parametrize("placement", ["linear", "round-robin", "random"])
 def test_lock_step_rounds_with_reduction_cost_equal_the_general_engine(placement):
-    topo = fat_tree(hosts=80, hosts_per_leaf=16, bisection="1/4", link_Bps=4e9, latency_s=1e-6)
+    topo = fat_tree(hosts=80, hosts_per_leaf=16, bisection=Fraction("1/4"), link_Bps=4e9, latency_s=1e-6)
     where = place(80, topo, placement, seed=1)
     fast = simulate("allreduce", "ring", topo, 80, 2**26, placement=where, gamma_s_per_byte=3e-10, engine="levels")
     slow = simulate("allreduce", "ring", topo, 80, 2**26, placement=where, gamma_s_per_byte=3e-10, engine="general")

@@ -133,8 +133,8 @@ def parse_link_option(link: str, latency: str | None) -> tuple[str | None, float
 
 
 def parse_bisection(text: str | Fraction | float) -> Fraction:
-    """`1/4` (or a number in (0, 1]) as a Fraction."""
-    from fabriclab.units import parse_ratio
+    """`1/4` (or a number in (0, 1]) as a Fraction: `units.parse_fraction` with the option's name."""
+    from fabriclab.units import parse_fraction
 
     if isinstance(text, Fraction):
         value = text
@@ -142,11 +142,9 @@ def parse_bisection(text: str | Fraction | float) -> Fraction:
         value = Fraction(text).limit_denominator(1 << 20)
     else:
         try:
-            parse_ratio(text)
+            value = parse_fraction(text)
         except ValueError as exc:
             raise ValueError(f"--bisection: {exc}") from None
-        num, _, den = text.strip().partition("/")
-        value = Fraction(num.strip()) / (Fraction(den.strip()) if den else 1)
     if not 0 < value <= 1:
         raise ValueError(f"--bisection {text}: give a ratio in (0, 1], e.g. 1, 1/2, 1/4")
     return value

@@ -28,6 +28,7 @@ from fabriclab.bench.limits import RANK_MEMORY_BYTES, check_local_ranks, check_m
 from fabriclab.bench.stencil.sim import MINI_APP_COMPUTE_PER_CELL_S, AtScaleConfig, simulate_at_scale
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption, check_output_dir,
                                   print_error, split_list, user_errors)
+from fabriclab.cli.options import parse_bisection
 from fabriclab.cli.stream import RowStream
 from fabriclab.record import write_outputs
 from fabriclab.report.stencil import SCALE_COLUMNS, SCALE_TITLE, at_scale_table, plot_figure3, scale_cells
@@ -247,11 +248,11 @@ def simulate_cmd(
                            compute_per_cell_s=check_number(parse_time(compute_per_cell), "--compute-per-cell-s",
                                                            minimum=0),
                            bytes_per_face_cell=bytes_per_face_cell, rack_size=rack_size,
-                           gpus_per_server=gpus_per_server, bisection=bisection, steps=steps,
+                           gpus_per_server=gpus_per_server, bisection=parse_bisection(bisection), steps=steps,
                            alpha_s=check_number(parse_time(alpha), "--alpha", minimum=0))
     rows = simulate_at_scale(config)
     output.table(at_scale_table(rows))
-    config_dict = asdict(config)
+    config_dict = asdict(config) | {"bisection": str(config.bisection)}
     output.record("stencil.simulate", config_dict, rows)
     if out is not None:
         _write_folder(out, "stencil_sim", lambda: (

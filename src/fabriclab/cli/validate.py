@@ -18,7 +18,6 @@ Try it: `sudo fabriclab validate emulated --topology star,fat-tree --algos all -
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -44,9 +43,9 @@ from fabriclab.cli.options import (
     parse_count,
     parse_number,
 )
+from fabriclab.report.validate import VALIDATE_KIND
 
 DEFAULT_SIZES = "1KB:256MB:x4"
-VALIDATE_KIND = "validate"
 
 validate_app = typer.Typer(help="Predictions against measurements: the emulated cluster, and the papers' "
                                 "published numbers.", no_args_is_help=True, rich_markup_mode=None)
@@ -59,26 +58,6 @@ def register(app: typer.Typer) -> None:
 
         validate_published.register(validate_app)
     app.add_typer(validate_app, name="validate")
-
-
-def read_validate_record(path: Path) -> dict:
-    """The `validate` record in `path`; a ValueError names the file and says what is wrong with it."""
-    if not path.is_file():
-        raise ValueError(f"--from-record {path}: no such file; give a validate.json written by "
-                         f"`fabriclab validate emulated --out DIR`")
-    try:
-        record = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
-        raise ValueError(f"--from-record {path}: not a JSON record ({exc})") from None
-    kind = record.get("kind") if isinstance(record, dict) else None
-    if kind != VALIDATE_KIND:
-        raise ValueError(f"--from-record {path}: a {kind or 'non-record'!r} file, not a {VALIDATE_KIND!r} "
-                         f"record; give the validate.json of `fabriclab validate emulated --out DIR`")
-    runs = (record.get("results") or {}).get("runs")
-    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("rows"), list)
-                                             for r in runs):
-        raise ValueError(f"--from-record {path}: its results hold no runs with rows; the file is damaged")
-    return record
 
 
 @validate_app.command("emulated")
@@ -116,48 +95,54 @@ def emulated(
     output = Output(fmt, json_path, store)
     check_output_dir(out)
     if from_record is not None:
-        from fabriclab.report import validate as report
-
-        record = read_validate_record(from_record)
-        runs = record["results"]["runs"]
-        for result in runs:
-            output.table(report.table(result["rows"], title=f"validate: {result.get('topology_name', '?')}"))
-        _finish(output, [r for result in runs for r in result["rows"]], out, record.get("config", {}), None)
+        _report_record(output, from_record, out)
         return
     from dataclasses import asdict
 
-    from fabriclab.bench.validate.run import (
-        DEFAULT_BURST_S,
-        DEFAULT_DILATION,
-        DEFAULT_LINK,
-        DEFAULT_QUEUE_S,
-        ValidateConfig,
-        all_algos,
-        run_validation,
-    )
-    from fabriclab.bench.validate.model import TCP_PAYLOAD_EFFICIENCY
-    from fabriclab.emu.netns import EmuError
+    configs = _validate_configs(locals())
+    results = _measure(output, configs)
+    rows = [r for result in results for r in result["rows"]]
+    config_dict = {"runs": [asdict(c) | {"spec": c.spec().as_dict()} for c in configs]}
+    summary = _finish(output, rows, out, config_dict, results)
+    output.record(VALIDATE_KIND, config_dict, {"runs": results, "summary": summary})
+    if any(r["num_wrong"] for r in rows):
+        print_error("some benchmark results were wrong (#wrong > 0)")
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _validate_configs(o: dict) -> list:
+    """One `ValidateConfig` per topology of the parsed command line `o` (emulated's parameters); options
+    not given keep the config's defaults."""
+    from fabriclab.bench.validate.run import ValidateConfig, all_algos
     from fabriclab.fabric.scenario import auto_hosts_per_leaf
     from fabriclab.units import parse_size_range, parse_time
 
-    ratio = parse_bisection(bisection)
-    chosen = all_algos() if algos.strip() == "all" else tuple(split_list(algos, "algorithm list"))
-    num_hosts = 4 if hosts is None else parse_count(hosts, "--hosts", maximum=64)
-    common = dict(
-        hosts=num_hosts, bisection=bisection, algos=chosen,
-        hosts_per_leaf=(auto_hosts_per_leaf(num_hosts, ratio) if hosts_per_leaf is None
-                        else parse_count(hosts_per_leaf, "--hosts-per-leaf")),
-        sizes_bytes=tuple(parse_size_range(sizes)), link=link or DEFAULT_LINK,
-        dilation=DEFAULT_DILATION if dilation is None else parse_number(dilation, "--dilation", minimum=1.0),
-        burst_s=DEFAULT_BURST_S if burst is None else parse_time(burst),
-        queue_s=DEFAULT_QUEUE_S if queue is None else parse_time(queue),
-        budget_s=parse_number(budget, "--budget", minimum=0.01, example="6"),
-        max_iters=parse_count(max_iters, "--max-iters", maximum=100_000),
-        efficiency=TCP_PAYLOAD_EFFICIENCY if efficiency is None else parse_number(efficiency, "--efficiency",
-                                                                                  minimum=1e-6, example="0.94"),
-        calibrate=calibrate, calibrate_bandwidth=calibrate_bandwidth, nice=_nice(nice))
-    configs = [ValidateConfig(topology=t, **common) for t in split_list(topology, "topology list")]
-    results, rows = [], []
+    ratio = parse_bisection(o["bisection"])
+    algos = all_algos() if o["algos"].strip() == "all" else tuple(split_list(o["algos"], "algorithm list"))
+    num_hosts = 4 if o["hosts"] is None else parse_count(o["hosts"], "--hosts", maximum=64)
+    given = dict(
+        hosts=num_hosts, bisection=o["bisection"], algos=algos,
+        hosts_per_leaf=(auto_hosts_per_leaf(num_hosts, ratio) if o["hosts_per_leaf"] is None
+                        else parse_count(o["hosts_per_leaf"], "--hosts-per-leaf")),
+        sizes_bytes=tuple(parse_size_range(o["sizes"])), link=o["link"] or None,
+        dilation=None if o["dilation"] is None else parse_number(o["dilation"], "--dilation", minimum=1.0),
+        burst_s=None if o["burst"] is None else parse_time(o["burst"]),
+        queue_s=None if o["queue"] is None else parse_time(o["queue"]),
+        budget_s=parse_number(o["budget"], "--budget", minimum=0.01, example="6"),
+        max_iters=parse_count(o["max_iters"], "--max-iters", maximum=100_000),
+        efficiency=None if o["efficiency"] is None else parse_number(o["efficiency"], "--efficiency",
+                                                                     minimum=1e-6, example="0.94"),
+        calibrate=o["calibrate"], calibrate_bandwidth=o["calibrate_bandwidth"], nice=_nice(o["nice"]))
+    common = {k: v for k, v in given.items() if v is not None}
+    return [ValidateConfig(topology=t, **common) for t in split_list(o["topology"], "topology list")]
+
+
+def _measure(output: Output, configs: list) -> list[dict]:
+    """Run every validation, printing each as it ends; a failed system command is one error line."""
+    from fabriclab.bench.validate.run import run_validation
+    from fabriclab.emu.netns import EmuError
+
+    results = []
     for config in configs:
         output.note(f"validating on the emulated {config.topology} ({config.hosts} hosts, {config.link} / "
                     f"{config.dilation:g}): {len(config.algos)} algorithms x {len(config.sizes_bytes)} sizes ...")
@@ -167,14 +152,19 @@ def emulated(
             print_error(exc)
             raise typer.Exit(EXIT_FAILED) from None
         results.append(result)
-        rows += result["rows"]
         _print_one(output, config, result)
-    config_dict = {"runs": [asdict(c) | {"spec": c.spec().as_dict()} for c in configs]}
-    summary = _finish(output, rows, out, config_dict, results)
-    output.record(VALIDATE_KIND, config_dict, {"runs": results, "summary": summary})
-    if any(r["num_wrong"] for r in rows):
-        print_error("some benchmark results were wrong (#wrong > 0)")
-        raise typer.Exit(EXIT_FAILED)
+    return results
+
+
+def _report_record(output: Output, path: Path, out: Path | None) -> None:
+    """`--from-record`: the tables and summary of a recorded validation (and its `--out` files)."""
+    from fabriclab.report import validate as report
+
+    record = report.read_validate_record(path)
+    runs = record["results"]["runs"]
+    for result in runs:
+        output.table(report.table(result["rows"], title=f"validate: {result.get('topology_name', '?')}"))
+    _finish(output, [r for result in runs for r in result["rows"]], out, record.get("config", {}), None)
 
 
 def _nice(text: str) -> int:
@@ -187,7 +177,6 @@ def _nice(text: str) -> int:
 def _finish(output: Output, rows: list[dict], out: Path | None, config_dict: dict,
             results: list[dict] | None) -> dict:
     """Print the summary; with `out`, write the record (when measured now), CSV, Markdown and plot."""
-    from fabriclab.record import make_record, write_csv, write_record
     from fabriclab.report import validate as report
 
     summary = report.summarize(rows)
@@ -197,12 +186,7 @@ def _finish(output: Output, rows: list[dict], out: Path | None, config_dict: dic
     output.note("  worst |error| of the model per algorithm: "
                 + ", ".join(f"{a} {e:.1f}%" for a, e in report.per_algo(rows).items()))
     if out is not None:
-        if results is not None:
-            write_record(out / "validate.json", make_record(VALIDATE_KIND, config_dict,
-                                                            {"runs": results, "summary": summary}))
-        write_csv(out / "validate.csv", rows)
-        (out / "validate.md").write_text(report.markdown(rows, summary))
-        report.plot(rows, out / "validate.png")
+        report.write_outputs(out, rows, summary, config_dict, results)
         output.note(f"wrote {out}: validate.csv, .md, .png" + (", .json" if results else ""))
     return summary
 

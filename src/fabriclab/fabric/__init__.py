@@ -5,7 +5,7 @@ links with bandwidth (B/s) and latency (s), plus vectorized routes; presets are 
 `fat_tree`, `leaf_spine`, `star`, `ring`, `torus`, `flattened_butterfly`. `place()` maps ranks to
 endpoints, `link_preset()` names link technologies, `fabriclab.fabric.simgrid` exports to SimGrid.
 
-Try it: `python -c "from fabriclab.fabric import fat_tree; print(fat_tree(levels=2, hosts=512, bisection='1/4'))"`.
+Try it: `python -c "from fabriclab.fabric import fat_tree; print(fat_tree(levels=2, hosts=512, bisection=0.25))"`.
 """
 
 from fabriclab.fabric.analysis import bisection_bandwidth_Bps, max_flow_Bps

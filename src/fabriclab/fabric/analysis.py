@@ -7,7 +7,7 @@ r * (hosts / 2) * link bandwidth; Zhang, Li, Tanimura, Nakada vary exactly this 
 the directed links, in plain Python: fine for thousands of links (tests, reports), not for inner loops.
 
 Try it: `python -c "from fabriclab.fabric import fat_tree, bisection_bandwidth_Bps as b;
-print(b(fat_tree(hosts=128, bisection='1/4', link_Bps='4GB/s')) / 4e9)"`  (prints 16.0 links).
+print(b(fat_tree(hosts=128, bisection=0.25, link_Bps=4e9)) / 4e9)"`  (prints 16.0 links).
 """
 
 from __future__ import annotations

@@ -76,8 +76,8 @@ class TorusRouter:
         return merge_parts(parts, src.size)
 
 
-def torus(dims=(4, 4), *, link: Link | str = DEFAULT_LINK, link_Bps: float | str | None = None,
-          latency_s: float | str | None = None, gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
+def torus(dims=(4, 4), *, link: Link | str = DEFAULT_LINK, link_Bps: float | None = None,
+          latency_s: float | None = None, gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
           nvlink: Link | str | None = None) -> Topology:
     """A 1-, 2- or 3-dimensional torus of prod(dims) hosts (module doc)."""
     dims = _dims(dims, most=3, what="torus")
@@ -104,8 +104,8 @@ def torus(dims=(4, 4), *, link: Link | str = DEFAULT_LINK, link_Bps: float | str
     return Topology(name=label, router=router, **net.arrays())
 
 
-def ring(hosts: int = 8, *, link: Link | str = DEFAULT_LINK, link_Bps: float | str | None = None,
-         latency_s: float | str | None = None, gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
+def ring(hosts: int = 8, *, link: Link | str = DEFAULT_LINK, link_Bps: float | None = None,
+         latency_s: float | None = None, gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
          nvlink: Link | str | None = None) -> Topology:
     """`hosts` hosts in a bidirectional ring, routed the shorter way round."""
     if not isinstance(hosts, (int, np.integer)) or hosts < 1:
@@ -143,7 +143,7 @@ class ButterflyRouter:
 
 
 def flattened_butterfly(*, dims=(8, 8), hosts_per_router: int | None = None, link: Link | str = DEFAULT_LINK,
-                        link_Bps: float | str | None = None, latency_s: float | str | None = None,
+                        link_Bps: float | None = None, latency_s: float | None = None,
                         gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
                         nvlink: Link | str | None = None) -> Topology:
     """A flattened butterfly of prod(dims) routers with `hosts_per_router` hosts each (default dims[0],

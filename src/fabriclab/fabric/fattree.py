@@ -19,7 +19,7 @@ Both give a bisection bandwidth (half of the pods or leaves against the other ha
 Routing is D-mod-K by default (up-port from the destination host's index) or ECMP (seeded hash), see
 `routing.py`. A path inside one leaf crosses 2 links, across leaves 4 (2 levels), across pods 6.
 
-Try it: `python -c "from fabriclab.fabric import fat_tree; print(fat_tree(levels=3, hosts=1024, bisection='1/4'))"`.
+Try it: `python -c "from fabriclab.fabric import fat_tree; print(fat_tree(levels=3, hosts=1024, bisection=0.25))"`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from fabriclab.fabric.hosts import HostLinks, NetBuilder, host_model
 from fabriclab.fabric.links import DEFAULT_LINK, Link, resolve_link
 from fabriclab.fabric.routing import DMODK, check_routing, endpoint_routes, up_port
 from fabriclab.fabric.topology import Topology
-from fabriclab.units import parse_ratio
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,8 +125,11 @@ def build_tree(*, name: str, shape: FatTreeShape, links: list[Link], host, routi
     return Topology(name=name, router=router, **net.arrays())
 
 
-def _ratio(bisection: float | str) -> Fraction:
-    value = parse_ratio(bisection) if isinstance(bisection, str) else float(bisection)
+def _ratio(bisection: float | Fraction) -> Fraction:
+    if isinstance(bisection, str):
+        raise TypeError(f"bisection={bisection!r}: give a number such as Fraction(1, 4) (parse text with "
+                        f"fabriclab.units.parse_fraction at the edge)")
+    value = float(bisection)
     if not 0 < value <= 1:
         raise ValueError(f"bisection={bisection!r}: give a ratio in (0, 1], e.g. 1, 1/2, 1/4 or 1/16")
     return Fraction(value).limit_denominator(1 << 20)
@@ -164,7 +166,7 @@ def _up_links(down: int, ratio: Fraction, *, stage: str, name: str, hosts: int, 
 
 def fat_tree(*, levels: int = 2, hosts: int, hosts_per_leaf: int = 16, bisection: float | str = 0.25,
              leaves_per_pod: int | None = None, link: Link | str = DEFAULT_LINK,
-             link_Bps: float | str | None = None, latency_s: float | str | None = None,
+             link_Bps: float | None = None, latency_s: float | None = None,
              gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16", nvlink: Link | str | None = None,
              routing: str = DMODK, seed: int = 0) -> Topology:
     """A 2- or 3-level fat tree of `hosts` hosts with bisection ratio `bisection` (module doc).
@@ -200,7 +202,7 @@ def fat_tree(*, levels: int = 2, hosts: int, hosts_per_leaf: int = 16, bisection
 
 
 def leaf_spine(*, hosts: int, hosts_per_leaf: int = 16, spines: int = 4, link: Link | str = DEFAULT_LINK,
-               link_Bps: float | str | None = None, latency_s: float | str | None = None,
+               link_Bps: float | None = None, latency_s: float | None = None,
                uplink: Link | str | None = None, gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
                nvlink: Link | str | None = None, routing: str = DMODK, seed: int = 0) -> Topology:
     """Leaves of `hosts_per_leaf` hosts, each linked once to each of `spines` spines.
@@ -222,8 +224,8 @@ def leaf_spine(*, hosts: int, hosts_per_leaf: int = 16, spines: int = 4, link: L
                       routing=routing, seed=seed)
 
 
-def star(*, hosts: int, link: Link | str = DEFAULT_LINK, link_Bps: float | str | None = None,
-         latency_s: float | str | None = None, gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
+def star(*, hosts: int, link: Link | str = DEFAULT_LINK, link_Bps: float | None = None,
+         latency_s: float | None = None, gpus_per_server: int = 1, pcie: Link | str = "PCIe3x16",
          nvlink: Link | str | None = None) -> Topology:
     """`hosts` hosts on one non-blocking switch: host -> switch -> host, 2 links per path."""
     if not isinstance(hosts, (int, np.integer)) or hosts < 1:

@@ -163,7 +163,7 @@ def parse_link(spec: str | Link) -> Link:
         raise ValueError(f"invalid link {spec!r}: give a preset name such as 'EDR' or '4GB/s@0.2us'")
     bandwidth, _, latency = spec.partition("@")
     if _key(bandwidth) in _BY_KEY:
-        return with_overrides(link_preset(bandwidth), latency_s=latency.strip() or None)
+        return with_overrides(link_preset(bandwidth), latency_s=parse_time(latency) if latency.strip() else None)
     try:
         return plain_link(bandwidth.strip(), latency.strip() or 0.0)
     except ValueError as err:
@@ -171,15 +171,15 @@ def parse_link(spec: str | Link) -> Link:
                          f"bandwidth@latency such as '4GB/s@0.2us' ({err})") from None
 
 
-def with_overrides(link: Link, *, bandwidth_Bps: float | str | None = None,
-                   latency_s: float | str | None = None) -> Link:
-    """`link` with its bandwidth and/or latency replaced (strings are parsed with units)."""
+def with_overrides(link: Link, *, bandwidth_Bps: float | None = None, latency_s: float | None = None) -> Link:
+    """`link` with its bandwidth and/or latency replaced: numbers in B/s and s (text such as `4GB/s` is
+    parsed once, at the command line, with `fabriclab.units`)."""
     changes: dict[str, float] = {}
-    if bandwidth_Bps is not None:
-        changes["bandwidth_Bps"] = (parse_bandwidth(bandwidth_Bps) if isinstance(bandwidth_Bps, str)
-                                    else float(bandwidth_Bps))
-    if latency_s is not None:
-        changes["latency_s"] = parse_time(latency_s) if isinstance(latency_s, str) else float(latency_s)
+    for key, value in (("bandwidth_Bps", bandwidth_Bps), ("latency_s", latency_s)):
+        if isinstance(value, str):
+            raise TypeError(f"{key}={value!r}: give a number (parse text with fabriclab.units at the edge)")
+        if value is not None:
+            changes[key] = float(value)
     if not changes:
         return link
     new = replace(link, **changes)
@@ -200,7 +200,7 @@ def _fmt(value: float) -> str:
 DEFAULT_LINK = "4GB/s@0.2us"
 
 
-def resolve_link(link: Link | str = DEFAULT_LINK, link_Bps: float | str | None = None,
-                 latency_s: float | str | None = None) -> Link:
+def resolve_link(link: Link | str = DEFAULT_LINK, link_Bps: float | None = None,
+                 latency_s: float | None = None) -> Link:
     """What the topology presets take: a link (preset or plain), then optional overrides."""
     return with_overrides(parse_link(link), bandwidth_Bps=link_Bps, latency_s=latency_s)

@@ -24,7 +24,7 @@ Hosts are named like our endpoints (`h0`, `h1`, ... or `h0.gpu0`, ...); `simgrid
 in endpoint order. To re-run a scenario:
 
     python -c "from fabriclab.fabric import fat_tree; from fabriclab.fabric.simgrid import write_simgrid;
-               write_simgrid(fat_tree(hosts=512, bisection='1/4', link_Bps='4GB/s', latency_s='0.2us'),
+               write_simgrid(fat_tree(hosts=512, bisection=0.25, link_Bps=4e9, latency_s=0.2e-6),
                              'ft.xml', hostfile='hosts.txt')"
     smpicc -O2 allreduce.c -o allreduce        # any MPI program, compiled for SMPI
     smpirun -platform ft.xml -hostfile hosts.txt -np 512 ./allreduce

@@ -9,7 +9,7 @@ to endpoint dst in order; `routes()` gives many at once in CSR form, fast for th
 
 A topology built by hand (no `router`) routes by minimum hop count (BFS, lowest link id on ties).
 
-Try it: `python -c "from fabriclab.fabric import fat_tree; t = fat_tree(hosts=512, bisection='1/4');
+Try it: `python -c "from fabriclab.fabric import fat_tree; t = fat_tree(hosts=512, bisection=0.25);
 print(t, [t.link_name(l) for l in t.route(0, 511)])"`.
 """
 

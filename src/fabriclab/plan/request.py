@@ -12,10 +12,11 @@ Try it: `fabriclab plan --model resnet50 --gpus 64,256 --cluster dgx-a100`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 
 from fabriclab.plan.cluster import cluster_node, matching_fabrics, run_cluster_plan
 from fabriclab.plan.prices import load_prices
-from fabriclab.plan.search import NodeSpec, PlanResult, PlanSpec, parse_bisection, run_plan
+from fabriclab.plan.search import NodeSpec, PlanResult, PlanSpec, check_bisection, run_plan
 from fabriclab.whatif.fusion import FusionPolicy
 from fabriclab.workload.profile import load_profile
 
@@ -34,7 +35,7 @@ class PlanRequest:
     gpus_per_server: int | None = None
     fabrics: tuple[str, ...] | None = None
     levels: tuple[int, ...] = (2,)
-    bisections: tuple[str, ...] = ("1",)
+    bisections: tuple[Fraction, ...] = (Fraction(1),)
     algos: tuple[str, ...] = ("ring",)
     hosts_per_leaf: int = 16
     placement: str = "linear"
@@ -67,7 +68,7 @@ def plan_spec(request: PlanRequest) -> PlanSpec:
         profiles=tuple(load_profile(m, iteration_s=request.iteration_s) for m in request.models),
         gpus=request.gpus, fabrics=tuple(dict.fromkeys(fabrics or DEFAULT_FABRICS)),
         levels=tuple(dict.fromkeys(request.levels)),
-        bisections=tuple(dict.fromkeys(parse_bisection(b) for b in request.bisections)),
+        bisections=tuple(dict.fromkeys(check_bisection(b) for b in request.bisections)),
         algos=tuple(dict.fromkeys(request.algos)), hosts_per_leaf=request.hosts_per_leaf,
         placement=request.placement, fusion=policy, node=node, target=request.target,
         budget_usd=request.budget_usd, prices=prices)

@@ -104,16 +104,15 @@ class PlanResult:
     """num_options, num_topologies, num_simulations, wall_s."""
 
 
-def parse_bisection(value: str | float | Fraction) -> Fraction:
-    """A bisection ratio in 1/16 .. 1 (`1/4`, `0.25`)."""
-    try:
-        ratio = Fraction(value.strip()) if isinstance(value, str) else Fraction(value).limit_denominator(1 << 12)
-    except (ValueError, ZeroDivisionError, OverflowError, TypeError):
-        raise ValueError(f"bisection {value!r} is not a ratio: write 1, 1/2, 1/4, 1/8 or 1/16") from None
-    if not MIN_BISECTION <= ratio <= MAX_BISECTION:
+def check_bisection(ratio: Fraction | float) -> Fraction:
+    """A bisection ratio of a plan, in 1/16 .. 1 (parsed from text by `units.parse_fraction` at the edge)."""
+    if isinstance(ratio, str):
+        raise TypeError(f"bisection {ratio!r}: give a number (parse text with fabriclab.units.parse_fraction)")
+    value = ratio if isinstance(ratio, Fraction) else Fraction(ratio).limit_denominator(1 << 12)
+    if not MIN_BISECTION <= value <= MAX_BISECTION:
         raise ValueError(f"bisection {value} is outside 1 .. 1/16: a fat tree's leaves keep between all and "
                          f"1/16 of their down-link bandwidth as up-links; use e.g. 1, 1/2, 1/4, 1/8, 1/16")
-    return ratio
+    return value
 
 
 def _check(spec: PlanSpec) -> None:
@@ -130,7 +129,7 @@ def _check(spec: PlanSpec) -> None:
         if level not in (2, 3):
             raise ValueError(f"levels {level}: plan builds fat trees of 2 or 3 levels")
     for ratio in spec.bisections:
-        parse_bisection(ratio)
+        check_bisection(ratio)
     for name in spec.fabrics:
         spec.prices.fabric(name)  # unknown fabric or missing prices: a clear ValueError now
     if spec.target is not None and not 0 < spec.target <= 1:

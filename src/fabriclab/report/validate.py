@@ -3,13 +3,15 @@
 Rows come from `fabriclab.bench.validate.run.compare`: topology, algo, size_bytes, measured_s, plain_s,
 model_s, err_plain_pct, err_model_pct (error = (simulated - measured) / measured). The goal of the
 validation is |error| <= 10 % for messages of 1 MB and more; `summarize` says how far each simulation
-column is from it and names the worst rows.
+column is from it and names the worst rows. `read_validate_record` reads a recorded validation back,
+`write_outputs` writes a validation's `--out` folder (record, CSV, Markdown, plot).
 
 Try it: `sudo fabriclab validate emulated --topology star --algos ring,native --sizes 1MB,16MB --out results/validate`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from pathlib import Path
@@ -18,8 +20,10 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from fabriclab.record import make_record, write_csv, write_record
 from fabriclab.units import format_size
 
+VALIDATE_KIND = "validate"
 GOAL_PCT = 10.0
 GOAL_MIN_BYTES = 1 << 20
 COLUMNS = ("plain", "model")
@@ -183,3 +187,33 @@ def plot(rows: list[dict], path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def read_validate_record(path: Path) -> dict:
+    """The `validate` record in `path`; a ValueError names the file and says what is wrong with it."""
+    if not path.is_file():
+        raise ValueError(f"--from-record {path}: no such file; give a validate.json written by "
+                         f"`fabriclab validate emulated --out DIR`")
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
+        raise ValueError(f"--from-record {path}: not a JSON record ({exc})") from None
+    kind = record.get("kind") if isinstance(record, dict) else None
+    if kind != VALIDATE_KIND:
+        raise ValueError(f"--from-record {path}: a {kind or 'non-record'!r} file, not a {VALIDATE_KIND!r} "
+                         f"record; give the validate.json of `fabriclab validate emulated --out DIR`")
+    runs = (record.get("results") or {}).get("runs")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("rows"), list)
+                                             for r in runs):
+        raise ValueError(f"--from-record {path}: its results hold no runs with rows; the file is damaged")
+    return record
+
+
+def write_outputs(out: Path, rows: list[dict], summary: dict, config: dict, results: list[dict] | None) -> None:
+    """Write validate.csv, .md and .png into `out`, and validate.json (the record) when `results` were
+    measured now (None: the rows come from a record)."""
+    if results is not None:
+        write_record(out / "validate.json", make_record(VALIDATE_KIND, config, {"runs": results, "summary": summary}))
+    write_csv(out / "validate.csv", rows)
+    (out / "validate.md").write_text(markdown(rows, summary))
+    plot(rows, out / "validate.png")

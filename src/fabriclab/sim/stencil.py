@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from itertools import product
 
 import numpy as np
@@ -233,7 +234,7 @@ SHARED_MEMORY = plain_link("5GB/s", "0.5us")
 
 
 def rack_fat_tree(num_ranks: int, link: Link | str, *, rack_size: int = RACK_NODES, gpus_per_server: int = 1,
-                  bisection: str = "1", intra_node: Link | str = SHARED_MEMORY) -> Topology:
+                  bisection: Fraction = Fraction(1), intra_node: Link | str = SHARED_MEMORY) -> Topology:
     """Racks of `rack_size` nodes, each rack one leaf of a 2-level fat tree (a star when one rack holds
     every node), with enough whole racks for `num_ranks` ranks placed `gpus_per_server` per node."""
     if rack_size < 1 or gpus_per_server < 1:

@@ -12,6 +12,8 @@ Try it: `fabriclab stencil simulate --ranks 64,256,1024,4096 --rack-size 32 --ce
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -44,7 +46,7 @@ class AtScaleConfig:
     """Nodes per rack, i.e. per leaf switch."""
     gpus_per_server: int = 1
     """Ranks per node (Samsi et al.'s CPU nodes: 40); they share the node's NIC."""
-    bisection: str = "1"
+    bisection: Fraction = Fraction(1)
     """Bisection ratio of the fat tree above the racks."""
     steps: int = 2
     """Steps simulated per point."""
