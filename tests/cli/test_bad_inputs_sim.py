@@ -139,7 +139,24 @@ CASES = [
     (("bench", "sim", "--cases", "nosuch"), "unknown cases", 2),
     (("bench", "train", "--np", "0"), "--np 0", 2),
     (("bench", "fabrics", "--out", "{tmp}/a_file"), "that is a file", 2),
+    # found by a bad-input probe of the one-house redesign
+    (("calibrate", "nccl-tests", "{logs}/nccl_2.log", "--gpus-per-server", "0", "--out", "{tmp}/c.json"),
+     "--gpus-per-server 0: give a whole number from 1 to 64", 2),
+    ((*SIM, "--cluster", "dgx-a100", "--gpus", "1048576"), "at most 16384 GPUs", 2),
+    (("whatif", "--cluster", "dgx-a100", "--workers", "1048576"), "--workers 1048576: a cluster prediction takes "
+                                                                  "at most 16384", 2),
+    (("calibrate", "nccl-tests", "{logs}/nccl_8.log", "{tmp}/h100.log", "--out", "{tmp}/c.json"),
+     "the logs come from different GPUs", 2),
+    (("calibrate", "nccl-tests", "{tmp}/failed.log", "--out", "{tmp}/c.json"), "nccl-tests found wrong results", 2),
+    (("whatif", "--profile", "{tmp}/late.bk.log", "--iteration-time", "0.001"), "after the iteration", 2),
+    ((*STAR4, "--gamma", "1e308"), "--gamma 1e+308: give a reduction cost in seconds per byte from 0 to 0.001", 2),
+    (("models", "--store", "{tmp}/a_file"), "is not an SQLite file", 2),
+    (("whatif", "--compression", "-1"), "--compression -1: give ratios > 0", 2),
+    (("whatif", "--compression", "0"), "--compression 0: give ratios > 0", 2),
+    ((*SIM, "--cluster", "{tmp}/missing.json"), "no such file and no preset of that name", 2),
 ]
+
+LOGS = Path(__file__).resolve().parents[2] / "examples" / "nccl-tests-a100"
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +174,10 @@ def files(tmp_path_factory) -> Path:
     (tmp / "junk" / "fatness.csv").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe" * 50)
     (tmp / "badheader").mkdir()
     (tmp / "badheader" / "fatness.csv").write_text("a,b,c\n1,2,3\n")
+    (tmp / "h100.log").write_text((LOGS / "nccl_16.log").read_text().replace("A100-SXM4-40GB", "H100 80GB HBM3"))
+    (tmp / "failed.log").write_text((LOGS / "nccl_2.log").read_text().replace(
+        "# Out of bounds values : 0 OK", "# Out of bounds values : 48 FAILED"))
+    (tmp / "late.bk.log").write_text("comment\n1\n2\n1000,400\n1000,400\n")  # ready at 2 ms
     return tmp
 
 
@@ -172,7 +193,7 @@ def test_the_table_is_large_enough():
 
 @pytest.mark.parametrize("args, fragment, code", CASES, ids=[" ".join(c[0]) for c in CASES])
 def test_bad_input_is_one_line(files, args, fragment, code):
-    argv = [a.replace("{tmp}", str(files)) for a in args]
+    argv = [a.replace("{tmp}", str(files)).replace("{logs}", str(LOGS)) for a in args]
     done = run_cli(argv, files / "results.db")
     lines = done.stderr.strip().splitlines()
     assert done.returncode == code, (done.returncode, done.stdout[-1000:], done.stderr[-2000:])

@@ -306,7 +306,7 @@ BANDS = (("1-16 MB", 1 << 20, 16 << 20, 25.0), (">= 64 MB", 64 << 20, None, 10.0
 
 
 def summary(residuals, *, held_out: bool | None = None) -> list[dict]:
-    """Per GPU count and size band (the issue's goals: 1-16 MB within 25 %, >= 64 MB within 10 %):
+    """Per GPU count and size band (the calibration's goals: 1-16 MB within 25 %, >= 64 MB within 10 %):
     rows, max |error| and whether the goal holds. `held_out` picks held-out (True) or fitted rows."""
     rows = [r for r in residuals if held_out is None or r.held_out == held_out]
     out = []

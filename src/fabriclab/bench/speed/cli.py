@@ -2,7 +2,7 @@
 
 Every command runs as a user runs it (`python -m fabriclab ...`, a fresh interpreter each time, its
 record added to a throw-away results store), once to warm the page cache and then `runs` times; the
-median is compared with the front-door issue's budget and with the peer measured beside it in the same
+median is compared with its start-up budget and with the peer measured beside it in the same
 run: `python -c pass`, the start-up no Python command can beat on this machine. The CPU time (user +
 system) is reported beside, with the load average: on a machine shared with other jobs the wall time
 grows with the load, the CPU time much less.

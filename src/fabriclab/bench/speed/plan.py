@@ -1,8 +1,8 @@
 """How fast `fabriclab plan` explores: 5 fabrics x 5 bisections x 5 GPU counts x 3 models.
 
-The grid is the plan issue's: the five fabrics of the question (25GbE, Omni-Path 100, 100GbE, HDR, NDR),
+The grid is the plan question's: the five fabrics of the question (25GbE, Omni-Path 100, 100GbE, HDR, NDR),
 bisections 1 .. 1/16, 64 .. 1024 GPUs on servers of 2, the three built-in V100 models, ring all-reduce
-on 2-level fat trees, default (illustrative) prices. The issue's target is under 10 s on the
+on 2-level fat trees, default (illustrative) prices. The target is under 10 s on the
 project's 2-core machine. The time covers building every topology, the simulator runs, the iteration
 replays, pricing, the Pareto frontier and the recommendations (not the start of Python).
 
@@ -21,7 +21,7 @@ from fabriclab.workload.profile import V100_BATCH_S, load_profile
 FABRICS = ("25gbe", "100g-opa", "100gbe", "200g-hdr", "400g-ndr")
 BISECTIONS = tuple(Fraction(1, d) for d in (1, 2, 4, 8, 16))
 GPUS = (64, 128, 256, 512, 1024)
-TARGET_S = 10.0  # the plan issue's bound for this grid on the project's 2-core machine
+TARGET_S = 10.0  # fabriclab's bound for this grid on the project's 2-core machine
 
 
 def run(*, gpus: tuple[int, ...] = GPUS, fabrics: tuple[str, ...] = FABRICS,

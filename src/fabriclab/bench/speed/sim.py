@@ -36,7 +36,7 @@ class SpeedCase:
     hosts: int
     """Hosts of the 2-level fat tree (16 per leaf, bisection 1/4, 4 GB/s, 0.2 us)."""
     target_s: float
-    """The issue's target for our engine."""
+    """fabriclab's own speed target for this engine."""
     compare_general: bool = False
     """Also time the general engine in the same run."""
 
