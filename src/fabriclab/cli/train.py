@@ -22,22 +22,23 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
-
 import typer
 from rich import box
 from rich.table import Table
 
-from fabriclab.bench.limits import check_number
 from fabriclab.bench.train.config import SYNTHETIC, TrainBenchConfig
 from fabriclab.bench.train.report import HEADER, is_display_step, step_line, total_lines
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption,
-                                  check_output_path, print_error, split_list, user_errors)
+                                  check_output_path, print_error, user_errors)
+from fabriclab.cli.train_options import (RUN, TRAINER, BackendOption, BaselineOption, BatchSizeOption,
+                                         BucketOption, ChannelsLastOption, CommThreadsOption, CompressionOption,
+                                         CycleTimeOption, DataOption, DeviceOption, DilationOption,
+                                         DisplayEveryOption, FirstBucketOption, FusionOption, ImageSizeOption,
+                                         LrOption, ModelOption, MomentumOption, NpOption, OverlapOption,
+                                         PrecisionOption, PrefetchOption, ReplayOption, RuntimeOption,
+                                         StepsOption, SyncOption, TimeoutOption, TraceOption, TraceStepsOption,
+                                         WarmupOption)
 from fabriclab.runtime.environment import LaunchError, detect_launch
-from fabriclab.units import parse_size, parse_time
-from fabriclab.whatif.fusion import POLICIES
-
-MAX_COMM_THREADS = 16
 
 
 def register(app: typer.Typer) -> None:
@@ -47,47 +48,36 @@ def register(app: typer.Typer) -> None:
 
 @user_errors
 def train(
-    model: Annotated[str, typer.Option(help="Zoo model (fabriclab models lists them).")] = "resnet50",
-    num_ranks: Annotated[int, typer.Option("--np", help="Local ranks to spawn.")] = 4,
-    batch_size: Annotated[int, typer.Option(help="Global batch per step, split over the ranks.")] = 32,
-    image_size: Annotated[Optional[int], typer.Option(help="Image side (model default: 224).")] = None,
-    sync: Annotated[str, typer.Option(help="allreduce:ALGO, reduce:ALGO (ALGO: ring, butterfly, cb, "
-                                           "chain:chunks=4, native, ...), sharded:ALGO (ring, recursive, "
-                                           "direct: ZeRO-1) or ps:servers=K.")] = "allreduce:native",
-    overlap: Annotated[str, typer.Option(help="none (SC-B), forward (SC-OB, reduce/sharded) or backward "
-                                              "(SC-OBR, DDP).")] = "backward",
-    fusion: Annotated[str, typer.Option(help=f"Bucket policy: {', '.join(POLICIES)} (time-or-size: Zhang "
-                                             f"et al.'s timeout and buffer).")] = "ddp",
-    bucket: Annotated[str, typer.Option(help="Bucket cap / fusion threshold.")] = "25MB",
-    first_bucket: Annotated[str, typer.Option(help="Cap of the first bucket (ddp policy).")] = "1MB",
-    cycle_time: Annotated[str, typer.Option(help="Horovod cycle time / time-or-size timeout.")] = "1ms",
-    compression: Annotated[str, typer.Option(help="Gradients on the wire: none, fp16 or bf16.")] = "none",
-    comm_threads: Annotated[int, typer.Option(help="Helper threads (and process groups) communicating "
-                                                   "buckets; k buckets in flight at once.")] = 2,
-    runtime: Annotated[str, typer.Option(help="ours, ddp or ours,ddp (timed in turn).")] = "ours",
-    steps: Annotated[int, typer.Option(help="Timed steps.")] = 50,
-    warmup: Annotated[int, typer.Option(help="Untimed steps before them.")] = 10,
-    data: Annotated[str, typer.Option(help="'synthetic' or a folder of TFRecord shards "
-                                           "(fabriclab data make).")] = SYNTHETIC,
-    prefetch: Annotated[int, typer.Option(help="Batches each rank's reader keeps ready.")] = 4,
-    replay: Annotated[Optional[str], typer.Option(help="Replay a profile's layer times instead of "
-                                                       "computing: resnet50, resnet101, vgg16 or a file.")] = None,
-    dilation: Annotated[float, typer.Option(help="Factor on every replayed time.")] = 1.0,
-    baseline: Annotated[bool, typer.Option(help="Run 1 rank too, for the scaling factor.")] = True,
-    lr: Annotated[float, typer.Option(help="SGD learning rate.")] = 0.01,
-    momentum: Annotated[float, typer.Option(help="SGD momentum.")] = 0.9,
-    display_every: Annotated[int, typer.Option(help="Print a line every this many steps.")] = 10,
-    trace: Annotated[Optional[Path], typer.Option(metavar="PATH",
-                                                  help="Write a Chrome trace of ours' last steps.")] = None,
-    trace_steps: Annotated[int, typer.Option(help="Steps in the trace.")] = 2,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for a missing or stuck rank.")] = 120.0,
-    device: Annotated[str, typer.Option(help="cpu or cuda (each rank on the GPU of its local rank).")] = "cpu",
-    backend: Annotated[Optional[str], typer.Option(help="gloo, nccl or mpi (default: nccl on cuda, gloo on "
-                                                        "cpu; gloo lets ranks share a GPU).")] = None,
-    precision: Annotated[str, typer.Option(help="fp32, bf16 or fp16 (autocast; fp16 with a loss "
-                                                "scale).")] = "fp32",
-    channels_last: Annotated[bool, typer.Option("--channels-last", help="Channels-last (NHWC) weights and "
-                                                                        "batches.")] = False,
+    model: ModelOption = "resnet50",
+    num_ranks: NpOption = 4,
+    batch_size: BatchSizeOption = 32,
+    image_size: ImageSizeOption = None,
+    sync: SyncOption = "allreduce:native",
+    overlap: OverlapOption = "backward",
+    fusion: FusionOption = "ddp",
+    bucket: BucketOption = "25MB",
+    first_bucket: FirstBucketOption = "1MB",
+    cycle_time: CycleTimeOption = "1ms",
+    compression: CompressionOption = "none",
+    comm_threads: CommThreadsOption = 2,
+    runtime: RuntimeOption = "ours",
+    steps: StepsOption = 50,
+    warmup: WarmupOption = 10,
+    data: DataOption = SYNTHETIC,
+    prefetch: PrefetchOption = 4,
+    replay: ReplayOption = None,
+    dilation: DilationOption = 1.0,
+    baseline: BaselineOption = True,
+    lr: LrOption = 0.01,
+    momentum: MomentumOption = 0.9,
+    display_every: DisplayEveryOption = 10,
+    trace: TraceOption = None,
+    trace_steps: TraceStepsOption = 2,
+    timeout: TimeoutOption = 120.0,
+    device: DeviceOption = "cpu",
+    backend: BackendOption = None,
+    precision: PrecisionOption = "fp32",
+    channels_last: ChannelsLastOption = False,
     fmt: FormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
@@ -95,55 +85,11 @@ def train(
     """Train a model data-parallel and report throughput, scaling and communication, tf_cnn_benchmarks style."""
     out = Output(fmt, json_path, store)
     check_output_path(trace, "--trace")
-    check_number(lr, "--lr", above=0)
-    check_number(momentum, "--momentum", minimum=0)
-    if momentum >= 1:
-        raise ValueError(f"--momentum {momentum:g}: give a momentum in [0, 1)")
-    check_number(dilation, "--dilation", above=0)
-    check_number(timeout, "--timeout", above=0)
-    if not 1 <= comm_threads <= MAX_COMM_THREADS:
-        raise ValueError(f"--comm-threads {comm_threads}: give 1..{MAX_COMM_THREADS}")
-    if trace_steps < 1:
-        raise ValueError(f"--trace-steps {trace_steps}: give at least 1 step")
-    if fusion.strip() not in POLICIES:
-        raise ValueError(f"unknown fusion {fusion.strip()!r}: use one of {', '.join(POLICIES)}")
-    sizes = {name: parse_size(text) for name, text in (("--bucket", bucket), ("--first-bucket", first_bucket))}
-    for name, size in sizes.items():
-        if size < 1:
-            raise ValueError(f"{name} {size} B: give at least 1 byte, e.g. 25MB")
-    cycle_time_s = check_number(parse_time(cycle_time), "--cycle-time", above=0)
-    runtimes = tuple(split_list(runtime, "runtime list"))
-    if trace is not None and "ours" not in runtimes:
-        raise ValueError("--trace shows our trainer's layers and buckets: add ours to --runtime")
-    _check_inputs(data, replay)
-    config = TrainBenchConfig(model=model.strip(), num_ranks=num_ranks, batch_size=batch_size,
-                              image_size=image_size, steps=steps, warmup=warmup, runtimes=runtimes, data=data,
-                              prefetch=prefetch, replay=replay, dilation=dilation, baseline=baseline,
-                              display_every=display_every, trace_steps=min(trace_steps, steps) if trace else 0,
-                              timeout_s=timeout, backend=backend)
+    o = locals()
+    settings = TRAINER.parse(o)
+    config = RUN.build(o)
     # Only the trainer's own settings (sync, overlap, compression) need torch to be checked.
-    from fabriclab.runtime.buckets import SGDConfig
-    from fabriclab.runtime.trainer_config import TrainerConfig
-
-    trainer = TrainerConfig(sync=sync.strip(), overlap=overlap.strip(), fusion=fusion.strip(),
-                            bucket_bytes=sizes["--bucket"], first_bucket_bytes=sizes["--first-bucket"],
-                            cycle_time_s=cycle_time_s, compression=compression.strip(),
-                            sgd=SGDConfig(lr=lr, momentum=momentum), timeout_s=timeout,
-                            comm_threads=comm_threads, device=device, precision=precision,
-                            channels_last=channels_last)
-    raise typer.Exit(execute(dataclasses.replace(config, trainer=trainer), trace, out))
-
-
-def _check_inputs(data: str, replay: str | None) -> None:
-    """A dataset folder or a replayed profile that cannot be read is an error before any work."""
-    if replay is not None:
-        from fabriclab.workload.profile import load_profile
-
-        load_profile(replay)
-    if data != SYNTHETIC:
-        from fabriclab.runtime.data import list_shards
-
-        list_shards(data)
+    raise typer.Exit(execute(dataclasses.replace(config, trainer=TRAINER.build(settings)), trace, out))
 
 
 def execute(config: TrainBenchConfig, trace_path: Path | None = None, out: Output | Path | None = None) -> int:
