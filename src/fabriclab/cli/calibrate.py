@@ -8,7 +8,7 @@ choice of algorithm and protocol there. `--check LOG` predicts logs the fit neve
 errors apart; with `--hold-out-sizes A:B` only their rows in that size range are held out and the rest
 joins the fit. The logs do not say what NIC the servers have: `--nic` and `--nics-per-server` do.
 
-Try it: `fabriclab calibrate nccl-tests ../shared/reference/nccl-tests-a100/nccl_{1,2,4,8,16}.log --out a100.json`.
+Try it: `fabriclab calibrate nccl-tests examples/nccl-tests-a100/nccl_{1,2,4,8,16}.log --out a100.json`.
 """
 
 from __future__ import annotations

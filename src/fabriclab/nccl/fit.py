@@ -12,7 +12,7 @@ and protocol per row comes from its own tuning model (`nccl/choice.py`) and is f
 Never fit to the rows you check: `calibrate(runs)` fits on `runs`; `check(cluster, runs)` predicts
 others and gives their errors.
 
-Try it: `fabriclab calibrate nccl-tests ../shared/reference/nccl-tests-a100/nccl_{2,4,8,16}.log --out a100.json`.
+Try it: `fabriclab calibrate nccl-tests examples/nccl-tests-a100/nccl_{2,4,8,16}.log --out a100.json`.
 """
 
 from __future__ import annotations

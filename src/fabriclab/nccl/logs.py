@@ -15,7 +15,7 @@ interleaved (mixed), a busbw that is not the collective's algbw x factor.
 `fabriclab collectives bench` output (plain, csv or rich table) becomes one run per algorithm; it
 names no hosts, so one rank per host is assumed (the emulated clusters run one rank per namespace).
 
-Try it: `python -m fabriclab.nccl.logs ../shared/reference/nccl-tests-a100/nccl_16.log`.
+Try it: `python -m fabriclab.nccl.logs examples/nccl-tests-a100/nccl_16.log`.
 """
 
 from __future__ import annotations
