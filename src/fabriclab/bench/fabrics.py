@@ -102,6 +102,22 @@ class FabricsConfig:
         return load_profile(self.profile_name)
 
 
+def compute_spec(model: str, compute: str) -> str:
+    """`FabricsConfig.compute` of a model and a compute choice: `replay` replays the model's profile,
+    `replay:PROFILE` that profile (a model other than the default must then name the same one)."""
+    spec = compute.strip()
+    if spec == "replay":
+        spec = f"{REPLAY}{model.strip()}"
+    elif spec.startswith(REPLAY) and model.strip() != "resnet50" and spec != f"{REPLAY}{model.strip()}":
+        raise ValueError(f"--model {model} and --compute {compute} name different profiles: give one")
+    return spec
+
+
+def algo_specs(names: list[str]) -> tuple[str, ...]:
+    """All-reduce specs of algorithm names: `hierarchical` groups 2 ranks, as TX-GAIA's nodes hold 2 GPUs."""
+    return tuple(a if a != "hierarchical" else "hierarchical:group=2" for a in names)
+
+
 def predict(config: FabricsConfig, fabric: str, workers: int, algo: str) -> dict[str, float]:
     """The what-if's and the simulator's images/sec for one point, on the real fabric."""
     from fabriclab.runtime.trainer_config import TrainerConfig

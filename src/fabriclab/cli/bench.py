@@ -205,44 +205,14 @@ def train_cmd(
 ) -> None:
     """Our trainer in every sync x overlap mode against DDP, each mode measured beside DDP in one run."""
     out = Output(fmt, json_path, store)
-    ranks = parse_count(num_ranks, "--np", maximum=1024)
-    batch = parse_count(batch_size, "--batch-size", maximum=1 << 20)
-    side = parse_count(image_size, "--image-size", minimum=8, maximum=4096)
-    factor = parse_number(dilation, "--dilation", minimum=1.0, example="10")
-    num_steps = parse_count(steps, "--steps", maximum=1_000_000)
-    num_warmup = parse_count(warmup, "--warmup", minimum=0, maximum=1_000_000)
-    threads = parse_count(comm_threads, "--comm-threads", maximum=64)
-    timeout_s = parse_number(timeout, "--timeout", minimum=1.0, example="120")
-    from fabriclab.bench.train.run import TrainBenchConfig
-    from fabriclab.bench.train.modes import MODES, run_modes
+    base, chosen = _modes_config(locals())
+    from fabriclab.bench.train.modes import run_modes
     from fabriclab.runtime.launch import LaunchError
-    from fabriclab.runtime.trainer import TrainerConfig
 
-    chosen = list(MODES) if modes.strip() == "all" else split_list(modes, "modes")
-    base = TrainBenchConfig(model=model, num_ranks=ranks, batch_size=batch, image_size=None if replay else side,
-                            steps=num_steps, warmup=num_warmup,
-                            trainer=TrainerConfig(comm_threads=threads, timeout_s=timeout_s, device=device.strip(),
-                                                  precision=precision.strip(), channels_last=channels_last),
-                            runtimes=("ours", "ddp"), replay=replay, dilation=factor, baseline=False,
-                            timeout_s=timeout_s, backend=backend)
-    what = f"replay of {replay} x{factor:g}" if replay else f"{model} {side}x{side}"
-    table = Table(title=f"ours vs DDP, {what}, {ranks} ranks, global batch {batch}, {num_steps} steps "
-                        f"(+{num_warmup}) per mode; ms per iteration, CPU ms per rank and step")
-    for col in ("mode", "ours img/s", "ddp img/s", "ours/ddp", "iter ms", "ddp iter ms", "exposed ms",
-                "CPU ms", "ddp CPU ms", "MB sent", "params"):
-        table.add_column(col, justify="left" if col == "mode" else "right")
-
-    def on_row(row: dict) -> None:
-        out.note(f"  {row['mode']}: {row['ours_images_per_sec']:.2f} vs ddp {row['ddp_images_per_sec']:.2f} "
-                 f"img/s ({row['ratio']:.3f})")
-        table.add_row(row["mode"], f"{row['ours_images_per_sec']:.2f}", f"{row['ddp_images_per_sec']:.2f}",
-                      f"{row['ratio']:.3f}", f"{row['iteration_ms']:.1f}", f"{row['ddp_iteration_ms']:.1f}",
-                      f"{row['exposed_ms']:.1f}", f"{row['cpu_ms']:.1f}", f"{row['ddp_cpu_ms']:.1f}",
-                      f"{row['MB_sent']:.1f}", "agree" if row["params_agree"] else "DIFFER")
-
+    table = _modes_table(base)
     out.note(f"{len(chosen)} modes, one launch each ...")
     try:
-        rows = run_modes(base, chosen, on_row)
+        rows = run_modes(base, chosen, lambda row: _add_mode_row(out, table, row))
     except LaunchError as exc:
         print_error(exc)
         raise typer.Exit(EXIT_FAILED)
@@ -250,6 +220,46 @@ def train_cmd(
     out.record("bench.train", {"modes": chosen, **dataclasses.asdict(base)}, rows)
     if not all(r["params_agree"] for r in rows):
         raise typer.Exit(EXIT_FAILED)
+
+
+def _modes_config(o: dict) -> tuple:
+    """(the run every mode shares, the modes) of the parsed command line `o` (train_cmd's parameters)."""
+    ranks = parse_count(o["num_ranks"], "--np", maximum=1024)
+    batch = parse_count(o["batch_size"], "--batch-size", maximum=1 << 20)
+    side = parse_count(o["image_size"], "--image-size", minimum=8, maximum=4096)
+    factor = parse_number(o["dilation"], "--dilation", minimum=1.0, example="10")
+    num_steps = parse_count(o["steps"], "--steps", maximum=1_000_000)
+    num_warmup = parse_count(o["warmup"], "--warmup", minimum=0, maximum=1_000_000)
+    threads = parse_count(o["comm_threads"], "--comm-threads", maximum=64)
+    timeout_s = parse_number(o["timeout"], "--timeout", minimum=1.0, example="120")
+    from fabriclab.bench.train.modes import MODES, modes_config
+
+    chosen = list(MODES) if o["modes"].strip() == "all" else split_list(o["modes"], "modes")
+    base = modes_config(model=o["model"], num_ranks=ranks, batch_size=batch, image_size=side, steps=num_steps,
+                        warmup=num_warmup, comm_threads=threads, timeout_s=timeout_s, device=o["device"].strip(),
+                        precision=o["precision"].strip(), channels_last=o["channels_last"], replay=o["replay"],
+                        dilation=factor, backend=o["backend"])
+    return base, chosen
+
+
+def _modes_table(base) -> Table:
+    side = base.image_size
+    what = f"replay of {base.replay} x{base.dilation:g}" if base.replay else f"{base.model} {side}x{side}"
+    table = Table(title=f"ours vs DDP, {what}, {base.num_ranks} ranks, global batch {base.batch_size}, "
+                        f"{base.steps} steps (+{base.warmup}) per mode; ms per iteration, CPU ms per rank and step")
+    for col in ("mode", "ours img/s", "ddp img/s", "ours/ddp", "iter ms", "ddp iter ms", "exposed ms",
+                "CPU ms", "ddp CPU ms", "MB sent", "params"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    return table
+
+
+def _add_mode_row(out: Output, table: Table, row: dict) -> None:
+    out.note(f"  {row['mode']}: {row['ours_images_per_sec']:.2f} vs ddp {row['ddp_images_per_sec']:.2f} "
+             f"img/s ({row['ratio']:.3f})")
+    table.add_row(row["mode"], f"{row['ours_images_per_sec']:.2f}", f"{row['ddp_images_per_sec']:.2f}",
+                  f"{row['ratio']:.3f}", f"{row['iteration_ms']:.1f}", f"{row['ddp_iteration_ms']:.1f}",
+                  f"{row['exposed_ms']:.1f}", f"{row['cpu_ms']:.1f}", f"{row['ddp_cpu_ms']:.1f}",
+                  f"{row['MB_sent']:.1f}", "agree" if row["params_agree"] else "DIFFER")
 
 
 @app.command("fabrics")
@@ -274,49 +284,56 @@ def fabrics_cmd(
     algorithm, with the simulator's and the what-if's prediction beside every measurement (needs root)."""
     output = Output(fmt, json_path, store)
     check_output_dir(out)
-    from fabriclab.bench.fabrics import (
-        SAMSI_MEASURED_DIFFERENCE_PCT,
-        FabricsConfig,
-        fabric_difference,
-        run_fabrics,
-    )
+    from fabriclab.bench.fabrics import run_fabrics
     from fabriclab.emu.netns import EmuError, check_system
     from fabriclab.emu.presets import parse_scale
-    from fabriclab.record import write_outputs
-    from fabriclab.report.fabrics import fabrics_table, plot_figures
-    from fabriclab.units import parse_int_list
 
-    spec = compute.strip()
-    if spec == "replay":
-        spec = f"replay:{model.strip()}"
-    elif spec.startswith("replay:") and model.strip() != "resnet50" and spec != f"replay:{model.strip()}":
-        raise ValueError(f"--model {model} and --compute {compute} name different profiles: give one")
-    names = [a if a != "hierarchical" else "hierarchical:group=2" for a in split_list(algos, "algorithms")]
-    config = FabricsConfig(fabrics=tuple(split_list(fabrics, "fabrics")),
-                           workers=tuple(parse_int_list(workers, minimum=1, what="worker count")),
-                           algos=tuple(names), compute=spec, scale=scale,
-                           steps=parse_count(steps, "--steps", maximum=100_000),
-                           warmup=parse_count(warmup, "--warmup", minimum=0, maximum=100_000),
-                           timeout_s=parse_number(timeout, "--timeout", minimum=1.0, example="900"))
+    config = _fabrics_config(locals())
     check_system()
     points = len(config.fabrics) * len(config.workers) * len(config.algos)
     output.note(f"{points} points, one training run each (steps x dilation {1 / parse_scale(scale):g} of "
                 f"replayed compute per step) ...")
     rows: list[dict] = []
-
-    def on_row(r: dict) -> None:
-        rows.append(r)
-        output.note(f"  {r['fabric']} {r['workers']} workers {r['algo']}: {r['images_per_sec']:.1f} img/s "
-                    f"(sim {r['sim_err_pct']:+.1f}%, what-if {r['whatif_err_pct']:+.1f}%)")
-
     failure = None
     try:
-        run_fabrics(config, on_row=on_row)
+        run_fabrics(config, on_row=lambda r: _add_fabrics_row(output, rows, r))
     except EmuError as exc:  # the points measured so far are still shown and saved
         failure = exc
     if not rows:
         print_error(failure)
         raise typer.Exit(EXIT_FAILED)
+    _finish_fabrics(output, config, rows, out)
+    if failure is not None:
+        print_error(failure)
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _fabrics_config(o: dict):
+    """The `FabricsConfig` of the parsed command line `o` (fabrics_cmd's parameters)."""
+    from fabriclab.bench.fabrics import FabricsConfig, algo_specs, compute_spec
+    from fabriclab.units import parse_int_list
+
+    spec = compute_spec(o["model"], o["compute"])
+    algos = algo_specs(split_list(o["algos"], "algorithms"))
+    return FabricsConfig(fabrics=tuple(split_list(o["fabrics"], "fabrics")),
+                         workers=tuple(parse_int_list(o["workers"], minimum=1, what="worker count")),
+                         algos=algos, compute=spec, scale=o["scale"],
+                         steps=parse_count(o["steps"], "--steps", maximum=100_000),
+                         warmup=parse_count(o["warmup"], "--warmup", minimum=0, maximum=100_000),
+                         timeout_s=parse_number(o["timeout"], "--timeout", minimum=1.0, example="900"))
+
+
+def _add_fabrics_row(output: Output, rows: list[dict], r: dict) -> None:
+    rows.append(r)
+    output.note(f"  {r['fabric']} {r['workers']} workers {r['algo']}: {r['images_per_sec']:.1f} img/s "
+                f"(sim {r['sim_err_pct']:+.1f}%, what-if {r['whatif_err_pct']:+.1f}%)")
+
+
+def _finish_fabrics(output: Output, config, rows: list[dict], out: Path | None) -> None:
+    """The table, the fabric difference against Samsi et al.'s, the record and the `--out` folder."""
+    from fabriclab.bench.fabrics import SAMSI_MEASURED_DIFFERENCE_PCT, fabric_difference
+    from fabriclab.report.fabrics import FABRICS_KIND, fabrics_table, write_fabrics_outputs
+
     output.table(fabrics_table(rows))
     diff = fabric_difference(rows)
     if diff is not None:
@@ -325,14 +342,10 @@ def fabrics_cmd(
                     f"what-if {diff['whatif_pct']:.2f}% (Samsi et al.: {SAMSI_MEASURED_DIFFERENCE_PCT}%)")
     results = {"rows": rows, "difference": diff}
     config_dict = dataclasses.asdict(config)
-    output.record("bench.fabrics", config_dict, results)
+    output.record(FABRICS_KIND, config_dict, results)
     if out is not None:
-        write_outputs(out, "fabrics", "bench.fabrics", config_dict, results, rows)
-        plot_figures(rows, out, model=config.profile_name)
+        write_fabrics_outputs(out, config_dict, results, model=config.profile_name)
         output.note(f"wrote {out}/fabrics.json, fabrics.csv, fig4.png, fig5.png")
-    if failure is not None:
-        print_error(failure)
-        raise typer.Exit(EXIT_FAILED)
 
 
 def register(main_app: typer.Typer) -> None:

@@ -3,6 +3,7 @@
 Samsi et al.'s Figure 4 plots images/sec against GPUs on 25 GbE and on 100 Gb Omni-Path; Figure 5 the same
 for three all-reduce strategies. Here each is drawn from the benchmark's rows: measured (solid), the
 simulator's prediction (dashed) and the what-if's (dotted), all un-dilated (the real fabric's speed).
+`write_fabrics_outputs` writes a run's `--out` folder.
 
 Try it: `sudo fabriclab bench fabrics --workers 2,4 --algos ring --steps 2 --out results/fabrics`.
 """
@@ -14,7 +15,10 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
+from fabriclab.record import write_outputs
 from fabriclab.report.stencil import FABRIC_LABELS
+
+FABRICS_KIND = "bench.fabrics"
 
 
 def fabrics_table(rows: list[dict]) -> Table:
@@ -83,3 +87,9 @@ def plot_figures(rows: list[dict], out_dir: Path, *, model: str) -> list[Path]:
     fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
     return paths
+
+
+def write_fabrics_outputs(out: Path, config: dict, results: dict, *, model: str) -> None:
+    """fabrics.json (the record of `config` and `results`), fabrics.csv (its rows), fig4.png and fig5.png."""
+    write_outputs(out, "fabrics", FABRICS_KIND, config, results, results["rows"])
+    plot_figures(results["rows"], out, model=model)

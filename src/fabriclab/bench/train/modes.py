@@ -30,6 +30,19 @@ Horovod do it (native, ring, butterfly), ZeRO-1 (sharded: ring reduce-scatter, u
 block, ring allgather), a parameter server, and fp16 on the wire."""
 
 
+def modes_config(*, model: str, num_ranks: int, batch_size: int, image_size: int, steps: int, warmup: int,
+                 comm_threads: int, timeout_s: float, device: str, precision: str, channels_last: bool,
+                 replay: str | None = None, dilation: float = 1.0, backend: str | None = None) -> TrainBenchConfig:
+    """The run every mode shares: ours and DDP, no 1-rank baseline; `image_size` is dropped when a
+    profile is replayed (no images are computed)."""
+    trainer = TrainerConfig(comm_threads=comm_threads, timeout_s=timeout_s, device=device, precision=precision,
+                            channels_last=channels_last)
+    return TrainBenchConfig(model=model, num_ranks=num_ranks, batch_size=batch_size,
+                            image_size=None if replay else image_size, steps=steps, warmup=warmup, trainer=trainer,
+                            runtimes=("ours", "ddp"), replay=replay, dilation=dilation, baseline=False,
+                            timeout_s=timeout_s, backend=backend)
+
+
 def parse_mode(text: str, base: TrainerConfig) -> TrainerConfig:
     """`sync/overlap[/compression]` on top of `base` (fusion, buckets, SGD)."""
     parts = text.strip().split("/")
