@@ -2,8 +2,9 @@
 
 Static part: every file under `src/fabriclab/<layer>/` imports only `fabriclab.<same or lower layer>`
 and the root-level modules every layer may use (`units`, `record`); the light layers import only the
-standard library and numpy. Dynamic part: importing every module of a light layer, in a fresh
-interpreter, loads neither torch nor any fabriclab layer above it.
+standard library and numpy; tests mirror the package, so only `tests/cli/` drives the CLI (`fabriclab.cli`),
+the tests of every other layer test that layer. Dynamic part: importing every module of a light layer, in
+a fresh interpreter, loads neither torch nor any fabriclab layer above it.
 """
 
 import ast
@@ -17,6 +18,7 @@ import pytest
 import fabriclab
 
 SRC_DIR = Path(fabriclab.__file__).resolve().parent.parent
+TESTS_DIR = Path(__file__).resolve().parent
 # Bottom to top, as drawn in DESIGN.md ("imports point down only").
 LAYERS = ("workload", "collectives", "fabric", "sim", "nccl", "whatif", "plan", "runtime", "emu", "bench", "report",
           "cli")
@@ -79,6 +81,15 @@ def test_every_subpackage_is_a_known_layer():
         f"to ROOT_MODULES in {__file__} if every layer may import them")
 
 
+def _cli_imports_in_tests(tests_dir: Path = TESTS_DIR) -> list[str]:
+    """`tests/<pkg>/...py:line imports fabriclab.cli...` for every test file outside tests/cli that imports
+    the CLI (at any depth: a function's import counts too)."""
+    return [f"{path.relative_to(tests_dir.parent)}:{line} imports {module}"
+            for pkg in sorted(p for p in tests_dir.iterdir() if p.is_dir() and p.name != "cli")
+            for path in sorted(pkg.rglob("*.py")) for line, module in _imports(path, tests_dir)
+            if module == "fabriclab.cli" or module.startswith("fabriclab.cli.")]
+
+
 @pytest.mark.parametrize("layer", LAYERS)
 def test_layer_imports_point_down(layer):
     bad = _upward_imports(layer)
@@ -110,6 +121,25 @@ def test_the_checks_catch_upward_relative_and_heavy_imports(tmp_path):
         "numpy", "fabriclab.sim", "fabriclab.collectives", "fabriclab.units", "fabriclab.runtime", "torch"]
     assert _upward_imports("sim", tmp_path) == ["fabriclab/sim/flows.py:6 imports fabriclab.runtime"]
     assert _heavy_imports("sim", tmp_path) == ["fabriclab/sim/flows.py:7 imports torch"]
+
+
+def test_only_the_cli_tests_import_the_cli():
+    bad = _cli_imports_in_tests()
+    assert not bad, ("tests/<layer>/ test their layer; only tests/cli/ may import fabriclab.cli (move the "
+                     "command's test there, or test the layer below):\n" + "\n".join(bad))
+
+
+def test_the_check_catches_a_test_that_imports_the_cli(tmp_path):
+    for pkg, text in (("cli", "from fabriclab.cli.main import app\n"),
+                      ("report", "import json\nfrom fabriclab.report import store\ndef f():\n"
+                                 "    from fabriclab.cli import validate\n"),
+                      ("emu", "from fabriclab import cli\nimport fabriclab.client_side\n")):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "test_x.py").write_text(text)
+    (tmp_path / "test_top.py").write_text("import fabriclab.cli.main\n")
+    assert _cli_imports_in_tests(tmp_path) == [
+        f"{tmp_path.name}/emu/test_x.py:1 imports fabriclab.cli",
+        f"{tmp_path.name}/report/test_x.py:4 imports fabriclab.cli"]
 
 
 _IMPORT_ALL = """

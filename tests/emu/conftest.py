@@ -1,62 +1,19 @@
 """Fixtures of the emulator tests: root tests skip with a reason where namespaces cannot be made.
 
-`emu_root` skips unless this process is root with iproute2 and working network namespaces, veth pairs and
-tbf (probed once with a throw-away namespace). `emu_locked` also holds the emulator's lock for the test (so
-a concurrent test session or CLI user waits instead of tearing our cluster down) and removes every
-namespace of ours afterwards. `tcp_goodput` measures bulk TCP transfers between emulated hosts.
+`emu_root` (tests/conftest.py) skips unless this process is root with iproute2 and working network
+namespaces, veth pairs and tbf. `emu_locked` also holds the emulator's lock for the test (so a concurrent
+test session or CLI user waits instead of tearing our cluster down) and removes every namespace of ours
+afterwards. `tcp_goodput` measures bulk TCP transfers between emulated hosts.
 Beware: root tests remove any emulated cluster that is up on this machine.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-import shutil
 import socket
-import subprocess
 import threading
 import time
 
 import pytest
-import typer
-
-from fabriclab.cli import emu as emu_cli
-
-PROBE_NS = f"flprobe{os.getpid()}"
-
-
-def _run(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(list(argv), capture_output=True, text=True)
-
-
-@functools.cache
-def netns_problem() -> str | None:
-    """Why this machine cannot run the root tests, or None."""
-    if os.geteuid() != 0:
-        return "needs root for network namespaces (run the tests as root)"
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"`{tool}` (iproute2) is not installed"
-    made = _run("ip", "netns", "add", PROBE_NS)
-    if made.returncode != 0:
-        return f"`ip netns add` fails here: {made.stderr.strip()}"
-    try:
-        for argv in (("ip", "-n", PROBE_NS, "link", "add", "pa", "type", "veth", "peer", "name", "pb"),
-                     ("tc", "-n", PROBE_NS, "qdisc", "add", "dev", "pa", "root", "tbf", "rate", "100mbit",
-                      "burst", "128k", "limit", "1m")):
-            done = _run(*argv)
-            if done.returncode != 0:
-                return f"`{' '.join(argv[:5])} ...` fails here: {done.stderr.strip()}"
-    finally:
-        _run("ip", "netns", "delete", PROBE_NS)
-    return None
-
-
-@pytest.fixture(scope="session")
-def emu_root() -> None:
-    problem = netns_problem()
-    if problem:
-        pytest.skip(problem)
 
 
 @pytest.fixture
@@ -69,19 +26,6 @@ def emu_locked(emu_root):
             yield
         finally:
             teardown_cluster()
-
-
-@pytest.fixture
-def emu_app() -> typer.Typer:
-    """A typer app with only the `emu` group registered, as `cli/main.py` will register it."""
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """fabriclab (test app)."""
-
-    emu_cli.register(app)
-    return app
 
 
 def tcp_goodput(state, pairs: list[tuple[int, int]], seconds: float, warmup_s: float = 0.3) -> list[float]:

@@ -2,8 +2,8 @@
 each (`--nnodes 2 --nproc-per-node 2`, c10d rendezvous at host 0 over the emulated network), running
 `fabriclab collectives bench` unchanged. It must report what the local launcher reports for the same
 4 ranks (same rows, #wrong 0), and its record must name the launcher, the hosts and their ranks.
-Also: `emu run --launcher torchrun` gives each worker torchrun's environment inside its host, and a
-failing worker stops every host with nothing left running in the namespaces.
+Also: the torchrun launcher (`emu run --launcher torchrun`) gives each worker torchrun's environment inside
+its host, and a failing worker stops every host with nothing left running in the namespaces.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import sys
 import time
 
 import pytest
-from typer.testing import CliRunner
 
 from fabriclab.bench.collectives.run import run_bench
 from fabriclab.bench.collectives.config import BenchConfig
@@ -68,11 +67,12 @@ PRINT_ENV = ("import os, sys; sys.stdout.write(' '.join(['worker', *(os.environ[
 
 
 @pytest.mark.root
-def test_emu_run_with_torchrun_gives_each_worker_its_place(two_hosts, emu_app):
-    result = CliRunner().invoke(emu_app, ["emu", "run", "--launcher", "torchrun", "--nproc-per-host", "2",
-                                          "--port", str(PORT + 1), "--", sys.executable, "-c", PRINT_ENV])
-    assert result.exit_code == 0, result.output
-    workers = sorted(line.split()[2:] for line in result.output.splitlines() if line.split()[1:2] == ["worker"])
+def test_torchrun_gives_each_worker_its_place(two_hosts):
+    lines: list[str] = []
+    results = run_in_cluster([sys.executable, "-c", PRINT_ENV], timeout_s=120, state=two_hosts, launcher="torchrun",
+                             nproc_per_host=2, master_port=PORT + 1, on_line=lambda host, line: lines.append(line))
+    assert exit_code(results) == 0, "\n".join(r.output[-2000:] for r in results)
+    workers = sorted(line.split()[1:] for line in lines if line.split()[:1] == ["worker"])
     by_rank = {int(w[0]): w for w in workers}
     assert sorted(by_rank) == [0, 1, 2, 3]
     for rank, (_, local, world, local_world, host, iface) in by_rank.items():

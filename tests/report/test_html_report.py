@@ -10,12 +10,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from cdp import CHROMIUM, Browser
-from fabriclab.cli.main import app
 from fabriclab.report import html as report_html
-from fabriclab.report import html_parts, store
+from fabriclab.report import html_parts
 from sample_records import as_stored, sample_records
 
 NUMBER = re.compile(r"^[+-]?\d[\d.,e+-]*\s*(%|x| %)?$")
@@ -157,22 +155,6 @@ def test_only_the_newest_sweep_is_drawn_and_the_older_one_is_linked():
     assert fatness.count("<img") == alone.count("<img") > 0  # the older record adds no figure
     assert "Earlier records of this section, not drawn" in fatness and 'href="#rec-1"' in fatness
     assert 'href="#rec-2"' in fatness.split("Earlier records")[0]
-
-
-def test_report_command_writes_one_file_from_the_chosen_records(tmp_path):
-    path = tmp_path / "r.db"
-    for record in sample_records():
-        store.add_record(record, path)
-    out = tmp_path / "site"
-    runner = CliRunner()
-    result = runner.invoke(app, ["report", "--out", str(out), "--store", str(path), "--ids", "1,2"])
-    assert result.exit_code == 0, result.output
-    assert [p.name for p in out.iterdir()] == ["index.html"]
-    text = (out / "index.html").read_text()
-    assert 'id="rec-1"' in text and 'id="rec-2"' in text and 'id="rec-3"' not in text
-    assert "2 records from the results store" in text
-    bad = runner.invoke(app, ["report", "--out", str(out / "index.html"), "--store", str(path)])
-    assert bad.exit_code == 2 and "error: --out" in bad.output and "is a file" in bad.output
 
 
 # -- in a real browser -------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The results store: location, schema and migration, concurrent and dying writers, bad files, NaN,
-and the `fabriclab results` commands (list, show, export, diff)."""
+"""The results store: location, schema and migration, concurrent and dying writers, bad files, NaN (the
+`fabriclab results` commands: tests/cli/test_cli_results.py)."""
 
 import csv
 import datetime
@@ -12,28 +12,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from fabriclab.cli.main import app
-from fabriclab.record import make_record
 from fabriclab.report import store
+from store_samples import bad_store_files, store_record, strict_json
 
 UTC = datetime.timezone.utc
-
-
-def _record(kind="whatif", created="2026-11-20T12:00:00+00:00", **results):
-    record = make_record(kind, {"workers": "16,32", "trainer": {"sync": "ring"}},
-                         results or {"rows": [{"model": "resnet50", "workers": 16, "scaling_factor": 0.9},
-                                              {"model": "resnet50", "workers": 32, "scaling_factor": 0.8}]})
-    record["created_utc"] = created
-    return record
-
-
-def _strict(text):
-    """json.loads that refuses NaN and Infinity (standard JSON only)."""
-    def refuse(name):
-        raise AssertionError(f"non-standard JSON constant {name}")
-    return json.loads(text, parse_constant=refuse)
 
 
 # -- location ----------------------------------------------------------------------------------------
@@ -56,9 +39,9 @@ def test_store_path_prefers_option_then_environment_then_xdg(tmp_path, monkeypat
 
 def test_records_round_trip_and_filter_by_command_and_time(tmp_path):
     path = tmp_path / "deep" / "results.db"
-    ids = [store.add_record(_record("whatif", "2026-10-01T00:00:00+00:00"), path),
-           store.add_record(_record("simulate.sweep", "2026-11-20T10:00:00Z"), path),
-           store.add_record(_record("simulate.collective", "2026-11-20T11:30:00+02:00"), path)]
+    ids = [store.add_record(store_record("whatif", "2026-10-01T00:00:00+00:00"), path),
+           store.add_record(store_record("simulate.sweep", "2026-11-20T10:00:00Z"), path),
+           store.add_record(store_record("simulate.collective", "2026-11-20T11:30:00+02:00"), path)]
     assert ids == [1, 2, 3]
     now = datetime.datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
     assert [s.kind for s in store.list_records(path)] == ["whatif", "simulate.sweep", "simulate.collective"]
@@ -82,7 +65,7 @@ def test_records_round_trip_and_filter_by_command_and_time(tmp_path):
 
 def test_schema_is_versioned_in_meta_and_the_file_runs_in_wal_mode(tmp_path):
     path = tmp_path / "r.db"
-    store.add_record(_record(), path)
+    store.add_record(store_record(), path)
     conn = sqlite3.connect(path)
     meta = dict(conn.execute("SELECT key, value FROM meta"))
     assert meta == {"application": "fabriclab", "schema_version": str(store.SCHEMA_VERSION)}
@@ -93,7 +76,7 @@ def test_schema_is_versioned_in_meta_and_the_file_runs_in_wal_mode(tmp_path):
 
 def test_non_finite_numbers_are_stored_as_null_and_listed(tmp_path):
     path = tmp_path / "r.db"
-    record = _record()
+    record = store_record()
     # make_record nulls NaN itself; a record built elsewhere may still hold them
     record["results"] = {"median": float("nan"), "rows": [{"t_s": float("inf")}, {"t_s": -float("inf")}], "ok": 1.5}
     rid = store.add_record(record, path)
@@ -101,15 +84,15 @@ def test_non_finite_numbers_are_stored_as_null_and_listed(tmp_path):
     assert got.record["results"] == {"median": None, "rows": [{"t_s": None}, {"t_s": None}], "ok": 1.5}
     assert got.nulled_keys == ("results.median", "results.rows[0].t_s", "results.rows[1].t_s")
     raw = sqlite3.connect(path).execute("SELECT record_json FROM records").fetchone()[0]
-    _strict(raw)
-    _strict(store.export([got], "json"))
+    strict_json(raw)
+    strict_json(store.export([got], "json"))
 
 
 def test_a_record_needs_a_kind_and_json_types(tmp_path):
     with pytest.raises(ValueError, match="kind"):
         store.add_record({"config": {}}, tmp_path / "r.db")
     with pytest.raises(ValueError, match="object at config.x"):
-        store.add_record(_record() | {"config": {"x": object()}}, tmp_path / "r.db")
+        store.add_record(store_record() | {"config": {"x": object()}}, tmp_path / "r.db")
 
 
 # -- migration ---------------------------------------------------------------------------------------
@@ -127,7 +110,7 @@ def test_an_older_store_is_migrated_when_opened(tmp_path):
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)
     conn.executescript(SCHEMA_1)
-    old = _record("bench.sim")
+    old = store_record("bench.sim")
     conn.execute("INSERT INTO records (kind, created_utc, record_json) VALUES (?, ?, ?)",
                  (old["kind"], old["created_utc"], json.dumps(old)))
     conn.commit()
@@ -139,12 +122,12 @@ def test_an_older_store_is_migrated_when_opened(tmp_path):
     assert conn.execute("SELECT git_revision, hostname FROM records").fetchone() == (
         (old["git"] or {}).get("revision"), old["host"]["hostname"])
     conn.close()
-    assert store.add_record(_record(), path) == 2
+    assert store.add_record(store_record(), path) == 2
 
 
 def test_a_newer_store_is_refused_with_a_clear_message(tmp_path):
     path = tmp_path / "new.db"
-    store.add_record(_record(), path)
+    store.add_record(store_record(), path)
     conn = sqlite3.connect(path)
     conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     conn.commit()
@@ -152,49 +135,20 @@ def test_a_newer_store_is_refused_with_a_clear_message(tmp_path):
     with pytest.raises(ValueError, match=r"schema 99, written by a newer fabriclab .*upgrade fabriclab"):
         store.list_records(path)
     with pytest.raises(ValueError, match="newer fabriclab"):
-        store.add_record(_record(), path)
+        store.add_record(store_record(), path)
 
 
 # -- files that are not a store ----------------------------------------------------------------------
 
-def _bad_files(tmp_path):
-    text = tmp_path / "notes.txt"
-    text.write_text("these are my notes, not a database\n" * 200)
-    foreign = tmp_path / "other.sqlite"
-    conn = sqlite3.connect(foreign)
-    conn.execute("CREATE TABLE users (name TEXT)")
-    conn.commit()
-    conn.close()
-    damaged = tmp_path / "damaged.db"
-    for i in range(30):
-        store.add_record(_record(), damaged)
-    data = bytearray(damaged.read_bytes())
-    data[100:4096] = b"\xff" * (4096 - 100)  # page 1 after the header: the schema table
-    damaged.write_bytes(bytes(data))
-    for suffix in ("-wal", "-shm"):
-        Path(str(damaged) + suffix).unlink(missing_ok=True)
-    return {text: "not an SQLite database", foreign: "not a fabriclab results store",
-            damaged: "damaged|not an SQLite database"}
-
-
 def test_a_foreign_or_damaged_file_gives_a_value_error_naming_it(tmp_path):
-    for path, message in _bad_files(tmp_path).items():
+    for path, message in bad_store_files(tmp_path).items():
         before = path.read_bytes()
         with pytest.raises(ValueError, match=message) as err:
             store.list_records(path)
         assert str(path) in str(err.value) and ("--store" in str(err.value) or "move it" in str(err.value))
         with pytest.raises(ValueError, match=message):
-            store.add_record(_record(), path)
+            store.add_record(store_record(), path)
         assert path.read_bytes() == before  # never "repaired" by writing over someone's file
-
-
-def test_the_cli_prints_one_error_line_for_a_bad_store(tmp_path):
-    runner = CliRunner()
-    for path in _bad_files(tmp_path):
-        result = runner.invoke(app, ["results", "list", "--store", str(path)])
-        assert result.exit_code == 2, result.output
-        assert "Traceback" not in result.output
-        assert result.output.count("error:") == 1 and str(path) in result.output.replace("\n", "")
 
 
 # -- several writers, dying writers ------------------------------------------------------------------
@@ -243,11 +197,11 @@ DIES_AT_COMMIT = textwrap.dedent("""
 
 def test_a_run_that_dies_mid_write_leaves_no_half_record(tmp_path):
     path = tmp_path / "r.db"
-    store.add_record(_record(), path)
+    store.add_record(store_record(), path)
     done = subprocess.run([sys.executable, "-c", DIES_AT_COMMIT, str(path)], timeout=120)
     assert done.returncode == -9
     assert [s.kind for s in store.list_records(path)] == ["whatif"]
-    assert store.add_record(_record(), path) == 2  # and the lock died with it
+    assert store.add_record(store_record(), path) == 2  # and the lock died with it
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
@@ -257,15 +211,15 @@ def test_a_run_that_dies_mid_write_leaves_no_half_record(tmp_path):
 
 def test_export_csv_has_one_line_per_result_row_and_json_the_records(tmp_path):
     path = tmp_path / "r.db"
-    store.add_record(_record(), path)
-    store.add_record(_record("bench.whatif", results=None) | {"results": {"points": 270, "ours_s": 0.02}}, path)
+    store.add_record(store_record(), path)
+    store.add_record(store_record("bench.whatif", results=None) | {"results": {"points": 270, "ours_s": 0.02}}, path)
     found = store.list_records(path)
     rows = list(csv.DictReader(io.StringIO(store.export(found, "csv"))))
     assert [(r["id"], r["kind"], r.get("workers"), r.get("scaling_factor")) for r in rows] == [
         ("1", "whatif", "16", "0.9"), ("1", "whatif", "32", "0.8"), ("2", "bench.whatif", "", "")]
     assert rows[0]["config.trainer.sync"] == "ring" and rows[2]["points"] == "270"
     assert rows[0]["created_utc"] == "2026-11-20T12:00:00+00:00" and rows[0]["hostname"]
-    records = _strict(store.export(found, "json"))
+    records = strict_json(store.export(found, "json"))
     assert [r["id"] for r in records] == [1, 2] and records[1]["results"] == {"points": 270, "ours_s": 0.02}
     with pytest.raises(ValueError, match="csv or json"):
         store.export(found, "xml")
@@ -273,8 +227,8 @@ def test_export_csv_has_one_line_per_result_row_and_json_the_records(tmp_path):
 
 def test_diff_pairs_rows_by_their_leading_columns(tmp_path):
     path = tmp_path / "r.db"
-    a = _record()
-    b = _record()
+    a = store_record()
+    b = store_record()
     b["config"]["trainer"]["sync"] = "butterfly"
     b["results"]["rows"] = [{"model": "resnet50", "workers": 32, "scaling_factor": 0.6},
                             {"model": "resnet50", "workers": 64, "scaling_factor": 0.5}]
@@ -287,37 +241,3 @@ def test_diff_pairs_rows_by_their_leading_columns(tmp_path):
     assert (moved.a, moved.b) == (0.8, 0.6) and moved.relative_change == pytest.approx(-0.25)
     assert (changes["results.rows[model=resnet50,workers=16]"].b, changes["results.rows[model=resnet50,workers=64]"].a) == (None, None)
     assert store.diff(ra, ra) == []
-
-
-# -- the commands ------------------------------------------------------------------------------------
-
-def test_results_commands_list_show_export_and_diff(tmp_path):
-    path = tmp_path / "r.db"
-    runner = CliRunner()
-    empty = runner.invoke(app, ["results", "list", "--store", str(path)])
-    assert empty.exit_code == 0 and "no records" in empty.output
-    a = _record()
-    b = _record(created="2026-11-21T12:00:00+00:00")
-    b["results"]["rows"][0]["scaling_factor"] = 0.95
-    store.add_record(a, path)
-    store.add_record(b, path)
-    listed = runner.invoke(app, ["results", "list", "--store", str(path), "--format", "csv"])
-    assert listed.exit_code == 0, listed.output
-    lines = list(csv.reader(io.StringIO(listed.output)))
-    assert lines[0] == ["id", "kind", "created (UTC)", "git", "host", "rows"]
-    assert [line[:3] for line in lines[1:]] == [["1", "whatif", "2026-11-20T12:00:00"], ["2", "whatif", "2026-11-21T12:00:00"]]
-    since = runner.invoke(app, ["results", "list", "--store", str(path), "--since", "2026-11-21", "--format", "csv"])
-    assert len(since.output.strip().splitlines()) == 2
-    shown = runner.invoke(app, ["results", "show", "2", "--store", str(path), "--format", "plain"])
-    assert shown.exit_code == 0 and "config.trainer.sync" in shown.output and "0.95" in shown.output
-    as_json = runner.invoke(app, ["results", "show", "2", "--store", str(path), "--format", "json"])
-    assert _strict(as_json.output)["results"]["rows"][0]["scaling_factor"] == 0.95
-    out = tmp_path / "all.csv"
-    exported = runner.invoke(app, ["results", "export", "--format", "csv", "--out", str(out), "--store", str(path)])
-    assert exported.exit_code == 0 and len(list(csv.DictReader(out.open()))) == 4
-    diffed = runner.invoke(app, ["results", "diff", "1", "2", "--store", str(path), "--format", "plain"])
-    assert diffed.exit_code == 0, diffed.output
-    assert "results.rows[model=resnet50,workers=16].scaling_factor" in diffed.output
-    assert "+5.56%" in diffed.output and "created_utc" in diffed.output
-    missing = runner.invoke(app, ["results", "diff", "1", "7", "--store", str(path)])
-    assert missing.exit_code == 2 and "no record 7" in missing.output
