@@ -57,7 +57,7 @@ LatencyOption = Annotated[Optional[str], typer.Option(
     "--latency", metavar="TIME",
     help=f"Per-link latency, e.g. 0.2us (default: the preset's; {DEFAULT_LATENCY} for a bandwidth).")]
 GpusPerServerOption = Annotated[str, typer.Option(
-    "--gpus-per-server", metavar="N", help="Ranks per host; they share the host's NIC.")]
+    "--gpus-per-server", metavar="N", help="GPUs (ranks) per server; they share its NIC.")]
 RoutingOption = Annotated[str, typer.Option("--routing", metavar="NAME", help="Fat-tree routing: dmodk or ecmp.")]
 EcmpSeedOption = Annotated[str, typer.Option("--seed", metavar="N", help="Seed of ECMP hashing and of random "
                                                                           "placement.")]
