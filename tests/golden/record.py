@@ -27,7 +27,6 @@ argv (placeholders unfilled), the revision it was recorded from and the normalis
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
@@ -38,16 +37,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"fabriclab_golden_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-harness = _load("harness")
-commands = _load("commands")
+sys.path.insert(0, str(HERE))  # harness and commands sit beside this file
+import commands  # noqa: E402
+import harness  # noqa: E402
 
 
 def fabriclab_under_test() -> tuple[str, str | None]:

@@ -12,7 +12,6 @@ The stored records are the reference: do not re-record them to make this test pa
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -44,16 +43,9 @@ RENAMED_STRINGS: dict[str, str] = {"fabric/data/prices.json": "plan/data/prices.
 MAX_SHOWN = 10
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"fabriclab_golden_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-harness = _load("harness")
-commands = _load("commands")
+sys.path.insert(0, str(HERE))  # harness and commands sit beside this file
+import commands  # noqa: E402
+import harness  # noqa: E402
 COMMANDS = commands.COMMANDS
 
 
