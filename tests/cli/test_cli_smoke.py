@@ -52,7 +52,7 @@ RUNS: list[tuple[str, list[str]]] = [
 NEEDS_LOGS = {"calibrate nccl-tests", "--cluster"}
 SKIPS: dict[str, str] = {
     "run": "starts 4 torch ranks for ~20 s; tests/bench/test_bench_collectives.py runs the benchmark",
-    "collectives bench": "starts torch ranks; tests/bench/test_bench_collectives.py runs it",
+    "collectives bench": "starts torch ranks; tests/cli/test_cli_collectives_bench.py runs it",
     "profile": "profiles a zoo model with torch; tests/workload/test_profiler.py covers it",
     "profile add-cost": "times torch vector adds up to 640 MiB; tests/workload/test_profiler.py covers it",
     "train": "trains with torch ranks for minutes; tests/cli/test_cli_train.py covers it",

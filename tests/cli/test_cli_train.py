@@ -116,7 +116,7 @@ def test_bench_train_runs_each_mode_beside_ddp(tmp_path, profile_file):
     result = runner.invoke(bench_app, ["bench", "train", "--modes", "allreduce:ring/backward,reduce:cb/forward/fp16",
                                        "--replay", str(profile_file), "--np", "2", "--batch-size", "4",
                                        "--steps", "2", "--warmup", "1", "--timeout", "30", "--json", str(record)],
-                           env={"COLUMNS": "200"})  # `bench train` (cli/bench.py) reads its table
+                           env={"COLUMNS": "200"})  # `bench train` (cli/bench/train.py) reads its table
     assert result.exit_code == 0, result.output
     assert "allreduce:ring/backward" in result.stdout and "ours/ddp" in result.stdout
     rows = json.loads(record.read_text())["results"]
