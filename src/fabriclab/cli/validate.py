@@ -71,7 +71,7 @@ def emulated(
     sizes: str = typer.Option(DEFAULT_SIZES, help="Sizes: 1KB:256MB (x2 steps), 1KB:256MB:x4, 1MB,16MB."),
     link: LinkOption = None,
     dilation: Optional[str] = typer.Option(None, metavar="D", help="Time dilation D >= 1 (links run at "
-                                                                    "link / D; default 10)."),
+                                                                    "link / D; default 2)."),
     burst: Optional[str] = typer.Option(None, help="tbf bucket as time at the rate (floor 128 KiB)."),
     queue: Optional[str] = typer.Option(None, help="tbf queue limit as time at the rate."),
     budget: str = typer.Option("6", metavar="SECONDS", help="Benchmark seconds aimed at per size (all "
