@@ -7,7 +7,7 @@ run: `python -c pass`, the start-up no Python command can beat on this machine. 
 system) is reported beside, with the load average: on a machine shared with other jobs the wall time
 grows with the load, the CPU time much less.
 
-Budgets (the front-door issue, on this 2-core machine): `fabriclab --help` 0.5 s; the 2048-host ring
+Budgets (fabriclab's start-up goals, on this 2-core machine): `fabriclab --help` 0.5 s; the 2048-host ring
 all-reduce on a fat tree with bisection 1/4 (Zhang, Li, Tanimura, Nakada's largest 2-level case)
 1.0 s; one what-if point 0.6 s.
 

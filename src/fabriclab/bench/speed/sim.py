@@ -1,4 +1,4 @@
-"""How fast the simulator is, on the cases the simulator issue sets targets for.
+"""How fast the simulator is, on the cases fabriclab sets speed targets for.
 
 Each case is timed with our default engine (`auto`) and, where the general event-driven engine can
 finish in reasonable time, with that engine too in the same run, so the ratio is measured rather than
@@ -21,7 +21,7 @@ from fractions import Fraction
 from fabriclab.fabric.scenario import TopologySpec, build_topology
 from fabriclab.sim.collective import simulate
 
-# Quoted from the simulator issue (SimGrid 3.32 on this machine): ring 89-114 s, PS ~190 s and ~1 GB.
+# SimGrid 3.32 timed on this project's 2-core machine, quoted: ring 89-114 s, PS ~190 s and ~1 GB.
 SIMGRID_QUOTED_S = {"ring-2048": "89-114 s", "ps-2048": "~190 s, ~1 GB"}
 
 

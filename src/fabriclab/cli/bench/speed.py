@@ -1,6 +1,6 @@
 """`fabriclab bench cli|sim|whatif|plan`: how fast fabriclab itself is, against a budget or a peer.
 
-`cli` times whole commands against their start-up budgets, `sim` the simulator on the issue's cases, `whatif`
+`cli` times whole commands against their start-up budgets, `sim` the simulator on its speed cases, `whatif`
 the what-if sweep of Zhang et al. (NetAI'20) against its real-time replay, `plan` the network planner.
 
 Try it: `fabriclab bench cli`.
@@ -56,7 +56,7 @@ def sim_cmd(
     json_path: JsonOption = None,
     store: StoreOption = None,
 ) -> None:
-    """Time the simulator on the issue's cases (1 GB allreduce, 2-level fat tree, bisection 1/4)."""
+    """Time the simulator against its speed targets (1 GB allreduce, 2-level fat tree, bisection 1/4)."""
     from fabriclab.bench.speed.sim import CASES, run_case
 
     out = Output(fmt, json_path, store)
