@@ -23,7 +23,7 @@ from rich.table import Table
 
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_dir, split_list,
                                   user_errors)
-from fabriclab.cli.options import load_cluster_option
+from fabriclab.cli.options import load_cluster_option, parse_bisection
 from fabriclab.units import parse_int_list, parse_time
 
 DEFAULT_FABRICS = "25gbe,100g-opa,100gbe,200g-hdr,400g-ndr"
@@ -48,17 +48,6 @@ def _levels(text: str) -> tuple[int, ...]:
         raise ValueError(f"--levels {text!r}: write 2, 3 or 2,3 ({exc})") from None
 
 
-def _bisection(text: str):
-    """A plan's bisection ratio: the one ratio parser, the message naming the plan's range."""
-    from fabriclab.units import parse_fraction
-
-    try:
-        return parse_fraction(text)
-    except ValueError:
-        raise ValueError(f"--bisection {text!r} is not a ratio in 1 .. 1/16: write 1, 1/2, 1/4, 1/8 or "
-                         f"1/16") from None
-
-
 def plan_request(o: dict):
     """The `PlanRequest` of the parsed command line `o` (the plan command's parameters)."""
     from fabriclab.plan.request import MAX_PLAN_GPUS, PlanRequest
@@ -69,7 +58,7 @@ def plan_request(o: dict):
         gpus=tuple(parse_int_list(o["gpus"], minimum=1, maximum=MAX_PLAN_GPUS, what="GPU counts")),
         gpus_per_server=o["gpus_per_server"],
         fabrics=None if o["fabrics"] is None else tuple(split_list(o["fabrics"], "fabrics")),
-        levels=_levels(o["levels"]), bisections=tuple(_bisection(b) for b in split_list(o["bisection"], "bisections")),
+        levels=_levels(o["levels"]), bisections=tuple(parse_bisection(b) for b in split_list(o["bisection"], "bisections")),
         algos=tuple(split_list(o["algo"], "algorithms")), hosts_per_leaf=o["hosts_per_leaf"],
         placement=o["placement"], fusion=o["fusion"], target=_float(o["target"], "--target", "0.9"),
         budget_usd=_float(o["budget"], "--budget", "500000"),

@@ -179,7 +179,7 @@ def parse_nccl_tests(text: str, source: str = "<text>") -> list[NcclRun]:
                 current.columns = line.lstrip("#").split()
             elif line.startswith("# Avg bus bandwidth"):
                 current.finished = True
-            elif _OUT_OF_BOUNDS.match(line) and _OUT_OF_BOUNDS.match(line).group(2) != "OK":
+            elif (wrong := _OUT_OF_BOUNDS.match(line)) and wrong.group(2) != "OK":
                 raise ValueError(f"{_where(source, line_no)}: {line!r}: nccl-tests found wrong results in the run "
                                  f"that starts at line {current.first_line}; its times are not to be trusted: "
                                  f"fix the run (or drop this log) before fitting or comparing it")

@@ -16,6 +16,7 @@ from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.nccl.band import row_bands, spread_factors
 from fabriclab.nccl.log_writer import format_nccl_tests
 from fabriclab.nccl.predict import MODELLED, Layout, check_cluster_gpus, predict_nccl_table, prediction_run
+from fabriclab.units import format_size
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,18 +54,12 @@ def predict_sweep(cluster: ClusterModel, num_gpus: int, sizes: list[int], collec
     return Sweep(cluster=cluster, collective=collective, layout=lay, rows=rows)
 
 
-def _size_text(size_bytes: int) -> str:
-    from fabriclab.units import format_size
-
-    return format_size(size_bytes)
-
-
 def switches(rows: list[dict]) -> str:
     """`ring/LL from 8B, ring/LL128 from 2MB, ...`: where the choice changes."""
     parts, last = [], None
     for r in rows:
         if r["algorithm"] != last:
-            parts.append(f"{r['algorithm']} from {_size_text(r['size_bytes'])}")
+            parts.append(f"{r['algorithm']} from {format_size(r['size_bytes'])}")
             last = r["algorithm"]
     return ", ".join(parts)
 
@@ -75,7 +70,7 @@ def band_notes(rows: list[dict], cluster: ClusterModel) -> tuple[str, ...]:
     groups: dict[tuple[str, ...], list[str]] = {}
     for r in rows:
         if r["prior_parameters"]:
-            groups.setdefault(tuple(r["prior_parameters"]), []).append(_size_text(r["size_bytes"]))
+            groups.setdefault(tuple(r["prior_parameters"]), []).append(format_size(r["size_bytes"]))
     if not groups:
         return ("every row rests on fitted parameters only",)
     lines = [f"busbw range: parameters no log determined moved by {factors[0]:.2f}x (latencies) or "
