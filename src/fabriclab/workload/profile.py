@@ -131,10 +131,16 @@ def _check(p: Profile, source: str) -> None:
             raise ValueError(f"{source}: gradient {i} ({g.name}) has negative bytes or a ready time "
                              f"before the previous one")
         last = g.ready_s
+
+
+def check_replayable(p: Profile, source: str) -> Profile:
+    """A profile the what-if can replay: every gradient is ready before the iteration ends. (The profiler
+    itself may write one that is not, when its hooked backward ran slower than the plain iteration.)"""
     if p.backward_s > p.iteration_s * (1 + 1e-9):
         raise ValueError(f"{source}: the last gradient is ready at {p.backward_s * 1e3:.4g} ms, after the "
                          f"iteration of {p.iteration_s * 1e3:.4g} ms has ended: give the whole iteration's time "
                          f"(forward + backward + update; --iteration-time for a .bk.log)")
+    return p
 
 
 def read_bk_log(path: str | Path, *, iteration_s: float, model: str | None = None,
@@ -211,6 +217,10 @@ DATA_DIR = Path(__file__).parent / "data" / "v100"
 def load_profile(name_or_path: str, *, iteration_s: float | None = None) -> Profile:
     """A built-in V100 profile by model name (resnet50, resnet101, vgg16), or a file: a profile JSON
     written by `fabriclab profile`, or a `.bk.log` (then `iteration_s` must be given)."""
+    return check_replayable(_load(name_or_path, iteration_s), str(name_or_path))
+
+
+def _load(name_or_path: str, iteration_s: float | None) -> Profile:
     if name_or_path in V100_BATCH_S:
         return read_bk_log(DATA_DIR / f"{name_or_path}.bk.log", model=name_or_path,
                            iteration_s=iteration_s or V100_BATCH_S[name_or_path])
