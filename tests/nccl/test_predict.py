@@ -4,12 +4,9 @@ import pytest
 
 from fabriclab.fabric.cluster import a100_hdr_prior, prior_cluster, with_server
 from fabriclab.fabric.links import link_preset
-from fabriclab.nccl.predict import (
-    collective_times,
-    layout,
-    link_seconds_per_byte,
-    predict_nccl_table,
-)
+from fabriclab.nccl.layout import layout
+from fabriclab.nccl.links import link_seconds_per_byte
+from fabriclab.nccl.predict import collective_times, predict_nccl_table
 from fabriclab.nccl.choice import nccl_choices
 
 

@@ -30,7 +30,9 @@ from fabriclab.fabric.links import Link, link_preset
 SCHEMA = "fabriclab.cluster/1"
 ALGORITHMS = ("ring", "tree")
 PROTOCOLS = ("LL", "LL128", "Simple")
-SELECTIONS = ("nccl-2.9", "fastest")
+SELECTIONS = ("nccl", "fastest")
+# The NCCL version a cluster file written before versions were recorded was modelled with.
+LEGACY_NCCL_VERSION = "2.9.9"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,9 +134,12 @@ class LibrarySpec:
     """Algorithms the library may choose (tree only across servers, for allreduce)."""
     tree_efficiency: float = 0.9
     """Share of the link-limited bandwidth a tree reaches (NCCL's model: 0.9)."""
-    selection: str = "nccl-2.9"
-    """How the algorithm and protocol are chosen per size: `nccl-2.9` (NCCL 2.9's own tuning model,
-    `nccl/choice.py`) or `fastest` (the cheapest by this model, for other libraries)."""
+    selection: str = "nccl"
+    """How the algorithm and protocol are chosen per size: `nccl` (the tuning model of NCCL version
+    `nccl_version`, `nccl/choice.py`) or `fastest` (the cheapest by this model, for other libraries)."""
+    nccl_version: str = LEGACY_NCCL_VERSION
+    """NCCL version (`2.18.3`) whose tuning model picks the algorithm and protocol and whose constants
+    the prior holds (`nccl/versions.py`): read from the logs, or given with `--nccl-version`."""
     selection_busbw_cap_Bps: float | None = None
     """busBw ceiling in NCCL's tuning model (235 GB/s on compute capability 8.0, A100); None: none."""
     protocols: dict[str, ProtocolSpec] = field(default_factory=_default_protocols)
@@ -258,6 +263,8 @@ def from_dict(data: object, where: str = "<cluster>") -> ClusterModel:
                          for p, v in _mapping(row, f"{where}: library.latencies.{a}").items()}
                      for a, row in _mapping(lib.pop("latencies", None), f"{where}: library.latencies").items()}
         lib["algorithms"] = tuple(lib.get("algorithms", ALGORITHMS))
+        if lib.get("selection") == "nccl-2.9":  # files written before the version was recorded
+            lib["selection"], lib["nccl_version"] = "nccl", LEGACY_NCCL_VERSION
         library = _build(LibrarySpec, {**lib, "protocols": protocols, "latencies": latencies},
                          f"{where}: library")
         model = ClusterModel(name=str(data.get("name", "cluster")), description=str(data.get("description", "")),

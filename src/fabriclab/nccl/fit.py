@@ -25,7 +25,8 @@ import numpy as np
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.nccl.logs import NcclRun
-from fabriclab.nccl.predict import candidate_times, collective_times, layout
+from fabriclab.nccl.layout import layout
+from fabriclab.nccl.predict import candidate_times, collective_times
 from fabriclab.nccl.choice import nccl_choices
 
 # Weight of the pull towards the prior per parameter, in squared log units: a parameter moved by a factor
@@ -178,7 +179,7 @@ def _observations(runs: list[NcclRun], cluster: ClusterModel, keep=None):
 
 
 def _chosen(cluster: ClusterModel, run: NcclRun, sizes: np.ndarray) -> list[tuple[str, str]]:
-    if cluster.library.selection == "nccl-2.9":
+    if cluster.library.selection == "nccl":
         return nccl_choices(cluster, run.num_ranks, sizes, run.collective, layout(cluster, run.num_ranks).num_servers)
     cand = candidate_times(cluster, run.num_ranks, sizes, run.collective, gpus_per_process=run.gpus_per_process)
     keys = list(cand)

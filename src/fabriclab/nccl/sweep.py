@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.nccl.band import row_bands, spread_factors
 from fabriclab.nccl.log_writer import format_nccl_tests
-from fabriclab.nccl.predict import MODELLED, Layout, check_cluster_gpus, predict_nccl_table, prediction_run
+from fabriclab.nccl.layout import Layout, check_cluster_gpus
+from fabriclab.nccl.predict import MODELLED, predict_nccl_table, prediction_run
 from fabriclab.units import format_size
 
 

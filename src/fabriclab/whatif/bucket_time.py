@@ -72,7 +72,7 @@ class CostModel:
         if self.kind == "cluster":
             if self.cluster is None:
                 raise ValueError("the cluster cost model needs a cluster file: give --cluster FILE")
-            from fabriclab.nccl.predict import layout
+            from fabriclab.nccl.layout import layout
 
             layout(self.cluster, self.num_workers)  # workers that do not fill whole servers fail here
 

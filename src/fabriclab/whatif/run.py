@@ -91,7 +91,7 @@ def resolve(request: WhatifRequest) -> WhatifRequest:
         if bandwidths is not None:
             raise ValueError("--bandwidth does not apply with --cluster: the cluster file sets the NICs; drop "
                              "--bandwidth")
-        from fabriclab.nccl.predict import check_cluster_gpus
+        from fabriclab.nccl.layout import check_cluster_gpus
 
         check_cluster_gpus(request.cluster, request.workers[-1], "--workers")
         bandwidths, algos = (request.cluster.server.nic_bandwidth_Bps,), ("nccl",)
@@ -119,7 +119,7 @@ def bucket_time_factory(request: WhatifRequest, cluster=None):
                                  f"<= {max(n // 2, 1)} or --topology star")
             build_topology(one)
     if request.cost == "cluster":
-        from fabriclab.nccl.predict import layout
+        from fabriclab.nccl.layout import layout
 
         for n in request.workers:
             layout(cluster, n)

@@ -1,0 +1,66 @@
+"""Where the ranks of a cluster run sit: servers used, ranks per server, and the step counts of NCCL's ring.
+
+Ranks fill servers in order, a run over several servers uses whole servers (as nccl-tests under mpirun
+places them). Every cluster prediction starts here.
+
+Try it: `python -c "from fabriclab.fabric.presets import cluster_preset as c;
+from fabriclab.nccl.layout import layout; print(layout(c('dgx-h100'), 64))"`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabriclab.fabric.cluster import ClusterModel
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the ranks of a run sit."""
+
+    num_gpus: int
+    """Ranks."""
+    num_servers: int
+    """Servers used."""
+    per_server: int
+    """Ranks per server."""
+
+
+# The largest GPU count a prediction takes here: the flow simulation of one ring or tree grows with the GPUs
+# (measured on this 2-core machine: 65,536 GPUs took 22 s and 1.8 GB per size sweep, 1,048,576 did not
+# finish); 16,384 finishes in seconds.
+MAX_CLUSTER_GPUS = 16384
+
+
+def check_cluster_gpus(cluster: ClusterModel, num_gpus: int, option: str = "--gpus") -> Layout:
+    """The layout of `num_gpus` GPUs, or a ValueError naming `option` when there are too many or they do not
+    fill whole servers."""
+    if isinstance(num_gpus, (int, np.integer)) and num_gpus > MAX_CLUSTER_GPUS:
+        raise ValueError(f"{option} {num_gpus}: a cluster prediction takes at most {MAX_CLUSTER_GPUS} GPUs here "
+                         f"(its flow simulation grows with the GPUs); give fewer")
+    return layout(cluster, num_gpus)
+
+
+def layout(cluster: ClusterModel, num_gpus: int) -> Layout:
+    """Ranks fill servers in order; a run over several servers uses whole servers."""
+    g = cluster.server.gpus_per_server
+    if not isinstance(num_gpus, (int, np.integer)) or num_gpus < 1:
+        raise ValueError(f"--gpus {num_gpus!r}: give a whole number of GPUs >= 1")
+    if num_gpus <= g:
+        return Layout(int(num_gpus), 1, int(num_gpus))
+    if num_gpus % g:
+        raise ValueError(f"{num_gpus} GPUs do not fill whole servers of {g} GPUs: use a multiple of {g} "
+                         f"(e.g. {num_gpus // g * g} or {(num_gpus // g + 1) * g})")
+    return Layout(int(num_gpus), int(num_gpus // g), g)
+
+
+def steps(collective: str, lay: Layout) -> tuple[int, int]:
+    """(all steps, network steps) of a ring, as NCCL 2.9's model counts them."""
+    n, s = lay.num_gpus, lay.num_servers
+    if collective == "allreduce":
+        return 2 * (n - 1), 2 * (s - 1)
+    if collective in ("allgather", "reduce_scatter", "alltoall"):
+        return n - 1, s - 1
+    return n, s if s > 1 else 0
