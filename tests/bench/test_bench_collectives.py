@@ -7,9 +7,11 @@ import dataclasses
 
 import pytest
 
+from fabriclab.bench.collectives.config import NATIVE_ONLY
+from fabriclab.bench.collectives.exchange import exchange_count, exchange_inputs, reference_exchange
 from fabriclab.bench.collectives.run import COLUMNS, DTYPE_SIZES, BenchConfig, bench_rank, run_bench
 from fabriclab.collectives import registry
-from fabriclab.collectives.schedule import RECV_COPY, RECV_REDUCE, Op
+from fabriclab.collectives.schedule import RECV_COPY, RECV_REDUCE, Op, bus_bandwidth_factor
 from fabriclab.runtime.launch import LaunchConfig, spawn
 
 # Sizes are whole elements of every dtype used below (int64: 8 B); 8 B of float32 is 2 elements.
@@ -69,8 +71,50 @@ def test_every_collective_is_checked_and_a_corrupted_schedule_is_caught():
     assert all(r["num_wrong"] > 0 for r in corrupted[1:]), corrupted
 
 
+def exchanges(ctx):
+    """Every exchange without a schedule (alltoall; sendrecv where its factor is defined), several dtypes."""
+    rows = []
+    for op in NATIVE_ONLY:
+        for dtype in ("float32", "bfloat16", "int64"):
+            # 3 ranks: 1000 B of float32 is 250 elements, rounded down to 3 blocks of 83 for alltoall.
+            rows += bench_rank(ctx, BenchConfig(algos=("native",), op=op, dtype=dtype, **SMALL))
+    return rows
+
+
+def test_alltoall_is_timed_natively_checked_and_its_size_rounded_to_whole_blocks():
+    rows = spawn(exchanges, config=LaunchConfig(num_ranks=3, timeout_s=30))[0]
+    assert {r["op"] for r in rows} == set(NATIVE_ONLY) and "alltoall" in NATIVE_ONLY
+    assert all(r["num_wrong"] == 0 and r["algo"] == "native" and r["redop"] == "none" for r in rows), rows
+    alltoall = [r for r in rows if r["op"] == "alltoall" and r["dtype"] == "float32"]
+    assert [(r["size_bytes"], r["count"]) for r in alltoall] == [(0, 0), (996, 249), (65532, 16383)]
+    for row in rows:
+        assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * bus_bandwidth_factor(row["op"], 3))
+        assert row["time_us_min"] <= row["time_us_median"] and row["time_us_min"] <= row["time_us"]
+
+
+@pytest.mark.parametrize("op", NATIVE_ONLY)
+@pytest.mark.parametrize("num_ranks, count", [(1, 5), (2, 8), (3, 250), (5, 4099 * 5)])
+def test_exchange_inputs_expect_what_the_exchange_delivers_and_catch_a_misplaced_block(op, num_ranks, count):
+    import torch
+
+    def tile(period, start, length):
+        reps = -(-length // len(period)) + 1
+        return period.roll(-(start % len(period))).repeat(reps)[:length]
+
+    values = torch.stack([(torch.arange(4099) * 7 % 4 + r) % 4 for r in range(num_ranks)]).float()
+    count = exchange_count(op, count, num_ranks)
+    pairs = [exchange_inputs(op, count, num_ranks, r, tile, values) for r in range(num_ranks)]
+    delivered = reference_exchange(op, [init for init, _ in pairs])
+    assert all(torch.equal(got, want) for got, (_, want) in zip(delivered, pairs))
+    if num_ranks > 1:  # rank 0 gets rank 1's data where rank 2's (or its own) belongs: caught
+        wrong = reference_exchange(op, [pairs[1][0]] + [init for init, _ in pairs[1:]])
+        assert not all(torch.equal(got, want) for got, (_, want) in zip(wrong, pairs))
+
+
 @pytest.mark.parametrize("change, fragment", [
-    (dict(op="alltoall"), "unknown collective 'alltoall'"),
+    (dict(op="scatter"), "unknown collective 'scatter'"),
+    (dict(op="alltoall"), "alltoall runs only as the backend's own collective"),
+    (dict(op="alltoall", algos=("native", "ring")), "no alltoall schedule such as 'ring': use --algo native"),
     (dict(dtype="float8"), "unknown dtype 'float8'"),
     (dict(redop="prod"), "unknown reduce op 'prod'"),
     (dict(num_ranks=0), "number of ranks must be >= 1"),

@@ -56,7 +56,17 @@ def test_cli_json_dash_is_the_record_alone_on_stdout_and_the_rows_go_to_stderr()
     assert "# collectives bench: allreduce, 2 ranks" in result.stderr
 
 
+def test_cli_alltoall_defaults_to_native_and_reports_the_alltoall_bus_factor():
+    result = invoke("--op", "alltoall", "--np", "2", "--sizes", "1KB", "--iters", "1", "--warmup", "0", "--json", "-")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)["results"]
+    assert (row["algo"], row["op"], row["size_bytes"], row["num_wrong"]) == ("native", "alltoall", 1024, 0)
+    assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] / 2)  # (n-1)/n on 2 ranks
+    assert "# collectives bench: alltoall, 2 ranks" in result.stderr
+
+
 @pytest.mark.parametrize("args, fragment", [
+    (["--op", "alltoall", "--algo", "ring"], "fabriclab has no alltoall schedule such as 'ring': use --algo native"),
     (["--algo", "ring,bogus"], "unknown allreduce algorithm 'bogus'"),
     (["--op", "scatter"], "unknown collective 'scatter'"),
     (["--np", "0"], "number of ranks must be >= 1"),

@@ -85,6 +85,32 @@ def _validate():
     return make_record("validate", {"runs": []}, {"runs": [{"rows": rows, "model": {}}], "summary": {}})
 
 
+def collectives_check():
+    """A `validate.collectives` record: allgather fitted on 2 hosts and predicted on 4; alltoall measured only."""
+    def row(op, hosts, size, measured_bw, predicted_bw):
+        factor = (hosts - 1) / hosts
+        t_us = size / (measured_bw / factor) / 1e3
+        return {"op": op, "num_hosts": hosts, "role": "fit" if hosts == 2 else "check", "size_bytes": size,
+                "measured_us": t_us, "measured_busbw_GBps": measured_bw, "choice": "ring/Simple", "num_wrong": 0,
+                "predicted_us": None if predicted_bw is None else t_us * measured_bw / predicted_bw,
+                "predicted_busbw_GBps": predicted_bw, "fit": "allgather" if predicted_bw else "",
+                "error_pct": None if predicted_bw is None else (predicted_bw / measured_bw - 1) * 100,
+                "time_error_pct": None if predicted_bw is None else (measured_bw / predicted_bw - 1) * 100}
+    rows = [row("allgather", h, s, 0.1 * (1 - 2**-(s >> 16)), 0.1 * (1 - 1.3 * 2**-(s >> 16)))
+            for h in (2, 4) for s in (1 << 18, 1 << 20, 1 << 24)]
+    rows += [row("alltoall", h, s, 0.09, None) for h in (2, 4) for s in (1 << 18, 1 << 20, 1 << 24)]
+    summary = [{"op": "allgather", "band": "< 1 MB", "rows": 1, "max_abs_error_pct": 4.1, "mean_abs_error_pct": 4.1},
+               {"op": "allgather", "band": "1-16 MB", "rows": 2, "max_abs_error_pct": 0.6, "mean_abs_error_pct": 0.3}]
+    fits = [{"ops": ["allgather", "alltoall"], "error": "collective 'alltoall': not modelled", "parameters": None},
+            {"ops": ["allgather"], "error": "", "fitted_rows": [],
+             "parameters": {"server.nic_efficiency": {"value": 0.9, "prior": 0.956, "fitted": True,
+                                                      "at_bound": False}}},
+            {"ops": ["alltoall"], "error": "collective 'alltoall': not modelled", "parameters": None}]
+    return make_record("validate.collectives", {"ops": ["allgather", "alltoall"], "hosts": 4, "calibrate_hosts": 2},
+                       {"rows": rows, "summary": summary, "fits": fits, "fit_mode": "per-op (the joint fit refused)",
+                        "measurements": {}, "wall_s": 30.0})
+
+
 def _published():
     def row(key, paper, unit, kind, published, baseline, mechanisms):
         out = {"key": key, "paper": paper, "where": "Sec. 2", "quantity": f"{key} as published", "unit": unit,
@@ -117,8 +143,8 @@ def _plan():
 def sample_records() -> list[dict]:
     """One or more records of every kind the report has a section for, plus one it has none for."""
     return [_fatness(), _whatif(), _whatif("whatif.reproduce"), _fabrics(), _train(2), _train(4), _modes(),
-            _stencil("stencil.scale"), _stencil("stencil.simulate"), _stencil_run(), _validate(), _published(),
-            _plan(), make_record("collectives.bench", {"algos": ["ring"]}, [{"size_bytes": 1024, "busbw_GBps": 0.1}])]
+            _stencil("stencil.scale"), _stencil("stencil.simulate"), _stencil_run(), _validate(), collectives_check(),
+            _published(), _plan(), make_record("collectives.bench", {"algos": ["ring"]}, [{"size_bytes": 1024, "busbw_GBps": 0.1}])]
 
 
 def as_stored(records: list[dict]) -> list[Stored]:

@@ -121,7 +121,7 @@ def test_figures_have_titles_and_labelled_axes(monkeypatch):
         return original(fig, **kwargs)
 
     monkeypatch.setattr(html_parts, "figure", keep)
-    for module in ("html_sim", "html_train", "html_hpc"):
+    for module in ("html_sim", "html_train", "html_hpc", "html_collectives"):
         monkeypatch.setattr(f"fabriclab.report.{module}.figure", keep)
     report_html.build_html(as_stored(sample_records()), store="x.db")
     assert len(drawn) >= 12

@@ -9,6 +9,8 @@
   record (validate.json), validate.csv, validate.md and validate.png; `--from-record FILE` reports a
   recorded run without measuring. Its defaults (4 hosts, 2 per leaf, bisection 1/2) are the validated
   scenario: small enough for this 2-core machine to measure cleanly.
+* `validate collectives`: collectives measured on a small emulated star fit the cluster model, which
+  predicts a larger one; measured vs predicted with the error (needs root; `cli/validate_collectives`).
 * `validate published`: the papers' published numbers against our predictions (`cli/validate_published`).
 
 Try it: `sudo fabriclab validate emulated --topology star,fat-tree --algos all --sizes 1KB:256MB:x4
@@ -52,7 +54,11 @@ validate_app = typer.Typer(help="Predictions against measurements: the emulated 
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `validate` group (emulated, and published where its module is installed) to the main app."""
+    """Add the `validate` group (emulated, collectives, and published where its module is installed) to the
+    main app."""
+    from fabriclab.cli import validate_collectives
+
+    validate_collectives.register(validate_app)
     if importlib.util.find_spec("fabriclab.cli.validate_published") is not None:
         from fabriclab.cli import validate_published
 

@@ -1,6 +1,7 @@
 """The collectives benchmark's configuration and its checks, without torch (`bench.collectives` runs it).
 
-`BenchConfig` refuses, before any rank starts: unknown collectives, dtypes, reduce ops and algorithms;
+`BenchConfig` refuses, before any rank starts: unknown collectives, dtypes, reduce ops and algorithms (an
+all-to-all has no schedule here: only `native`, the backend's own `all_to_all_single`);
 sizes that are not a whole number of elements of the dtype (6 B of int32 would silently measure 4 B);
 more local ranks than this machine can hold (`bench.limits`); buffers that would not fit its memory;
 timeouts and iteration counts that are not finite positive numbers.
@@ -12,12 +13,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from fabriclab.bench.limits import check_local_ranks, check_memory
 from fabriclab.bench.schedule_limits import schedule_work
 from fabriclab.collectives.matching import DEFAULT_SEGMENT_BYTES
-from fabriclab.collectives.schedule import ALLGATHER, ALLREDUCE, BROADCAST, COLLECTIVES, REDUCE, REDUCE_SCATTER
+from fabriclab.collectives.schedule import ALLTOALL, BUS_FACTORS, COLLECTIVES
 from fabriclab.runtime.environment import resolve_backend
 from fabriclab.units import format_size
 
@@ -25,13 +25,12 @@ NATIVE = "native"
 # Bytes per element of every dtype the benchmark runs (the torch dtypes of `runtime.executor.DTYPES`).
 DTYPE_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8}
 REDOPS = ("sum", "max", "min")
-BUS_FACTORS: dict[str, Callable[[int], float]] = {
-    ALLREDUCE: lambda n: 2 * (n - 1) / n,
-    REDUCE_SCATTER: lambda n: (n - 1) / n,
-    ALLGATHER: lambda n: (n - 1) / n,
-    REDUCE: lambda n: 1.0,
-    BROADCAST: lambda n: 1.0,
-}
+SENDRECV = "sendrecv"
+# Exchanges no schedule implements, timed as the backend's own call (nccl-tests' alltoall_perf and
+# sendrecv_perf); each is offered where `collectives.schedule.BUS_FACTORS` defines its busbw factor.
+NATIVE_ONLY = tuple(op for op in (ALLTOALL, SENDRECV) if op in BUS_FACTORS)
+BENCH_OPS = COLLECTIVES + NATIVE_ONLY
+NATIVE_CALLS = {ALLTOALL: "torch.distributed.all_to_all_single", SENDRECV: "torch.distributed.batch_isend_irecv"}
 COLUMNS = ("algo", "size_bytes", "count", "dtype", "redop", "root", "time_us", "algbw_GBps", "busbw_GBps",
            "num_wrong")
 # Buffers of the largest size one rank holds at once: its input, the expected result, the working
@@ -46,8 +45,8 @@ class BenchConfig:
 
     algos: tuple[str, ...] = ("ring", "butterfly", NATIVE)
     """Algorithm specs (`ring`, `chain:chunks=8`, ...) or `native` for the backend's own collective."""
-    op: str = ALLREDUCE
-    """allreduce, reduce, broadcast, reduce_scatter or allgather."""
+    op: str = "allreduce"
+    """allreduce, reduce, broadcast, reduce_scatter, allgather or alltoall (`native` only)."""
     sizes_bytes: tuple[int, ...] = (1 << 10, 1 << 20)
     """Buffer sizes, each a whole number of elements of `dtype`."""
     dtype: str = "float32"
@@ -72,8 +71,8 @@ class BenchConfig:
     """torch.distributed backend: gloo, nccl or mpi; None follows the device (nccl on cuda, gloo on cpu)."""
 
     def __post_init__(self) -> None:
-        if self.op not in COLLECTIVES:
-            raise ValueError(f"unknown collective {self.op!r}: use one of {', '.join(COLLECTIVES)}")
+        if self.op not in BENCH_OPS:
+            raise ValueError(f"unknown collective {self.op!r}: use one of {', '.join(BENCH_OPS)}")
         if self.dtype not in DTYPE_SIZES:
             raise ValueError(f"unknown dtype {self.dtype!r}: use one of {', '.join(DTYPE_SIZES)}")
         if self.redop not in REDOPS:
@@ -93,6 +92,10 @@ class BenchConfig:
         self._check_sizes()
         if not self.algos:
             raise ValueError("no algorithm given: use e.g. ring,butterfly,native")
+        schedules = [a for a in self.algos if a != NATIVE]
+        if self.op in NATIVE_ONLY and schedules:
+            raise ValueError(f"{self.op} runs only as the backend's own collective ({NATIVE_CALLS[self.op]}); "
+                             f"fabriclab has no {self.op} schedule such as {schedules[0]!r}: use --algo native")
         if len(set(self.algos)) < len(self.algos):
             raise ValueError(f"an algorithm is listed twice in {','.join(self.algos)}: list each once")
         for algo in self.algos:

@@ -4,7 +4,8 @@ For every size and algorithm (a schedule spec such as `ring`, or `native` for th
 build the schedule once, outside timing; fill the inputs; warm up; then time `iters` iterations, each after
 a barrier, the algorithms taking turns iteration by iteration (fair under changing machine load). An
 iteration's time is the slowest rank's (per-iteration times are gathered after the loop, never inside it)
-and the reported time is their mean. Every timed iteration is checked against the expected result
+and the reported time is their mean (the row also keeps their median and minimum: on a shared machine other
+jobs only ever add time). Every timed iteration is checked against the expected result
 computed locally; `num_wrong` counts wrong elements (worst iteration, summed over ranks).
 
 Inputs are small integers: rank r holds `(k + r) % 4` where `k` is a fixed pseudo-random key in 0..3 per
@@ -12,19 +13,24 @@ element (period 4099, a prime, so a block delivered to the wrong place does not 
 non-owned blocks of allgather and non-root buffers of broadcast hold the sentinel 7. Sums stay exact in
 every dtype: at most 3 x ranks, exact in bfloat16 up to 85 ranks and in float16 up to 682.
 
+All-to-all (and send/receive where offered) has no schedule: `native` times the backend's own call, out
+of place, checked the same way (`bench.collectives.exchange`).
+
 Bandwidths as in nccl-tests' PERFORMANCE.md, with S the buffer size in bytes (count x element size; for
-reduce_scatter and allgather the full buffer of all blocks), t the time and n the number of ranks:
+reduce_scatter, allgather and alltoall the full buffer of all blocks), t the time and n the number of ranks:
     algbw = S / t
     busbw = algbw x 2(n-1)/n   allreduce
-            algbw x (n-1)/n    reduce_scatter, allgather
+            algbw x (n-1)/n    reduce_scatter, allgather, alltoall
             algbw              reduce, broadcast
-busbw is comparable across rank counts and with the link bandwidth. GB/s means 1e9 bytes per second.
+(the factors: `collectives.schedule.bus_bandwidth_factor`). busbw is comparable across rank counts and with
+the link bandwidth. GB/s means 1e9 bytes per second.
 
 Try it: `fabriclab collectives bench --algo ring,butterfly,native --np 4 --sizes 1KB:16MB`.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any, Callable
 
@@ -32,15 +38,17 @@ import torch
 import torch.distributed as dist
 
 # The config and its checks live without torch (the CLI checks its input before importing torch).
-from fabriclab.bench.collectives.config import (BUS_FACTORS, COLUMNS, DTYPE_SIZES, NATIVE, REDOPS,
-                                               BenchConfig, config_dict)
+from fabriclab.bench.collectives.config import (COLUMNS, DTYPE_SIZES, NATIVE, NATIVE_ONLY, REDOPS, BenchConfig,
+                                               config_dict)
+from fabriclab.bench.collectives.exchange import NativeExchange, exchange_count, exchange_inputs
 from fabriclab.collectives import registry
-from fabriclab.collectives.schedule import ALLGATHER, ALLREDUCE, BROADCAST, REDUCE, REDUCE_SCATTER, split_counts
+from fabriclab.collectives.schedule import (ALLREDUCE, BROADCAST, REDUCE, REDUCE_SCATTER, bus_bandwidth_factor,
+                                            split_counts)
 from fabriclab.runtime.executor import DTYPES, BufferPool, ScheduleExecutor, run_native
 from fabriclab.runtime.launch import LaunchConfig, RankContext, launch
 from fabriclab.units import format_size
 
-__all__ = ["BUS_FACTORS", "COLUMNS", "DTYPE_SIZES", "NATIVE", "REDOPS", "BenchConfig", "config_dict",
+__all__ = ["COLUMNS", "DTYPE_SIZES", "NATIVE", "REDOPS", "BenchConfig", "config_dict",
            "run_bench", "bench_rank"]
 PERIOD = 4099
 SENTINEL = 7
@@ -73,7 +81,7 @@ def bench_rank(ctx: RankContext, config: BenchConfig, build: Callable | None = N
     pool = BufferPool()
     rows: dict[tuple[str, int], dict] = {}
     for size in config.sizes_bytes:
-        count = size // itemsize
+        count = exchange_count(config.op, size // itemsize, n)
         ctx.mark(f"{config.op} {format_size(size)}")
         runs = {algo: _runner(config, algo, count, build, ctx, pool) for algo in config.algos}
         init, expected, check = _inputs(config, count, dtype, ctx)
@@ -87,13 +95,15 @@ def bench_rank(ctx: RankContext, config: BenchConfig, build: Callable | None = N
         for _ in range(config.iters):
             for algo, run in runs.items():
                 buf.copy_(init)
+                if isinstance(run, NativeExchange):
+                    run.reset()
                 _sync(ctx.device)
                 dist.barrier(ctx.group)
                 start = time.perf_counter()
-                run(buf)
+                out = run(buf)
                 _sync(ctx.device)
                 times[algo].append(time.perf_counter() - start)
-                wrong[algo] = torch.maximum(wrong[algo], (buf[check] != expected[check]).sum())
+                wrong[algo] = torch.maximum(wrong[algo], (out[check] != expected[check]).sum())
         for algo in runs:
             rows[algo, size] = _row(config, algo, count, itemsize, n, times[algo], wrong[algo], ctx)
             if ctx.rank == 0:
@@ -102,6 +112,9 @@ def bench_rank(ctx: RankContext, config: BenchConfig, build: Callable | None = N
 
 
 def _runner(config: BenchConfig, algo: str, count: int, build, ctx: RankContext, pool: BufferPool):
+    if config.op in NATIVE_ONLY:
+        return NativeExchange(config.op, count, DTYPES[config.dtype], group=ctx.group, device=ctx.device,
+                              sentinel=SENTINEL)
     if algo == NATIVE:
         return lambda t: run_native(config.op, t, group=ctx.group, redop=config.redop, root=config.root,
                                     pool=pool)
@@ -125,6 +138,9 @@ def _inputs(config: BenchConfig, count: int, dtype, ctx: RankContext):
         reps = -(-length // PERIOD)
         return period.roll(-(start % PERIOD)).to(dtype).repeat(reps)[:length].to(device)
 
+    if config.op in NATIVE_ONLY:
+        init, expected = exchange_inputs(config.op, count, n, rank, tile, values)
+        return init, expected, slice(0, count)
     counts = split_counts(count, n)
     lo = sum(counts[:rank])
     mine = slice(lo, lo + counts[rank])
@@ -154,14 +170,18 @@ def _row(config: BenchConfig, algo: str, count: int, itemsize: int, n: int, time
     gathered = [torch.empty_like(local) for _ in range(n)]
     dist.all_gather(gathered, local, group=ctx.group)
     dist.all_reduce(wrong, group=ctx.group)
-    time_s = torch.stack(gathered).amax(0).mean().item()
+    per_iter = torch.stack(gathered).amax(0).tolist()  # the slowest rank's time of every iteration
+    time_s = statistics.fmean(per_iter)
     size = count * itemsize
     algbw = size / time_s / 1e9 if time_s > 0 else 0.0
     rooted = config.op in (REDUCE, BROADCAST)
+    reduces = config.op in (ALLREDUCE, REDUCE, REDUCE_SCATTER)
     return {"algo": algo, "op": config.op, "size_bytes": size, "count": count, "dtype": config.dtype,
-            "redop": config.redop if config.op not in (BROADCAST, ALLGATHER) else "none",
-            "root": config.root if rooted else -1, "time_us": time_s * 1e6, "algbw_GBps": algbw,
-            "busbw_GBps": algbw * BUS_FACTORS[config.op](n), "num_wrong": int(wrong.item()),
+            "redop": config.redop if reduces else "none",
+            "root": config.root if rooted else -1, "time_us": time_s * 1e6,
+            "time_us_median": statistics.median(per_iter) * 1e6, "time_us_min": min(per_iter) * 1e6,
+            "algbw_GBps": algbw,
+            "busbw_GBps": algbw * bus_bandwidth_factor(config.op, n), "num_wrong": int(wrong.item()),
             "num_ranks": n, "iters": config.iters, "warmup": config.warmup}
 
 

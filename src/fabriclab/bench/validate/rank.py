@@ -158,7 +158,7 @@ def validate_rank(ctx: RankContext, plan: dict) -> dict:
                 runs.setdefault((row["algo"], row["size_bytes"]), []).append(row)
         for got in runs.values():
             times = [r["time_us"] for r in got]
-            first = {k: v for k, v in got[0].items() if k not in ("algbw_GBps", "busbw_GBps")}  # per-run
+            first = {k: v for k, v in got[0].items() if k not in ("algbw_GBps", "busbw_GBps", "time_us_median")}
             rows.append(first | {"time_us": statistics.median(times), "time_us_mean": statistics.fmean(times),
                                   "time_us_min": min(times), "times_us": times, "iters": len(times),
                                   "num_wrong": max(r["num_wrong"] for r in got)})

@@ -5,8 +5,10 @@ algorithm of `--algo` at every size of `--sizes` and prints an nccl-tests style 
 redop, root, time, algbw, busbw (formulas in `fabriclab.bench.collectives.run`), the ratio of busbw to `native`
 when it was measured, and #wrong, the elements that differ from the expected result. Each size's rows are
 printed as soon as that size is measured (`--format plain`, the default in a pipe, looks like
-nccl-tests' output). Exits with 1 when any result is wrong or a rank fails, 2 on bad input (checked
-before any rank starts: sizes must be whole elements of `--dtype`; ranks and buffers must fit this machine).
+nccl-tests' output). `--op alltoall` times the backend's own `all_to_all_single` (`--algo native`, its
+only algorithm and the default there; busbw factor (n-1)/n as in nccl-tests). Exits with 1 when any
+result is wrong or a rank fails, 2 on bad input (checked before any rank starts: sizes must be whole
+elements of `--dtype`; ranks and buffers must fit this machine).
 
 Try it: `fabriclab collectives bench --algo ring,butterfly,native --np 4 --sizes 4B:256MB`.
 """
@@ -19,7 +21,7 @@ from typing import Annotated, Optional
 import typer
 from rich.text import Text
 
-from fabriclab.bench.collectives.config import NATIVE, BenchConfig, config_dict
+from fabriclab.bench.collectives.config import BENCH_OPS, NATIVE, NATIVE_ONLY, BenchConfig, config_dict
 from fabriclab.bench.limits import check_number
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption, print_error,
                                   split_list, user_errors)
@@ -32,6 +34,7 @@ from fabriclab.units import format_size, parse_size, parse_size_range
 DEFAULT_CONFIG = BenchConfig(algos=("ring", "butterfly", NATIVE), op="allreduce",
                              sizes_bytes=tuple(parse_size_range("1KB:16MB")), iters=5, warmup=2,
                              num_ranks=4, timeout_s=60.0)
+DEFAULT_ALGOS = "ring,butterfly,native"
 HEADERS = ("algo", "size(B)", "count(elements)", "type", "redop", "root", "time(us)", "algbw(GB/s)",
            "busbw(GB/s)", "vs native", "#wrong")
 
@@ -43,16 +46,15 @@ def register(app: typer.Typer) -> None:
 
 @user_errors
 def bench(
-    algo: Annotated[str, typer.Option(help="Comma list of algorithm specs; 'native' is the backend's "
-                                           "own collective, e.g. ring,butterfly,native.")]
-    = "ring,butterfly,native",
+    algo: Annotated[Optional[str], typer.Option(help="Comma list of algorithm specs; 'native' is the backend's "
+                                                     f"own collective (default {DEFAULT_ALGOS}; alltoall: "
+                                                     "native, its only one).")] = None,
     num_ranks: Annotated[int, typer.Option("--np", help="Local ranks to spawn (a torchrun/Slurm/mpirun "
                                                           "launch brings its own).")] = 4,
     sizes: Annotated[str, typer.Option(help="Buffer sizes, whole elements of --dtype: 4B:256MB (x2 steps), "
                                             "1KB:16MB:x4 or 1KB,1MB.")]
     = "1KB:16MB",
-    op: Annotated[str, typer.Option(help="allreduce, reduce, broadcast, reduce_scatter or allgather.")]
-    = "allreduce",
+    op: Annotated[str, typer.Option(help=f"{', '.join(BENCH_OPS)}.")] = "allreduce",
     root: Annotated[int, typer.Option(help="Root rank of reduce and broadcast.")] = 0,
     dtype: Annotated[str, typer.Option(help="float32, float16, bfloat16, int32 or int64.")] = "float32",
     redop: Annotated[str, typer.Option(help="sum, max or min.")] = "sum",
@@ -71,6 +73,8 @@ def bench(
 ) -> None:
     """Time collective algorithms and the backend's own collective, nccl-tests style."""
     out = Output(fmt, json_path, store)
+    if algo is None:
+        algo = NATIVE if op.strip() in NATIVE_ONLY else DEFAULT_ALGOS
     config = BenchConfig(algos=tuple(split_list(algo, "algorithm list")), op=op.strip(),
                          sizes_bytes=tuple(parse_size_range(sizes)), dtype=dtype.strip(),
                          redop=redop.strip(), root=root, iters=iters, warmup=warmup, num_ranks=num_ranks,
