@@ -1,5 +1,6 @@
 """nccl-tests' text layout: written by fabriclab, read back by the parser, column for column."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,42 @@ def test_rows_use_nccl_tests_field_widths():
     for parsed, row in zip(run.rows, rows):
         assert parsed.busbw_GBps == pytest.approx(row["busbw_GBps"], abs=0.006)
         assert parsed.time_us == pytest.approx(row["time_us"], rel=1e-3)
+
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _same(a, b):
+    assert (a.rows, a.hosts, a.collective, a.gpus_per_process, a.device_name, a.nccl_version) == \
+        (b.rows, b.hosts, b.collective, b.gpus_per_process, b.device_name, b.nccl_version)
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.log")), ids=lambda p: p.name)
+def test_every_sample_round_trips(path):
+    runs = read_runs(path)
+    text = "".join(format_nccl_tests(run) for run in runs)  # several runs: one multi-test log
+    again = parse_nccl_tests(text, "again")
+    assert len(again) == len(runs)
+    for run, back in zip(runs, again):
+        _same(run, back)
+    assert text.count("# Collective test starting: ") == text.count("# Collective test concluded: ") == len(runs)
+
+
+def test_the_header_names_the_binary_and_the_nccl_version():
+    (run,) = read_runs(DATA / "sendrecv_perf_2x2_h100.log")
+    text = format_nccl_tests(run)
+    assert text.startswith("# nccl-tests version fabriclab nccl-headers=22304 nccl-library=22304\n"
+                           "# Collective test starting: sendrecv_perf\n# nThread 1 nGpus 2 ")
+    assert "#  Rank  3 Group  0 Pid   1001 on    dgx-b08 device  1" in text
+    old = replace(run, nccl_version="2.7.8", collective="alltoall")
+    assert "nccl-library=2708\n# Collective test starting: alltoall_perf\n" in format_nccl_tests(old)
+    assert "nccl-tests version" not in format_nccl_tests(replace(run, nccl_version=None))
+    with pytest.raises(ValueError, match="nccl-tests has no binary for 'gather'"):
+        format_nccl_tests(replace(run, collective="gather"))
+
+
+def test_times_keep_every_digit_any_nccl_tests_version_printed():
+    (run,) = read_runs(DATA / "sendrecv_perf_2x2_h100.log")
+    rows = (replace(run.rows[0], time_us=12345.67, inplace_time_us=99.5), replace(run.rows[1], time_us=251757.0))
+    text = format_nccl_tests(replace(run, rows=rows))
+    assert "  12345.7  " in text and "    99.50  " in text and "   251757  " in text

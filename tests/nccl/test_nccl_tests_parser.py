@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from fabriclab.nccl.logs import parse_bench_table, parse_nccl_tests, read_runs
+from fabriclab.nccl.logs import (collective_name, parse_bench_table, parse_nccl_tests, read_runs, version_code,
+                                 version_from_code)
 
 LOGS = Path(__file__).resolve().parents[2] / "examples" / "nccl-tests-a100"
 needs_logs = pytest.mark.skipif(not LOGS.is_dir(), reason=f"shared nccl-tests logs not at {LOGS}")
@@ -91,11 +92,19 @@ def test_new_layout_with_root_and_wrong_columns():
     assert run.device_name == "NVIDIA GH200 120GB"
 
 
-def test_collective_inferred_from_busbw_when_the_log_does_not_name_it():
+def test_collective_inferred_from_the_columns_when_the_log_does_not_name_it():
     text = NEW_LAYOUT.replace("# Collective test starting: reduce_scatter_perf\n", "")
-    assert parse_nccl_tests(text, "x")[0].collective == "reduce_scatter"
-    gather = text.replace("     sum", "    none")
-    assert parse_nccl_tests(gather, "x")[0].collective == "allgather"
+    assert parse_nccl_tests(text, "x")[0].collective == "reduce_scatter"  # count per rank, a reduction
+    gather = text.replace("     sum", "    none")  # allgather and alltoall print the same columns
+    with pytest.raises(ValueError, match="fit allgather and alltoall alike: name the file after the binary"):
+        parse_nccl_tests(gather, "x")
+    assert parse_nccl_tests(gather, "x", collective="alltoall_perf")[0].collective == "alltoall"
+    assert parse_nccl_tests(gather, "logs/all_gather_perf_2.log")[0].collective == "allgather"
+    # the log's own name beats the argument and the file name
+    assert parse_nccl_tests(NEW_LAYOUT, "all_gather_perf.log", collective="allgather")[0].collective == \
+        "reduce_scatter"
+    with pytest.raises(ValueError, match=r"not 1\.000 as allreduce \(from collective='allreduce'\)"):
+        parse_nccl_tests(text, "x", collective="allreduce")
 
 
 @needs_logs
@@ -200,3 +209,155 @@ def test_a_row_that_is_not_a_number_is_an_error_naming_file_and_line():
     lines[at] = "  ".join(words)
     with pytest.raises(ValueError, match=rf"x\.log, line {at + 1}: .*not a number"):
         parse_nccl_tests("\n".join(lines) + "\n", "x.log")
+
+
+# ---------------------------------------------------------------- every binary, from tests/nccl/data
+
+DATA = Path(__file__).resolve().parent / "data"
+FACTORS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
+           "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
+           "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0, "sendrecv": lambda n: 1.0}  # src/<coll>.cu GetBw
+PER_RANK = {"allgather", "reduce_scatter", "alltoall"}  # nccl-tests prints count per rank, size in total
+BYTES = {"float": 4, "bfloat16": 2}
+# file -> per run: (collective, ranks, servers, GPUs per process, NCCL version, rows, first size, last size, root)
+SAMPLES = {
+    "all_gather_perf_2x8_h100.log": [("allgather", 16, 2, 1, "2.27.3", 25, 64, 1 << 30, -1)],
+    "reduce_scatter_2x4_a100.log": [("reduce_scatter", 8, 2, 1, "2.18.3", 21, 1024, 1 << 30, -1)],
+    "alltoall_perf_2x8_h100.log": [("alltoall", 16, 2, 1, "2.19.3", 21, 1024, 1 << 30, -1)],
+    "alltoall_2x4_v100_v2.11.log": [("alltoall", 8, 2, 1, None, 17, 4096, 1 << 28, -1)],
+    "broadcast_perf_2x8_h100.log": [("broadcast", 16, 2, 1, "2.21.5", 11, 1 << 20, 1 << 30, 0)],
+    "job-1187_2x8_h100.log": [("reduce", 16, 2, 1, None, 11, 1 << 20, 1 << 30, 0)],
+    "sendrecv_perf_2x2_h100.log": [("sendrecv", 4, 2, 2, "2.23.4", 15, 1 << 16, 1 << 30, -1)],
+    "suite_2x8_h100.log": [(c, 16, 2, 1, "2.26.2", 15, 1 << 16, 1 << 30, -1)
+                           for c in ("allreduce", "reduce_scatter", "alltoall")],
+    "broadcast_perf_all_roots_2x2_a100.log": [("broadcast", 4, 2, 1, "2.21.5", 4, 1 << 20, 1 << 23, root)
+                                              for root in range(4)],
+}
+
+
+def _close(printed: float, exact: float, time_us: float) -> bool:
+    """`printed` equals `exact` to the printed precision, given that the time was printed rounded too
+    (2 decimals below 100 us; 1 or 2 below 10 ms; 0 or 1 above, by nccl-tests version)."""
+    half_unit = 0.005 if time_us < 100 else 0.05 if time_us < 10000 else 0.5
+    return abs(printed - exact) <= 0.005 + exact * half_unit / time_us + 1e-9
+
+
+def test_the_samples_cover_every_binary_read():
+    assert {run[0] for runs in SAMPLES.values() for run in runs} == set(FACTORS)
+    assert sorted(p.name for p in DATA.glob("*.log")) == sorted(SAMPLES)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_sample(name):
+    runs = read_runs(DATA / name)
+    assert len(runs) == len(SAMPLES[name])
+    for run, (coll, ranks, servers, per_process, version, rows, first, last, root) in zip(runs, SAMPLES[name]):
+        assert (run.collective, run.num_ranks, run.num_servers, run.gpus_per_process) == \
+            (coll, ranks, servers, per_process)
+        assert run.gpus_per_server == ranks // servers and run.nccl_version == version
+        assert (len(run.rows), run.rows[0].size_bytes, run.rows[-1].size_bytes) == (rows, first, last)
+        factor = FACTORS[coll](ranks)
+        for row in run.rows:
+            assert row.root == root and row.redop == ("sum" if coll in ("allreduce", "reduce", "reduce_scatter",
+                                                                       "sendrecv") else "none")
+            assert row.count * BYTES[row.dtype] * (ranks if coll in PER_RANK else 1) == row.size_bytes
+            placements = [(row.time_us, row.algbw_GBps, row.busbw_GBps),
+                          (row.inplace_time_us, row.inplace_algbw_GBps, row.inplace_busbw_GBps)]
+            for time_us, algbw, busbw in placements:
+                exact = row.size_bytes / (time_us * 1e3)  # GB/s
+                assert _close(algbw, exact, time_us), (name, row)
+                assert _close(busbw, exact * factor, time_us), (name, row)
+
+
+def test_sample_details():
+    (gather,) = read_runs(DATA / "all_gather_perf_2x8_h100.log")
+    assert gather.device_name == "NVIDIA H100 80GB HBM3" and gather.servers == ("h100-node-017", "h100-node-018")
+    assert gather.rows[0].error == "0" and gather.rows[0].count == 1  # the size-0 rows (count < ranks) are left out
+    (old,) = read_runs(DATA / "alltoall_2x4_v100_v2.11.log")
+    assert old.rows[0].error == "0e+00" and old.rows[-1].inplace_time_us == 21957.0
+    (a2a,) = read_runs(DATA / "alltoall_perf_2x8_h100.log")
+    assert a2a.rows[-1].error == "N/A" and a2a.rows[-1].inplace_error == "N/A"
+    suite = read_runs(DATA / "suite_2x8_h100.log")
+    assert [r.source.split("/")[-1] for r in suite] == [f"suite_2x8_h100.log (run {i})" for i in (1, 2, 3)]
+    assert suite[0].rows[0].dtype == "bfloat16"
+    roots = read_runs(DATA / "broadcast_perf_all_roots_2x2_a100.log")
+    assert [r.source.rsplit(" ", 2)[1:] for r in roots] == [["(root", f"{i})"] for i in range(4)]
+
+
+def test_the_nccl_version_from_either_line():
+    base = NEW_LAYOUT.replace("# nccl-tests version 2.13.8 nccl-headers=21803 nccl-library=21803\n", "")
+    assert parse_nccl_tests(base, "x")[0].nccl_version is None
+    assert parse_nccl_tests(NEW_LAYOUT, "x")[0].nccl_version == "2.18.3"
+    info = "node-0:123:123 [0] NCCL INFO NCCL version 2.7.8+cuda11.0\n"
+    at = base.index("#\n#  ")
+    assert parse_nccl_tests(base[:at] + info + base[at:], "x")[0].nccl_version == "2.7.8"
+    old_code = NEW_LAYOUT.replace("nccl-library=21803", "nccl-library=2708")
+    assert parse_nccl_tests(old_code, "x")[0].nccl_version == "2.7.8"
+    both = NEW_LAYOUT[:NEW_LAYOUT.index("#\n#  ")] + info + NEW_LAYOUT[NEW_LAYOUT.index("#\n#  "):]
+    with pytest.raises(ValueError, match=r"x, line 8: NCCL 2\.7\.8, but line 1 says NCCL 2\.18\.3"):
+        parse_nccl_tests(both, "x")
+
+
+def test_versions_codes_both_ways():
+    assert [version_from_code(c) for c in (21903, 22703, 2708, 2408)] == ["2.19.3", "2.27.3", "2.7.8", "2.4.8"]
+    assert [version_code(v) for v in ("2.19.3", "2.9.9", "2.8.4", "3.0.1")] == [21903, 20909, 2804, 30001]
+
+
+def test_refused_and_unknown_binaries_name_what_is_read():
+    hyper = NEW_LAYOUT.replace("reduce_scatter_perf", "hypercube_perf")
+    with pytest.raises(ValueError, match=r"x, line 2: hypercube_perf is not read: fabriclab models all_reduce_perf, "
+                                         r"all_gather_perf, .*sendrecv_perf"):
+        parse_nccl_tests(hyper, "x")
+    with pytest.raises(ValueError, match="gather_perf is not read"):
+        parse_nccl_tests(NEW_LAYOUT, "x", collective="gather")
+    with pytest.raises(ValueError, match="unknown collective 'allgatherv'"):
+        collective_name("allgatherv")
+    cmd = "mpirun -np 2 ./build/scatter_perf -b 1M\n" + NEW_LAYOUT.replace("# Collective test starting: "
+                                                                          "reduce_scatter_perf\n", "")
+    with pytest.raises(ValueError, match="scatter_perf is not read"):
+        parse_nccl_tests(cmd, "x")
+
+
+def test_table_errors_name_the_line_and_what_was_expected():
+    header = NEW_LAYOUT.replace("busbw  #wrong     time", "busbw  #bogus     time")
+    with pytest.raises(ValueError, match=r"x, line 10: a column header with unknown columns #bogus: expected "
+                                         r"nccl-tests' columns"):
+        parse_nccl_tests(header, "x")
+    lines = NEW_LAYOUT.splitlines()
+    again = "\n".join(lines[:12] + [lines[12].replace("float", " half"), lines[11], lines[13]] + lines[14:]) + "\n"
+    with pytest.raises(ValueError, match=r"x, line 14: the rows of float sum -1 start again after other rows"):
+        parse_nccl_tests(again, "x")
+    failed = NEW_LAYOUT.replace("values : 0 OK", "values : 48 FAILED")
+    with pytest.raises(ValueError, match=r"x, line 15: .*48 FAILED.*wrong results"):
+        parse_nccl_tests(failed, "x")
+
+
+def test_a_command_line_before_the_run_names_its_binary():
+    unnamed = NEW_LAYOUT.replace("# Collective test starting: reduce_scatter_perf\n", "")
+    unnamed = unnamed.replace("     sum", "    none")  # allgather or alltoall: the columns do not tell
+    cmd = "+ mpirun -np 2 -x NCCL_IB_HCA=mlx5 /opt/nccl-tests/build/all_gather_perf -b 1M -e 4M -f 2\n"
+    assert parse_nccl_tests(cmd + unnamed, "x")[0].collective == "allgather"
+    srun = "0: srun -N 2 ./build/alltoall_perf_mpi -b 1M\n"
+    assert parse_nccl_tests(srun + unnamed, "x")[0].collective == "alltoall"
+    chatter = "node-0:1:1 [0] NCCL INFO loaded ./all_reduce_perf\n"  # NCCL's own lines name nothing
+    with pytest.raises(ValueError, match="alike"):
+        parse_nccl_tests(chatter + unnamed, "x")
+
+
+def test_later_columns_cputime_timestamps_and_per_iteration_statistics():
+    """nccl-tests -C prints `cputime`, -T a `timestamp` after the in-place columns, -I 1 (2.19) i_min i_max
+    i_p99 i_cv% after each placement's #wrong (src/util.cu writeResultHeader)."""
+    (plain,) = parse_nccl_tests(NEW_LAYOUT, "x")
+    lines = NEW_LAYOUT.splitlines()
+    stamped = lines[:9] + [lines[9].replace("time", "cputime") + "            timestamp"]
+    stamped += lines[10:11] + [line + "  2025-10-24 15:57:59" for line in lines[11:14]] + lines[14:]
+    assert parse_nccl_tests("\n".join(stamped), "x")[0].rows == plain.rows
+    stats = "  i_min    i_max    i_p99    i_cv%"
+    header = lines[9].split("  #wrong")
+    per_iter = lines[:9] + [header[0] + "  #wrong" + stats + header[1] + "  #wrong" + stats]
+    for line in lines[11:14]:
+        words = line.split()
+        per_iter.append("  ".join(words[:9] + ["300.1", "380.2", "379.9", "3.15"] + words[9:] +
+                                  ["301.0", "390.7", "388.2", "2.94"]))
+    per_iter = per_iter[:10] + lines[10:11] + per_iter[10:] + lines[14:]
+    assert parse_nccl_tests("\n".join(per_iter), "x")[0].rows == plain.rows

@@ -37,6 +37,7 @@ REDUCE_SCATTER = "reduce_scatter"
 ALLGATHER = "allgather"
 COLLECTIVES = (ALLREDUCE, REDUCE, BROADCAST, REDUCE_SCATTER, ALLGATHER)
 ALLTOALL = "alltoall"  # every pair exchanges a block: nccl-tests' alltoall_perf (no schedule here yet)
+SENDRECV = "sendrecv"  # rank r sends to r+1 and receives from r-1: nccl-tests' sendrecv_perf (no schedule)
 
 # busbw = algbw * factor, beside each collective, as nccl-tests' PERFORMANCE.md defines it (one file per
 # collective there): the factor makes busbw comparable with the link speed whatever the rank count n.
@@ -48,6 +49,7 @@ BUS_FACTORS = {
     ALLTOALL: lambda n: (n - 1) / n,
     REDUCE: lambda n: 1.0,
     BROADCAST: lambda n: 1.0,
+    SENDRECV: lambda n: 1.0,  # nccl-tests src/sendrecv.cu SendRecvGetBw: factor = 1
 }
 
 
