@@ -1,20 +1,35 @@
-"""Which algorithm and protocol NCCL picks at each size: its own tuning model, as NCCL 2.9 writes it.
+"""Which algorithm and protocol NCCL picks at each size: its own tuning model, per NCCL release.
 
 NCCL does not measure; it estimates the time of every (algorithm, protocol) with fixed constants and
 the bandwidth its topology search found, and runs the cheapest (`ncclTopoTuneModel` and
-`ncclTopoGetAlgoTime` in NCCL 2.9's `src/graph/tuning.cc`). This module re-implements that estimate so
-a prediction runs what NCCL would run, at any scale; what the choice then *costs* on the cluster is
-`nccl/predict.py`'s fitted model. The constants below are NCCL 2.9's (microseconds, GB/s):
+`ncclTopoGetAlgoTime` in `src/graph/tuning.cc`, the pick in `src/enqueue.cc`). This module re-implements
+that estimate with the constants of the cluster's `library.nccl_version` (`nccl/versions.py`, 2.9 to 2.30)
+so a prediction runs what NCCL would run, at any scale; what the choice then *costs* on the cluster is
+`nccl/predict.py`'s fitted model. Per algorithm and protocol:
 
-* latency = baseLat + per-step hwLat (NVLink, PCI or NET) x steps; LL's intra-server steps x 1.8 across
-  servers; a ring's Simple latency x 1.9 across servers above nRanks/16 x 64 KiB ("plateau effect");
-* busBw = channels x speed (the intra-server speed up to 2 servers, the network's beyond), at most
-  235 GB/s on compute capability 8.0; ring LL x 1/4; ring LL128 x 0.92 (0.7 with one GPU per server),
-  at most 16.7 GB/s per channel; tree x 0.9, at most 110 GB/s (80 beyond 2 servers; LL128 on sm80:
-  130 / 105); tree LL x 1/3.8; tree LL128 x 0.915 (7/9 on one server), at most 16.7 x 7/9 per channel;
-* algbw = busBw x nRanks / steps (ring) or x 0.5 (tree); tree bandwidth x a correction per size.
+* latency = baseLat + hwLat per step (NVLink or PCI inside a server, NET across) x steps, plus the
+  version's refinements (LL x 1.8 inside servers up to 2.17, the network overhead floor from 2.18, ...);
+* busBw = the graph's bandwidth (inside a server up to 2 servers, the network's beyond) x the protocol's
+  and algorithm's factors, at most the per-channel ceilings of the GPU generation;
+* algBw = busBw x nRanks / steps (ring, NVLS from 2.28) or x 0.5 (trees, CollNet);
+  time = latency (x the ring Simple "plateau" factor) + bytes / algBw (trees x a correction per size).
 
-LL128 is on only with NVLink inside the servers (NCCL enables it by default only there).
+What NCCL learns from its topology search is taken from the cluster: ring/tree/PAT graphs carry the
+per-GPU NVLink (NVSwitch) or PCIe bandwidth up to 2 servers and min(that, the NICs) beyond, over
+`library.num_channels`; an NVLS graph has one channel (head) per GPU on one server, per NIC across
+servers, each with its share of NVLink and of the NICs; a CollNet graph one channel per NIC. Hosts
+are taken as x86 with Intel CPUs (NCCL's LL ceilings and network overhead depend on the vendor).
+
+Algorithms are returned as ("ring", "LL") style labels: ring, tree, collnet_direct (2.9-2.13's single
+CollNet too), collnet_chain, nvls, nvls_tree, pat. NVLS needs an NVSwitch server of compute capability
+9.0+ (H100, H200, B200: NVLink SHARP); CollNet needs SHARP in the network, which the cluster file does
+not record yet: pass `collnet=True`; PAT runs allgather / reduce_scatter at one GPU per server from 2.23.
+alltoall and sendrecv are point-to-point in NCCL, outside the tuning model: no estimates, and the label
+("p2p", "Simple"). Trees are considered on one server too (NCCL builds them as chains there).
+
+Version 2.9.9 is what cluster files written before versions were recorded say (`cluster.LEGACY_NCCL_VERSION`);
+it keeps fabriclab's earlier model unchanged (`versions.table_of`: NCCL 2.7.8's constants, `_legacy_estimates`
+below), so no calibration moves. Every other version runs its own table, 2.9.6 / 2.9.8 v2.9.9-1's.
 
 Try it: `python -c "from fabriclab.fabric.cluster import a100_hdr_prior as c;
 from fabriclab.nccl.choice import nccl_choices as n; print(n(c(), 128, [1 << 20, 1 << 30]))"`.
@@ -23,95 +38,367 @@ from fabriclab.nccl.choice import nccl_choices as n; print(n(c(), 128, [1 << 20,
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.nccl.versions import LEGACY_TABLE, PROTOCOLS, TuningTable, compute_capability, table_of
 
-_BASE = {"tree": (4.4, 4.4, 0.0), "ring": (3.6, 10.0, 8.4)}
-_HW = {"nvlink": {"tree": (.52, 1.2, 28.0), "ring": (.47, 1.9, 3.4)},
-       "pci": {"tree": (1.0, 1.9, 28.0), "ring": (1.0, 2.5, 5.7)},
-       "net": {"tree": (5.0, 8.5, 50.0), "ring": (2.7, 4.0, 9.6)}}
-_LL128_PER_CHANNEL = {"broadcast": 18.8, "reduce": 12.0, "allgather": 18.3, "reduce_scatter": 15.2,
-                      "allreduce": 16.7, "alltoall": 18.3}
-# NCCL 2.9 treeCorrectionFactor: powers of two from 64 B to 128 MB, per protocol (LL, LL128, Simple).
-_TREE_CORRECTION = {
-    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0),
-    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .5, .6, .6, .7, .7, .8, .9, .9, 1.0),
-    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7, .8, .9)}
-_PROTOS = ("LL", "LL128", "Simple")
+COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
+POINT_TO_POINT = ("alltoall", "sendrecv")
+_AG_RS = ("allgather", "reduce_scatter")
+
+
+@dataclass(frozen=True)
+class _Machine:
+    """What the tuning model sees of a communicator on the cluster (bandwidths in GB/s)."""
+
+    n: int
+    nodes: int
+    per_server: int
+    cc: int | None
+    arch: str
+    nvlink: bool
+    channels: int
+    speed: float          # ring/tree graph: nChannels x (bwIntra up to 2 servers, bwInter beyond)
+    intra: float          # per-GPU NVLink or PCIe
+    nics: int
+    nic_total: float      # NICs x rate per server
+    busbw_cap: float | None
+    collnet: bool
+
+    @property
+    def ppn(self) -> float:
+        return self.n / self.nodes
+
+    @property
+    def index2(self) -> int:
+        return min(self.nodes - 1, 2)
+
+    def nvls_graph(self) -> tuple[int, float, float]:
+        """nChannels, bwIntra, bwInter of the NVLS graph: a head per GPU (one server) or per NIC."""
+        heads = self.per_server if self.nodes == 1 else min(self.per_server, self.nics)
+        inter = self.intra if self.nodes == 1 else self.nic_total
+        return heads, self.intra / heads, inter / heads
+
+
+def _machine(cluster: ClusterModel, table: TuningTable, n: int, nodes: int, collnet: bool) -> _Machine:
+    server, lib = cluster.server, cluster.library
+    nvlink = server.intra == "nvswitch"
+    intra = (server.intra_bandwidth_Bps if nvlink else server.pcie_bandwidth_Bps) / 1e9
+    nic_total = server.nics_per_server * server.nic_bandwidth_Bps / 1e9
+    cc = compute_capability(server.gpu_name)
+    if cc is None and lib.selection_busbw_cap_Bps is not None:  # files that only recorded NCCL's sm80 cap
+        cc = 80
+    arch = table.arch(cc)
+    cap = table.busbw_cap.get(arch)
+    return _Machine(n=n, nodes=nodes, per_server=n // nodes, cc=cc, arch=arch, nvlink=nvlink,
+                    channels=lib.num_channels, speed=intra if nodes <= 2 else min(intra, nic_total), intra=intra,
+                    nics=server.nics_per_server, nic_total=nic_total, busbw_cap=cap, collnet=collnet)
+
+
+def _enabled(t: TuningTable, m: _Machine, algo: str, coll: str, lib_algorithms) -> bool:
+    if algo not in t.algorithms or (algo in ("ring", "tree") and algo not in lib_algorithms):
+        return False
+    if coll in ("broadcast", "reduce"):
+        return algo == "ring"
+    if algo == "tree":
+        return coll == "allreduce"
+    if algo == "nvls_tree":
+        return coll == "allreduce" and m.nodes > 1 and _nvls_ok(t, m)
+    if algo == "collnet_chain":
+        return coll == "allreduce" and _collnet_ok(m)
+    if algo == "collnet_direct":
+        split = "collnet_chain" in t.algorithms  # 2.14+: direct needs NVSwitch
+        return _collnet_ok(m) and (m.nvlink or not split) and (
+            coll == "allreduce" or (coll in _AG_RS and t.collnet_ag_rs is not None and m.per_server <= m.nics))
+    if algo == "nvls":
+        if coll not in t.nvls_collectives or not _nvls_ok(t, m):
+            return False
+        if m.nodes == 1:
+            return True
+        # across servers NVLS runs with CollNet (SHARP); allgather/reduce_scatter with a NIC (head) per GPU
+        return t.nvls_multinode and m.collnet and (
+            coll == "allreduce" or (t.nvls_ag_rs_multinode and m.per_server <= m.nics))
+    if algo == "pat":
+        return coll in _AG_RS and m.per_server == 1 and m.n > 1
+    return True  # ring
+
+
+def _nvls_ok(t: TuningTable, m: _Machine) -> bool:
+    return (t.nvls_bandwidth is not None and m.nvlink and m.cc is not None and m.cc >= 90
+            and m.per_server >= t.nvls_min_gpus and (t.nvls_bandwidth != "efficiency" or m.nvls_graph()[0] >= 2))
+
+
+def _collnet_ok(m: _Machine) -> bool:
+    return m.collnet and m.nodes >= 2  # NCCL_COLLNET_NODE_THRESHOLD = 2 (init.cc)
+
+
+def _proto_enabled(t: TuningTable, m: _Machine, algo: str, proto: str) -> bool:
+    if algo not in ("ring", "tree"):
+        return proto == "Simple"
+    if proto != "LL128":
+        return True
+    # tuning.cc: LL128 only on NVLink inside the servers and on the GPU generations of the release
+    # (an unnamed GPU counts as one of them, as the prior's "GPU" always did).
+    if not m.nvlink or m.cc is None:
+        return m.nvlink
+    return m.cc >= 70 if t.ll128_ccs is None else m.cc in t.ll128_ccs
+
+
+def _bandwidth(t: TuningTable, m: _Machine, coll: str, algo: str, proto: str) -> float:
+    """comm->bandwidths[coll][algo][proto]: algBw in GB/s."""
+    n, nodes, i2, arch, nch = m.n, m.nodes, m.index2, m.arch, m.channels
+    nsteps = 2 * (n - 1) if coll == "allreduce" else n - 1 if coll in _AG_RS else n
+    ll_max = t.ll_max_bw["volta" if nodes > 1 else arch][i2]  # across servers: the Intel CPU row
+    ll128 = t.ll128_max_bw_per_collective
+    bus = m.speed
+    if algo.startswith("collnet"):
+        heads = m.nics
+        bw_intra, bw_inter = min(m.intra, m.nic_total) / heads, m.nic_total / heads
+        bus = heads * bw_intra
+    elif algo.startswith("nvls"):
+        heads, bw_intra, bw_inter = m.nvls_graph()
+        bus = _nvls_bus(t, m, coll, algo, heads, bw_intra, bw_inter)
+    if m.busbw_cap is not None:
+        bus = min(bus, m.busbw_cap)
+    if algo == "ring" and proto == "LL":
+        f = t.ring_ll_factor or (1 / 4 if nodes > 1 or coll in ("allreduce", "reduce") else 1 / 3)
+        bus = min(ll_max, bus * f)
+    if algo == "ring" and proto == "LL128":
+        f = t.ring_ll128_ppn1_factor if t.ring_ll128_ppn1_factor and m.ppn < 2 else t.ring_ll128_factor
+        bus = min(bus * f, nch * (ll128[coll] if ll128 else t.ring_ll128_max_bw[arch][i2]))
+    if algo == "tree":
+        bus = min(bus * t.tree_factor, nch * t.tree_max_bw[arch][i2])
+        if proto == "LL":
+            bus = min(bus * t.tree_ll_factor, ll_max)
+        if proto == "LL128":
+            f = t.tree_ll128_factor[0 if nodes == 1 else 1]
+            bus = min(bus * f, nch * (ll128[coll] if ll128 else t.tree_ll128_max_bw[arch][i2]))
+        if t.tree_pattern_factor and m.per_server == 1:  # search.cc: one GPU per server -> pattern TREE
+            bus *= t.tree_pattern_factor
+    if algo == "pat":
+        bus *= t.pat_factor
+    if algo.startswith("collnet"):
+        bus = _collnet_bus(t, m, coll, algo, bus, bw_intra, bw_inter, heads)
+    if algo in t.ag_rs_no_ratio and coll in _AG_RS:
+        return bus
+    if algo == "ring":
+        return bus * n / nsteps
+    if algo == "nvls":
+        return bus * (t.nvls_ratio if t.nvls_ratio is not None else n / nsteps)
+    if algo == "nvls_tree":
+        r = t.nvls_tree_ratio
+        return bus * (0.70 * nodes / (2 * (nodes - 1)) if r == "nodes" else n / nsteps if r is None else r)
+    return bus * 0.5
+
+
+def _nvls_bus(t: TuningTable, m: _Machine, coll: str, algo: str, heads: int, bw_intra: float,
+              bw_inter: float) -> float:
+    rule, tree = t.nvls_bandwidth, algo == "nvls_tree"
+    if rule == "ring-graph":  # 2.17: the ring graph's bandwidth (one server)
+        return m.speed
+    if rule == "graph":
+        return heads * (bw_intra if m.nodes <= 2 else bw_inter)
+    if rule == "efficiency":
+        intra = bw_intra * t.nvls_efficiency[m.arch] * (heads - 1) / heads
+        intra *= 2.0 if coll == "allreduce" else (m.ppn - 1) / m.ppn
+        inter = bw_inter * (2 if tree and m.nodes <= 2 else 1)
+        cap = t.nvls_tree_max_bw[m.arch][m.index2] if tree else math.inf
+        return heads * min(intra, inter, cap)
+    if rule == "min-ppn" and not tree and coll in _AG_RS:
+        return heads * min(bw_intra * (m.ppn - 1) / m.ppn, bw_inter * 0.9)
+    if tree:
+        return heads * min(bw_intra, bw_inter if m.nodes <= 2 else bw_inter / 2)
+    return heads * min(bw_intra, bw_inter)
+
+
+def _collnet_bus(t: TuningTable, m: _Machine, coll: str, algo: str, bus: float, bw_intra: float,
+                 bw_inter: float, heads: int) -> float:
+    if t.collnet_factor:  # 2.9: one CollNet algorithm
+        return bus * t.collnet_factor
+    if algo == "collnet_chain":
+        return bus * (t.collnet_chain_factor or 1.0)
+    if "collnet_chain" not in t.algorithms:  # 2.10-2.13
+        return bus
+    ppn = m.ppn
+    if coll in _AG_RS:
+        if t.collnet_ag_rs == "min":
+            return ppn * min(bw_intra, bw_inter * 0.9)
+        w = (ppn - 1) / (8 - 1)  # "measured corrective ratio at 1 and 8 GPUs per server, interpolated"
+        return ppn * bw_intra * (w * 0.85 + (1 - w) * 0.95)
+    factor = ppn / heads  # GPU/NIC ratio
+    bus /= factor - (factor - 1) / 2
+    if t.collnet_direct_sm90_factor and m.cc is not None and m.cc >= 90:
+        bus *= t.collnet_direct_sm90_factor
+    return bus
+
+
+def _log2i(x: int) -> int:
+    return x.bit_length() - 1 if x > 0 else 0
+
+
+def _latency(t: TuningTable, m: _Machine, coll: str, algo: str, proto: str) -> float:
+    """comm->latencies[coll][algo][proto] in us."""
+    p, n, nodes = PROTOCOLS.index(proto), m.n, m.nodes
+    nsteps = 2 * (n - 1) if coll == "allreduce" else n - 1 if coll in _AG_RS else n
+    base = t.base_lat_us[algo][p]
+    intra_hw = "nvlink" if m.nvlink else "pci"
+    intra = t.hw_lat_us[intra_hw][algo][p]
+    inter = t.hw_lat_us["net"]["tree" if t.ppn1_tree_net_latency and m.per_server == 1 else algo][p]
+    if t.ll_intra_factor and nodes > 1 and proto == "LL":
+        intra *= t.ll_intra_factor
+    local = m.per_server
+    if algo == "ring":
+        if coll in ("reduce", "broadcast"):  # rings that do not share channels: a step per rank
+            hw = intra_hw if nodes == 1 else "net"
+            return base + nsteps * t.hw_lat_us[hw]["tree" if proto == "Simple" else "ring"][p]
+        if t.net_overhead_us and nodes > 1:
+            intra = max(intra, t.net_overhead_us * (3 if proto == "Simple" else 1))
+        ninter = 0 if nodes == 1 else 2 * (nodes - t.ring_inter_steps_offset) if coll == "allreduce" else nodes - 1
+        return base + (nsteps - ninter) * intra + ninter * inter
+    if algo == "tree":
+        return base + 2 * ((local - 1) * intra + _log2i(nodes) * inter)
+    if algo == "collnet_direct":
+        if t.collnet_arity_us is None:
+            return base + 2 * (local - 1) * intra + inter
+        return base + 2 * (min(1, local - 1) * intra + (local - 1) * t.collnet_arity_us) + inter
+    if algo == "collnet_chain":
+        return base + 2 * (local - 1) * intra + (inter if t.collnet_chain_net_latency else 0)
+    if algo == "pat":
+        a, b, c = t.pat_latency_us
+        return base + a + _log2i(nodes) * inter / b + n * c
+    if t.nvls_latency == "base":
+        return base
+    if t.nvls_latency == "net-steps":
+        net = t.hw_lat_us["net"][algo][p]
+        return base + (net if nodes > 1 else 0) if algo == "nvls" else base + 2 * (nodes - 1) * net
+    if algo == "nvls":
+        return intra + (inter if nodes > 1 else 0)
+    return base + intra + 2 * _log2i(nodes) * inter
+
+
+def _times(t: TuningTable, m: _Machine, coll: str, algo: str, proto: str, algbw: float,
+           size: np.ndarray) -> np.ndarray:
+    """ncclTopoGetAlgoTime at every size, us."""
+    bw = np.full(size.shape, algbw)
+    lat = np.full(size.shape, _latency(t, m, coll, algo, proto))
+    corrected = algo == "tree" or (algo == "nvls_tree" and t.nvls_tree_correction_cc is not None
+                                   and m.cc is not None and m.cc >= t.nvls_tree_correction_cc)
+    if corrected and coll == "allreduce":
+        table = np.array(t.tree_correction[proto])
+        chunks = (size // 64).astype(np.int64)
+        log_size = np.array([int(c).bit_length() - 1 for c in chunks.ravel()]).reshape(size.shape)
+        if not t.log2_zero_is_minus_one:
+            log_size = np.maximum(log_size, 0)
+        ok = (log_size >= 0) & (log_size < table.size)
+        bw = np.where(ok, bw * table[np.clip(log_size, 0, table.size - 1)], bw)
+    if algo == "ring" and proto == "Simple" and m.nodes > 1 and coll == "allreduce":
+        plateau = size >= m.n / 16 * 65536 if t.plateau_threshold == "ranks" else \
+            size // (m.channels * m.n) >= 64
+        factor = [f for c, f in t.plateau_factors if (m.cc or 0) >= c][-1]
+        lat = np.where(plateau, lat * factor, lat)
+    return lat + size / (1000 * bw)
 
 
 def nccl_estimates(cluster: ClusterModel, num_gpus: int, num_servers: int, sizes_bytes,
-                   collective: str = "allreduce") -> dict[tuple[str, str], np.ndarray]:
-    """(algorithm, protocol) -> NCCL 2.9's estimated time in microseconds at every size (enabled ones)."""
-    server, lib = cluster.server, cluster.library
-    n, nodes = num_gpus, num_servers
+                   collective: str = "allreduce", *, collnet: bool = False) -> dict[tuple[str, str], np.ndarray]:
+    """(algorithm, protocol) -> NCCL's estimated time in microseconds at every size, for the ones its
+    version enables on this cluster, in NCCL's order (ties go to the first). `collnet`: the network
+    offers SHARP (CollNet). Point-to-point collectives (alltoall, sendrecv): {}."""
+    if collective in POINT_TO_POINT:
+        return {}
+    if collective not in COLLECTIVES:
+        raise ValueError(f"collective {collective!r}: NCCL's tuning model covers {', '.join(COLLECTIVES)} "
+                         f"({', '.join(POINT_TO_POINT)} are point-to-point)")
+    lib = cluster.library
     size = np.asarray(sizes_bytes, dtype=np.float64)
+    table = table_of(lib.nccl_version)
+    if table is LEGACY_TABLE:
+        return _legacy_estimates(cluster, num_gpus, num_servers, size, collective)
+    m = _machine(cluster, table, num_gpus, num_servers, collnet)
+    out = {}
+    for algo in table.algorithms:
+        if not _enabled(table, m, algo, collective, lib.algorithms):
+            continue
+        for proto in PROTOCOLS:
+            if proto not in lib.protocols or not _proto_enabled(table, m, algo, proto):
+                continue
+            algbw = _bandwidth(table, m, collective, algo, proto)
+            if algbw > 0:  # NCCL: a zero bandwidth disables the pair
+                out[(algo, proto)] = _times(table, m, collective, algo, proto, algbw, size)
+    return out
+
+
+def nccl_choices(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: str = "allreduce",
+                 num_servers: int | None = None, *, collnet: bool = False) -> list[tuple[str, str]]:
+    """The (algorithm, protocol) NCCL runs at every size: the lowest estimate, the first in NCCL's order
+    (tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat) on ties."""
+    g = cluster.server.gpus_per_server
+    nodes = num_servers if num_servers is not None else max(1, -(-num_gpus // g))
+    if collective in POINT_TO_POINT:
+        return [("p2p", "Simple")] * np.size(sizes_bytes)
+    est = nccl_estimates(cluster, num_gpus, nodes, sizes_bytes, collective, collnet=collnet)
+    keys = list(est)
+    best = np.stack([est[k] for k in keys]).argmin(axis=0)
+    return [keys[i] for i in np.atleast_1d(best)]
+
+
+
+# fabriclab's model before versions were recorded, kept as it was (versions.LEGACY_TABLE: NCCL 2.7.8's constants,
+# v2.7.8-1 src/graph/tuning.cc), with its own simplifications: LL128 on any NVSwitch server, sm80 read from
+# `selection_busbw_cap_Bps`, trees only across servers, rings for broadcast/reduce that do not share channels.
+def _legacy_estimates(cluster: ClusterModel, n: int, nodes: int, size: np.ndarray,
+                      collective: str) -> dict[tuple[str, str], np.ndarray]:
+    t, server, lib = LEGACY_TABLE, cluster.server, cluster.library
     ppn = n / nodes
     nvlink = server.intra == "nvswitch"
     intra_speed = server.intra_bandwidth_Bps if nvlink else server.pcie_bandwidth_Bps
     net_speed = min(intra_speed, server.nics_per_server * server.nic_bandwidth_Bps)
     speed = (intra_speed if nodes <= 2 else net_speed) / 1e9
     cap = lib.selection_busbw_cap_Bps
-    sm80 = cap is not None
-    channels = lib.num_channels
-    if collective == "allreduce":
-        nsteps, ninter = 2 * (n - 1), 2 * (nodes - 1)
-    elif collective in ("reduce_scatter", "allgather", "alltoall"):
-        nsteps, ninter = n - 1, nodes - 1
-    else:
-        nsteps, ninter = n, nodes
+    sm80, channels = cap is not None, lib.num_channels
+    nsteps, ninter = (2 * (n - 1), 2 * (nodes - 1)) if collective == "allreduce" else \
+        (n - 1, nodes - 1) if collective in _AG_RS else (n, nodes)
     intra_hw = "nvlink" if nvlink else "pci"
     out = {}
     for algo in ("tree", "ring"):
         if algo not in lib.algorithms or (algo == "tree" and (collective != "allreduce" or nodes == 1)):
             continue
-        for p, proto in enumerate(_PROTOS):
+        for p, proto in enumerate(PROTOCOLS):
             if proto not in lib.protocols or (proto == "LL128" and not nvlink):
                 continue
             bus = min(speed, cap / 1e9) if sm80 else speed
             if algo == "ring" and proto == "LL":
                 bus *= 1 / 4 if (nodes > 1 or collective in ("allreduce", "reduce")) else 1 / 3
             if algo == "ring" and proto == "LL128":
-                bus = min(bus * (0.7 if ppn < 2 else 0.92), _LL128_PER_CHANNEL[collective] * channels)
-            if algo == "tree":
+                bus = min(bus * (0.7 if ppn < 2 else 0.92), t.ll128_max_bw_per_collective[collective] * channels)
+            if algo == "tree":  # v2.7.8-1 maxTreeBw: a ceiling for all channels together
                 max_tree = (105.0 if sm80 and proto == "LL128" else 80.0) if nodes > 2 else \
                     (130.0 if sm80 and proto == "LL128" else 110.0)
-                bus = min(bus * 0.9, max_tree)
+                bus = min(bus * t.tree_factor, max_tree)
                 if proto == "LL":
-                    bus /= 3.8
+                    bus *= t.tree_ll_factor
                 if proto == "LL128":
-                    bus = min(bus * (7 / 9 if nodes == 1 else 0.915), _LL128_PER_CHANNEL[collective] * channels * 7 / 9)
+                    bus = min(bus * t.tree_ll128_factor[0 if nodes == 1 else 1],
+                              t.ll128_max_bw_per_collective[collective] * channels * 7 / 9)
             algbw = bus * (n / nsteps if algo == "ring" else 0.5)
-            intra_lat = _HW[intra_hw][algo][p] * (1.8 if nodes > 1 and proto == "LL" else 1.0)
-            inter_lat = _HW["net"][algo][p]
-            lat = _BASE[algo][p]
+            hw = t.hw_lat_us
+            intra_lat = hw[intra_hw][algo][p] * (1.8 if nodes > 1 and proto == "LL" else 1.0)
+            lat = t.base_lat_us[algo][p]
             if algo == "ring" and collective in ("reduce", "broadcast"):
-                step = _HW["net" if nodes > 1 else intra_hw]["tree" if proto == "Simple" else "ring"][p]
-                lat += nsteps * step
+                lat += nsteps * hw["net" if nodes > 1 else intra_hw]["tree" if proto == "Simple" else "ring"][p]
             elif algo == "ring":
-                lat += (nsteps - ninter) * intra_lat + ninter * inter_lat
+                lat += (nsteps - ninter) * intra_lat + ninter * hw["net"][algo][p]
             else:
-                lat += 2 * ((n // nodes - 1) * intra_lat + int(math.log2(nodes)) * inter_lat)
-            lat = np.full(size.shape, lat)
-            bw = np.full(size.shape, algbw)
+                lat += 2 * ((n // nodes - 1) * intra_lat + int(math.log2(nodes)) * hw["net"][algo][p])
+            lat, bw = np.full(size.shape, lat), np.full(size.shape, algbw)
             if algo == "tree":
                 log_size = np.array([max(int(s) >> 6, 1).bit_length() - 1 for s in size])
-                table = np.array(_TREE_CORRECTION[proto])
+                table = np.array(t.tree_correction[proto])
                 bw = np.where(log_size < 22, bw * table[np.minimum(log_size, 21)], bw)
             if algo == "ring" and proto == "Simple" and nodes > 1 and collective == "allreduce":
                 lat = np.where(size >= n / 16 * 65536, lat * 1.9, lat)
             out[(algo, proto)] = lat + size / (1000 * bw)
     return out
-
-
-def nccl_choices(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: str = "allreduce",
-                 num_servers: int | None = None) -> list[tuple[str, str]]:
-    """The (algorithm, protocol) NCCL 2.9 runs at every size: the lowest estimate, tree before ring on ties."""
-    g = cluster.server.gpus_per_server
-    nodes = num_servers if num_servers is not None else max(1, -(-num_gpus // g))
-    est = nccl_estimates(cluster, num_gpus, nodes, sizes_bytes, collective)
-    keys = list(est)
-    best = np.stack([est[k] for k in keys]).argmin(axis=0)
-    return [keys[i] for i in best]
