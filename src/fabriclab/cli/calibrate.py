@@ -66,6 +66,8 @@ def nccl_tests_cmd(
     = None,
     intra: Annotated[str, typer.Option(help="Inside a server: nvswitch or pcie.")] = "nvswitch",
     fabric: Annotated[str, typer.Option(help="Network of the cluster file: rail or fat-tree.")] = "rail",
+    nccl_version: Annotated[str | None, typer.Option("--nccl-version", metavar="X.Y.Z", help=(
+        "NCCL version the logs were measured with, when they do not say (2.9 to the current 2.2x)."))] = None,
     fmt: FormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
@@ -81,7 +83,7 @@ def nccl_tests_cmd(
         runs=runs, held=tuple(run for path in (check or []) for run in read_runs(path)),
         hold_out_range=None if sizes is None else (min(sizes), max(sizes)), nic=parse_link(nic),
         nics_per_server=nics_per_server, gpus_per_server=gpus_per_server, intra=intra, fabric=fabric,
-        name=out.stem, log_names=tuple(p.name for p in logs),
+        nccl_version=nccl_version, name=out.stem, log_names=tuple(p.name for p in logs),
         record={"logs": [str(p) for p in logs], "checked_logs": [str(p) for p in check or []],
                 "hold_out_sizes": hold_out_sizes})
     cal = calibrate_cluster(request)
@@ -91,17 +93,23 @@ def nccl_tests_cmd(
     output.record("calibrate.nccl-tests", {"logs": [str(p) for p in logs], "check": [str(p) for p in check or []],
                                            "hold_out_sizes": hold_out_sizes, "nic": nic, "out": str(out)},
                   {"parameters": cal.cluster.fit["parameters"], "residuals": [asdict(r) for r in cal.residuals],
-                   "fitted_rows": cal.fitted_summary, "held_out_rows": cal.held_summary})
+                   "fitted_rows": cal.fitted_summary, "held_out_rows": cal.held_summary,
+                   "held_out_coverage": cal.coverage, "nccl_version": cal.cluster.library.nccl_version})
 
 
 def _print_calibration(output, cal, request) -> None:
     residuals = cal.residuals
-    output.table(_params_table(cal.params))
+    output.note(f"library model: {cal.version_note}")
+    output.table(_params_table(cal.params, cal.cluster.library.nccl_version))
     output.table(_residual_table([r for r in residuals if not r.held_out],
                                  "fit: busbw per row (GB/s), measured vs model; error = model / measured - 1"))
     if any(r.held_out for r in residuals):
         output.table(_residual_table([r for r in residuals if r.held_out],
                                      "held out (never fitted): busbw per row (GB/s), measured vs model"))
+    for c in cal.coverage:
+        where = "all held-out rows" if c["num_gpus"] is None else f"held-out rows, {c['num_gpus']} GPUs"
+        output.note(f"{where}: measured busbw inside the printed range in {c['inside']} of {c['rows']} "
+                    f"({c['share'] * 100:.0f} %)")
     for title, rows in (("fitted rows", cal.fitted_summary), ("held-out rows", cal.held_summary)):
         for s in rows:
             output.note(f"{title}: {s['num_gpus']} GPUs, {s['band']}: max |error| {s['max_abs_error_pct']:.1f} % "
@@ -124,8 +132,8 @@ def _quantity(name: str, value: float) -> str:
     return f"{value:.4g}"
 
 
-def _params_table(params) -> Table:
-    table = Table(title="parameters: fitted, or the prior (data sheets, NCCL 2.9)")
+def _params_table(params, version: str) -> Table:
+    table = Table(title=f"parameters: fitted, or the prior (data sheets, NCCL {version}'s constants)")
     for col in ("parameter", "value", "prior", "from"):
         table.add_column(col, justify="left" if col in ("parameter", "from") else "right")
     for p in params:
@@ -137,11 +145,19 @@ def _params_table(params) -> Table:
 
 def _residual_table(residuals, title: str) -> Table:
     table = Table(title=title)
-    for col in ("log", "GPUs", "size", "NCCL runs", "measured", "model", "error %", "in-place"):
-        table.add_column(col, justify="left" if col in ("log", "NCCL runs") else "right")
+    from fabriclab.nccl.calibration import inside
+
+    ranged = any(r.busbw_low_GBps is not None for r in residuals)
+    several = len({r.collective for r in residuals}) > 1
+    cols = ["log", *(["collective"] if several else []), "GPUs", "size", "NCCL runs", "measured", "model",
+            *(["range"] if ranged else []), "error %", "in-place"]
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("log", "collective", "NCCL runs") else "right")
     for r in residuals:
         in_err = "-" if r.inplace_error_pct is None else f"{r.inplace_error_pct:+.1f}"
-        table.add_row(Path(r.source.split(" (")[0].split(" [")[0]).name, str(r.num_gpus), format_size(r.size_bytes),
-                      r.choice, f"{r.measured_busbw_GBps:.4g}", f"{r.predicted_busbw_GBps:.4g}",
-                      f"{r.error_pct:+.1f}", in_err)
+        span = ("-" if r.busbw_low_GBps is None else
+                f"{r.busbw_low_GBps:.3g}-{r.busbw_high_GBps:.3g}{'' if inside(r) else ' out'}")
+        table.add_row(Path(r.source.split(" (")[0].split(" [")[0]).name, *([r.collective] if several else []),
+                      str(r.num_gpus), format_size(r.size_bytes), r.choice, f"{r.measured_busbw_GBps:.4g}",
+                      f"{r.predicted_busbw_GBps:.4g}", *([span] if ranged else []), f"{r.error_pct:+.1f}", in_err)
     return table

@@ -107,17 +107,6 @@ def _default_protocols() -> dict[str, ProtocolSpec]:
             "Simple": ProtocolSpec(link_factor=1.0)}
 
 
-def _nccl29_latencies() -> dict[str, dict[str, StepLatency]]:
-    # NCCL 2.9 src/graph/tuning.cc: baseLat (Tree: 4.4/4.4/0, Ring: 3.6/10.0/8.4 us for LL/LL128/Simple),
-    # hwLat NVLINK (Tree .52/1.2/28, Ring .47/1.9/3.4) and NET (Tree 5.0/8.5/50, Ring 2.7/4.0/9.6).
-    # Tree/Simple's base of 0 becomes 0.5 us: latencies are fitted in log space and must be > 0.
-    us = 1e-6
-    table = {"tree": ((4.4, .52, 5.0), (4.4, 1.2, 8.5), (0.5, 28.0, 50.0)),
-             "ring": ((3.6, .47, 2.7), (10.0, 1.9, 4.0), (8.4, 3.4, 9.6))}
-    return {a: {p: StepLatency(base_s=b * us, intra_step_s=i * us, net_step_s=n * us)
-                for p, (b, i, n) in zip(PROTOCOLS, rows)} for a, rows in table.items()}
-
-
 @dataclass(frozen=True, kw_only=True)
 class LibrarySpec:
     """The communication library in the terms of NCCL's cost model."""
@@ -144,8 +133,9 @@ class LibrarySpec:
     """busBw ceiling in NCCL's tuning model (235 GB/s on compute capability 8.0, A100); None: none."""
     protocols: dict[str, ProtocolSpec] = field(default_factory=_default_protocols)
     """Protocol name -> its bandwidth limits."""
-    latencies: dict[str, dict[str, StepLatency]] = field(default_factory=_nccl29_latencies)
-    """Algorithm -> protocol -> latency."""
+    latencies: dict[str, dict[str, StepLatency]] | None = None
+    """Algorithm -> protocol -> latency; None: NCCL's own constants of `nccl_version` (baseLat, hwLat of
+    `src/graph/tuning.cc`; `nccl/library.py` writes them out). A calibrated file holds its fitted ones."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,7 +160,8 @@ def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "
                   intra_link: Link | None = None, nic: Link | None = None, nics_per_server: int | None = None,
                   pcie: Link | None = None, fabric: str = "rail", name: str = "prior",
                   library: str = "nccl", memory_bandwidth_Bps: float = 1.555e12,
-                  leaf_ports: int = NetworkSpec.leaf_ports, description: str | None = None) -> ClusterModel:
+                  leaf_ports: int = NetworkSpec.leaf_ports, description: str | None = None,
+                  nccl_version: str = LEGACY_NCCL_VERSION) -> ClusterModel:
     """A cluster from data sheets and NCCL's constants (`library="nccl"`), or a plain ring library such as
     Gloo over TCP (`library="gloo"`: one protocol, the cheapest choice): the starting point of a calibration."""
     intra_link = intra_link or link_preset(_nvlink_for(gpu_name) if intra == "nvswitch" else "PCIe4x16")
@@ -184,7 +175,7 @@ def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "
                         nics_per_server=nics, nic_bandwidth_Bps=nic.bandwidth_Bps,
                         nic_efficiency=nic.efficiency, nic_latency_s=nic.latency_s)
     # NCCL 2.9 caps its modelled busBw at 235 GB/s on compute capability 8.0 (A100) only.
-    lib = LibrarySpec(num_channels=max(2 * nics, 2),
+    lib = LibrarySpec(num_channels=max(2 * nics, 2), nccl_version=nccl_version,
                       selection_busbw_cap_Bps=235e9 if "A100" in gpu_name.upper() else None)
     if library == "gloo":
         # Gloo's ring over TCP: one protocol, no launches; tens of microseconds per step through the kernel's
@@ -259,9 +250,11 @@ def from_dict(data: object, where: str = "<cluster>") -> ClusterModel:
         lib = dict(_section(data, "library", where))
         protocols = {p: _build(ProtocolSpec, v, f"{where}: library.protocols.{p}")
                      for p, v in _mapping(lib.pop("protocols", None), f"{where}: library.protocols").items()}
-        latencies = {a: {p: _build(StepLatency, v, f"{where}: library.latencies.{a}.{p}")
-                         for p, v in _mapping(row, f"{where}: library.latencies.{a}").items()}
-                     for a, row in _mapping(lib.pop("latencies", None), f"{where}: library.latencies").items()}
+        given = lib.pop("latencies", None)
+        latencies = None if given is None else {
+            a: {p: _build(StepLatency, v, f"{where}: library.latencies.{a}.{p}")
+                for p, v in _mapping(row, f"{where}: library.latencies.{a}").items()}
+            for a, row in _mapping(given, f"{where}: library.latencies").items()}
         lib["algorithms"] = tuple(lib.get("algorithms", ALGORITHMS))
         if lib.get("selection") == "nccl-2.9":  # files written before the version was recorded
             lib["selection"], lib["nccl_version"] = "nccl", LEGACY_NCCL_VERSION
@@ -316,7 +309,7 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
                 "server.nic_bandwidth_Bps": s.nic_bandwidth_Bps}
     nonneg = {"server.intra_latency_s": s.intra_latency_s, "server.nic_latency_s": s.nic_latency_s,
               "library.launch_s": lib.launch_s, "library.host_overhead_s": lib.host_overhead_s}
-    for a, row in lib.latencies.items():
+    for a, row in (lib.latencies or {}).items():
         for p, lat in row.items():
             for key, value in asdict(lat).items():
                 nonneg[f"library.latencies.{a}.{p}.{key}"] = value
@@ -344,6 +337,11 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
     for key, (value, allowed) in choices.items():
         if value not in allowed:
             raise ValueError(f"cluster file {where}: {key} is {value!r}; use one of {', '.join(allowed)}")
+    if lib.latencies is None:
+        if lib.selection != "nccl":
+            raise ValueError(f"cluster file {where}: library.latencies is missing; only an NCCL library "
+                             f"(selection nccl) takes its latencies from its version")
+        return
     bad_algos = [a for a in lib.algorithms if a not in ALGORITHMS or a not in lib.latencies]
     if bad_algos or not lib.algorithms:
         raise ValueError(f"cluster file {where}: library.algorithms {list(lib.algorithms)}: use ring and/or "

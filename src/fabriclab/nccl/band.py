@@ -26,7 +26,7 @@ import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.collectives.schedule import bus_bandwidth_factor
-from fabriclab.nccl.predict import candidate_times
+from fabriclab.nccl.predict import COSTED, candidate_times
 from fabriclab.nccl.fit import Param, apply, parameters
 
 # Factor for a cluster that was never fitted (a preset): NCCL's constants against real clusters differ by
@@ -36,6 +36,10 @@ _RATE_WORDS = ("bandwidth", "efficiency", "link_factor", "cap")
 _LATENCY_WORDS = {"base_s": "base latency", "intra_step_s": "intra step", "net_step_s": "net step"}
 # A prior parameter is named for a row when moving it alone changes the row's time by more than this.
 NAMED_ABOVE = 0.005
+# A fitted parameter counts as extrapolated in a row that leans on it this many times harder than any
+# fitted row did (a tree of 16 servers has 4 network levels where a fit on 2 servers saw 1).
+EXTRAPOLATION = 1.5
+_SLOPE_STEP = 0.01
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +133,25 @@ def moved_clusters(cluster: ClusterModel) -> tuple[ClusterModel, ClusterModel]:
     return (_moved(cluster, params, unknown, lat, rate, False), _moved(cluster, params, unknown, lat, rate, True))
 
 
+def fit_leverage(cluster: ClusterModel) -> dict[str, float]:
+    """Fitted parameter -> the largest |d log time / d log value| of any fitted row (empty for a cluster
+    whose fit record predates it, or a preset)."""
+    fit = (cluster.fit or {}).get("parameters") or {}
+    return {n: float(p["leverage"]) for n, p in fit.items() if p.get("fitted") and "leverage" in p}
+
+
+def _slopes(cluster: ClusterModel, params: list[Param], names, num_gpus: int, sizes: np.ndarray, collective: str,
+            gpus_per_process: int, base: dict) -> dict[str, dict]:
+    """name -> (algorithm, protocol) -> |d log time / d log value| at every size."""
+    out = {}
+    for name in names:
+        values = [p.prior * (math.exp(_SLOPE_STEP) if p.name == name else 1.0) for p in params]
+        moved = candidate_times(apply(cluster, params, values), num_gpus, sizes, collective,
+                                gpus_per_process=gpus_per_process)
+        out[name] = {k: np.abs(np.log(moved[k] / base[k])) / _SLOPE_STEP for k in base}
+    return out
+
+
 def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective: str = "allreduce", *,
               gpus_per_process: int = 1) -> list[RowBand]:
     """One band per predicted row (rows as `predict_nccl_table` gives them, `algorithm` = `algo/proto`)."""
@@ -142,16 +165,33 @@ def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective
         return candidate_times(_moved(cluster, params, names, lat, rate, optimistic), num_gpus, sizes, collective,
                                gpus_per_process=gpus_per_process)
 
-    base, worst, best = times(set(), False), times(unknown, False), times(unknown, True)
-    alone = {n: times({n}, False) for n in sorted(unknown)}
+    base = times(set(), False)
+    lever = fit_leverage(cluster)
+    slopes = _slopes(cluster, params, sorted(lever), num_gpus, sizes, collective, gpus_per_process, base)
+    keys = [tuple(r["algorithm"].split("/")) for r in rows]
+    # a fitted parameter a row leans on harder than any fitted row did (a deeper tree, more network steps):
+    # its fitted value is an extrapolation there, as uncertain as a prior one
+    beyond = [{n for n in lever if slopes[n][k][i] > EXTRAPOLATION * lever[n] + 0.01} for i, k in enumerate(keys)]
+    ends: dict[frozenset, tuple[dict, dict]] = {}
+    for extra in {frozenset(b) for b in beyond}:
+        moved = unknown | extra
+        ends[extra] = (times(moved, False), times(moved, True))
+    alone = {n: times({n}, False) for n in sorted(unknown | set().union(*beyond))}
     factor = bus_bandwidth_factor(collective, num_gpus)
     out = []
-    for i, r in enumerate(rows):
-        key = tuple(r["algorithm"].split("/"))
+    for i, (r, key, extra) in enumerate(zip(rows, keys, beyond)):
+        if key[0] not in COSTED:  # NCCL's own estimate of an algorithm no log here runs: as sure as a prior
+            spread = max(lat, rate)
+            out.append(RowBand(busbw_low_GBps=r["busbw_GBps"] / spread, busbw_high_GBps=r["busbw_GBps"] * spread,
+                               prior_parameters=(f"NCCL {cluster.library.nccl_version}'s own {key[0]} estimate",)))
+            continue
+        worst, best = ends[frozenset(extra)]
         # a parameter the chosen algorithm/protocol does not use leaves its time as it is
-        names = _grouped([n for n, t in alone.items() if abs(t[key][i] / base[key][i] - 1) > NAMED_ABOVE])
-        lo = sizes[i] / worst[key][i] / 1e9 * factor if names else r["busbw_GBps"]
-        hi = sizes[i] / best[key][i] / 1e9 * factor if names else r["busbw_GBps"]
+        used = [n for n in sorted(unknown | extra) if abs(alone[n][key][i] / base[key][i] - 1) > NAMED_ABOVE]
+        names = _grouped([n for n in used if n in unknown]) + tuple(
+            f"{n} beyond the fit" for n in _grouped([n for n in used if n not in unknown]))
+        lo = sizes[i] / worst[key][i] / 1e9 * factor if used else r["busbw_GBps"]
+        hi = sizes[i] / best[key][i] / 1e9 * factor if used else r["busbw_GBps"]
         out.append(RowBand(busbw_low_GBps=float(min(lo, r["busbw_GBps"])),
                            busbw_high_GBps=float(max(hi, r["busbw_GBps"])), prior_parameters=names))
     return out

@@ -13,10 +13,13 @@ examples/nccl-tests-a100/nccl_16.log --out cluster.json`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from fabriclab.fabric.cluster import ClusterModel, prior_cluster
+from fabriclab.fabric.cluster import LEGACY_NCCL_VERSION, ClusterModel, prior_cluster
 from fabriclab.fabric.links import Link
+from fabriclab.nccl.band import row_bands
 from fabriclab.nccl.fit import calibrate, check, summary
+from fabriclab.nccl.predict import predict_nccl_table
 from fabriclab.nccl.logs import NcclRun
 
 
@@ -42,6 +45,9 @@ class CalibrationRequest:
     """rail or fat-tree."""
     name: str = "cluster"
     """Name of the cluster written."""
+    nccl_version: str | None = None
+    """NCCL version the logs were measured with (`--nccl-version`); None: what the logs say, else
+    `LEGACY_NCCL_VERSION`."""
     log_names: tuple[str, ...] = ()
     """The fitted logs' file names (for the description)."""
     record: dict = field(default_factory=dict)
@@ -57,6 +63,32 @@ class Calibration:
     residuals: list
     fitted_summary: list
     held_summary: list
+    coverage: list
+    """Per GPU count of the held-out rows: rows, rows whose measured busbw lies inside the printed range."""
+    version_note: str
+    """Which NCCL version the model runs, and where that came from."""
+
+
+def nccl_version_for(runs: list[NcclRun], given: str | None) -> tuple[str, str]:
+    """(the NCCL version to model, a note saying where it came from); a ValueError when the logs disagree
+    with each other or with `given`."""
+    said = {r.nccl_version: r.source for r in runs if r.nccl_version}
+    if len(said) > 1:
+        found = ", ".join(f"{v} ({Path(src).name})" for v, src in sorted(said.items()))
+        raise ValueError(f"the logs come from different NCCL versions ({found}): calibrate each version on its own "
+                         f"logs")
+    if given is not None:
+        from fabriclab.nccl.versions import parse_nccl_version
+
+        version = parse_nccl_version(given)
+        if said and version != next(iter(said)):
+            raise ValueError(f"--nccl-version {given}: the logs say NCCL {next(iter(said))}; leave the option out "
+                             f"or give the logs' version")
+        return version, f"NCCL {version} (--nccl-version)"
+    if said:
+        return next(iter(said)), f"NCCL {next(iter(said))} (from the logs)"
+    return LEGACY_NCCL_VERSION, (f"NCCL {LEGACY_NCCL_VERSION}: the logs do not say their version (no `NCCL version` "
+                                 f"line, no nccl-tests header); give --nccl-version if it was another")
 
 
 def prior_for(runs: list[NcclRun], request: CalibrationRequest) -> ClusterModel:
@@ -82,9 +114,10 @@ def prior_for(runs: list[NcclRun], request: CalibrationRequest) -> ClusterModel:
             raise ValueError(f"the logs come from servers of {sorted(multi)} GPUs: calibrate one kind of server")
         g = multi.pop() if multi else max(r.num_ranks for r in runs)
     bench = all(r.label for r in runs)  # `fabriclab collectives bench` tables: Gloo's ring, not NCCL
+    version = LEGACY_NCCL_VERSION if bench else nccl_version_for(runs, request.nccl_version)[0]
     return prior_cluster(gpus_per_server=g, gpu_name=(devices or ["GPU"])[0] if not bench else "CPU",
                          intra=request.intra, nic=request.nic, nics_per_server=request.nics_per_server,
-                         fabric=request.fabric, library="gloo" if bench else "nccl")
+                         fabric=request.fabric, library="gloo" if bench else "nccl", nccl_version=version)
 
 
 def calibrate_cluster(request: CalibrationRequest) -> Calibration:
@@ -106,10 +139,56 @@ def calibrate_cluster(request: CalibrationRequest) -> Calibration:
     fitted_summary, held_summary = summary(residuals, held_out=False), summary(residuals, held_out=True)
     fit_info = {**request.record, "rows_fitted": sum(not r.held_out for r in residuals),
                 "parameters": {p.name: {"value": p.value, "prior": p.prior, "fitted": p.determined,
-                                        "at_bound": p.at_bound} for p in result.params},
+                                        "at_bound": p.at_bound, "leverage": p.leverage} for p in result.params},
                 "fitted_rows": fitted_summary, "held_out_rows": held_summary}
     cluster = replace(result.cluster, name=request.name, fit=fit_info,
                       description=f"calibrated from {', '.join(request.log_names)} "
                                   f"(prior: {prior.description.removeprefix('prior: ')})")
+    residuals = with_ranges(cluster, residuals, held)
+    covered = coverage(residuals)
+    cluster = replace(cluster, fit={**fit_info, "held_out_coverage": covered})
     return Calibration(cluster=cluster, params=result.params, residuals=residuals, fitted_summary=fitted_summary,
-                       held_summary=held_summary)
+                       held_summary=held_summary, coverage=covered, version_note=_version_note(runs + held, request))
+
+
+def with_ranges(cluster: ClusterModel, residuals: list, runs: list[NcclRun]) -> list:
+    """The residuals with the printed busbw range of every held-out row (`nccl/band.py`)."""
+    by_run = {(r.source, r.num_ranks, r.collective): r for r in runs}
+    ranges = {}
+    for key in {(r.source, r.num_gpus, r.collective) for r in residuals if r.held_out}:
+        run = by_run.get(key)
+        if run is None or run.num_ranks < 2:
+            continue
+        rows = predict_nccl_table(cluster, run.num_ranks, [r.size_bytes for r in run.rows], run.collective,
+                                  gpus_per_process=run.gpus_per_process)
+        bands = row_bands(cluster, run.num_ranks, rows, run.collective, gpus_per_process=run.gpus_per_process)
+        ranges.update({(*key, row["size_bytes"]): b for row, b in zip(rows, bands)})
+    out = []
+    for r in residuals:
+        b = ranges.get((r.source, r.num_gpus, r.collective, r.size_bytes)) if r.held_out else None
+        out.append(r if b is None else replace(r, busbw_low_GBps=b.busbw_low_GBps, busbw_high_GBps=b.busbw_high_GBps))
+    return out
+
+
+def inside(r) -> bool:
+    """Whether a held-out row's measured busbw lies in its printed range (to the logs' 2 decimals)."""
+    return r.busbw_low_GBps - 0.005 <= r.measured_busbw_GBps <= r.busbw_high_GBps + 0.005
+
+
+def coverage(residuals: list) -> list[dict]:
+    """Per GPU count of the held-out rows (and all together, `num_gpus` None): rows with a range, how many
+    of them hold the measured busbw, and that share."""
+    rows = [r for r in residuals if r.held_out and r.busbw_low_GBps is not None]
+    out = []
+    for gpus in [*sorted({r.num_gpus for r in rows}), None]:
+        sel = [r for r in rows if gpus is None or r.num_gpus == gpus]
+        if sel and (gpus is not None or len(out) > 1):
+            hit = sum(inside(r) for r in sel)
+            out.append({"num_gpus": gpus, "rows": len(sel), "inside": hit, "share": hit / len(sel)})
+    return out
+
+
+def _version_note(runs: list[NcclRun], request: CalibrationRequest) -> str:
+    if all(r.label for r in runs):
+        return "Gloo's ring (fabriclab's own benchmark tables): no NCCL version"
+    return nccl_version_for(runs, request.nccl_version)[1]

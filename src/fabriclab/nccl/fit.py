@@ -26,6 +26,7 @@ from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.nccl.logs import NcclRun
 from fabriclab.nccl.layout import layout
+from fabriclab.nccl.library import resolved
 from fabriclab.nccl.predict import candidate_times, collective_times
 from fabriclab.nccl.choice import nccl_choices
 
@@ -65,6 +66,9 @@ class FittedParam:
     """Fitted to one of its bounds: the rows push it further than the model allows."""
     information: float = 0.0
     """Sum over the fitted rows of (d log-error / d log value)^2 at the fitted value."""
+    leverage: float = 0.0
+    """Largest |d log time / d log value| over the fitted rows: how strongly any row the fit saw leaned on
+    the parameter (a prediction leaning harder on it extrapolates, `nccl/band.py`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +93,12 @@ class Residual:
     """The same for the in-place column; None when the log has none."""
     held_out: bool
     """True when the row was not used by the fit."""
+    collective: str = "allreduce"
+    """Collective of the row's run."""
+    busbw_low_GBps: float | None = None
+    """Low end of the printed busbw range (held-out rows; `nccl/band.py`), else None."""
+    busbw_high_GBps: float | None = None
+    """High end of that range."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,6 +117,7 @@ class FitResult:
 
 def parameters(prior: ClusterModel) -> list[Param]:
     """The parameters `calibrate` fits, with bounds around the prior."""
+    prior = resolved(prior)
     s, lib = prior.server, prior.library
     out = [Param(name="library.launch_s", prior=lib.launch_s, lower=1e-7, upper=5e-5),
            Param(name="library.host_overhead_s", prior=lib.host_overhead_s, lower=1e-8, upper=2e-5),
@@ -142,6 +153,7 @@ def parameters(prior: ClusterModel) -> list[Param]:
 
 def apply(cluster: ClusterModel, params: list[Param], values) -> ClusterModel:
     """`cluster` with every parameter set to its value."""
+    cluster = resolved(cluster)
     server, lib = cluster.server, cluster.library
     s_changes, l_changes = {}, {}
     protocols = dict(lib.protocols)
@@ -230,27 +242,35 @@ def calibrate(runs: list[NcclRun], prior: ClusterModel, *, keep=None,
     frac = np.clip((log_prior - lo) / span, 1e-6, 1 - 1e-6)
     x, cost = _levenberg_marquardt(residual, np.log(frac / (1 - frac)))
     fitted = values(x)
-    info = information(data_residual, fitted, params)
+    info, lever = sensitivities(data_residual, fitted, params)
     cluster = apply(prior, params, fitted)
     result_params = tuple(FittedParam(name=p.name, value=float(v), prior=p.prior, determined=bool(a),
                                       at_bound=bool(a and (v <= p.lower * 1.001 or v >= p.upper / 1.001)),
-                                      information=float(i))
-                          for p, v, a, i in zip(params, fitted, active, info))
+                                      information=float(i), leverage=float(lv))
+                          for p, v, a, i, lv in zip(params, fitted, active, info, lever))
     residuals = tuple(r for run, *_ in obs for r in check(cluster, [run], keep=keep, fitted=True))
     return FitResult(cluster=cluster, params=result_params, residuals=residuals, cost=float(cost))
 
 
 def information(residual, values: np.ndarray, params: list[Param], step: float = 1e-3) -> np.ndarray:
-    """Sum over rows of (d log-error / d log value)^2 per parameter: how much the rows say about it.
-    The step goes inwards at a bound."""
+    """Sum over rows of (d log-error / d log value)^2 per parameter: how much the rows say about it."""
+    return sensitivities(residual, values, params, step)[0]
+
+
+def sensitivities(residual, values: np.ndarray, params: list[Param],
+                  step: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
+    """Per parameter: (sum over rows of (d log-error / d log value)^2, max over rows of |d log-error /
+    d log value|). The step goes inwards at a bound."""
     base = residual(values)
-    out = np.zeros(len(params))
+    info, lever = np.zeros(len(params)), np.zeros(len(params))
     for j, p in enumerate(params):
         h = step if values[j] * math.exp(step) <= p.upper else -step
         moved = values.copy()
         moved[j] = values[j] * math.exp(h)
-        out[j] = float((((residual(moved) - base) / h) ** 2).sum())
-    return out
+        slope = (residual(moved) - base) / h
+        info[j] = float((slope ** 2).sum())
+        lever[j] = float(np.abs(slope).max()) if slope.size else 0.0
+    return info, lever
 
 
 def _levenberg_marquardt(residual, x0: np.ndarray, step: float = 1e-5):
@@ -299,15 +319,19 @@ def check(cluster: ClusterModel, runs: list[NcclRun], *, keep=None, fitted: bool
                                 choice=pick, measured_busbw_GBps=row.busbw_GBps,
                                 predicted_busbw_GBps=float(predicted),
                                 error_pct=float((row.time_us * 1e-6 / t - 1) * 100),
-                                inplace_error_pct=None if in_err is None else float(in_err), held_out=not used))
+                                inplace_error_pct=None if in_err is None else float(in_err), held_out=not used,
+                                collective=run.collective))
     return out
 
 
-BANDS = (("1-16 MB", 1 << 20, 16 << 20, 25.0), (">= 64 MB", 64 << 20, None, 10.0))
+# The size bands the model is judged on, with their goals (% error of busbw, every row).
+BANDS = (("64-512 KB", 64 << 10, 512 << 10, 35.0), ("1-16 MB", 1 << 20, 16 << 20, 25.0),
+         (">= 64 MB", 64 << 20, None, 10.0))
 
 
 def summary(residuals, *, held_out: bool | None = None) -> list[dict]:
-    """Per GPU count and size band (the calibration's goals: 1-16 MB within 25 %, >= 64 MB within 10 %):
+    """Per GPU count and size band (the calibration's goals: 64-512 KB within 35 %, 1-16 MB within 25 %,
+    >= 64 MB within 10 %):
     rows, max |error| and whether the goal holds. `held_out` picks held-out (True) or fitted rows."""
     rows = [r for r in residuals if held_out is None or r.held_out == held_out]
     out = []

@@ -1,24 +1,21 @@
 """Predict an nccl-tests table for a cluster model: NCCL's rings and trees on the servers' real topology.
 
 For every size the library runs the algorithm (ring; tree across servers for allreduce) and protocol
-(LL, LL128, Simple) that NCCL's own tuning model picks (`nccl/choice.py`, NCCL 2.9's constants; or
-the cheapest by this model, `selection: fastest`), and what that choice costs here is
+(LL, LL128, Simple) that the tuning model of its NCCL version picks (`nccl/choice.py`; or the cheapest by
+this model, `selection: fastest`), and what that choice costs here is
 
     max(launches, latency + bytes) + host overhead,    launches = launch_s x GPUs the process drives
     latency = base + intra steps x intra_step + network steps x net_step
               ring: 2(n-1) steps for allreduce, 2(servers-1) of them across the network
               tree: 2((GPUs per server - 1) intra + floor(log2 servers) network)
-    bytes   = max(link time / (protocol link factor x algorithm efficiency), bus bytes / protocol cap)
+    bytes   = max(link time / (protocol link factor x algorithm efficiency),
+                  bus bytes / (protocol cap x channels running / channels))
+              + tree: the pipeline's fill and drain (`nccl/pipeline.py`)
               + chunk x protocol per-byte cost + size / memory pass rate
               (chunk: size / n for a ring, whose steps each handle one rank's share; size for a tree)
 
-The *link time* comes from the flow-level simulator (`sim/engine.py`) on the cluster's topology
-(`fabric/rail.py`: NVSwitch or PCIe inside, NICs on a rail-optimised or plain fat tree): every channel's
-ring (NCCL rotates the order inside a server per channel, so channels leave through different NICs) or
-double binary tree (a chain inside each server) sends its share of the bus bytes, all at once, as the
-pipelined algorithm does in steady state; the makespan per byte is the link time. On one server or a
-non-blocking rail fabric it equals the closed form (bus bytes / min(NVLink, NICs x rate x efficiency));
-on an oversubscribed plain fat tree it is what the spines allow.
+The *link time* comes from the flow-level simulator on the cluster's topology (`nccl/links.py`), with the
+channels NCCL runs at that size (it drops channels for small buffers: `nccl/pipeline.py`).
 
 Try it: `python -c "from fabriclab.fabric.cluster import a100_hdr_prior as c;
 from fabriclab.nccl.predict import predict_nccl_table as p; print(p(c(), 16, [1 << 20, 1 << 30])[1])"`.
@@ -27,17 +24,24 @@ from fabriclab.nccl.predict import predict_nccl_table as p; print(p(c(), 16, [1 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.fabric.cluster import ClusterModel
-from fabriclab.nccl.choice import nccl_choices
+from fabriclab.nccl.choice import nccl_choices, nccl_estimates
 from fabriclab.nccl.layout import layout, steps
+from fabriclab.nccl.library import step_latencies
 from fabriclab.nccl.links import link_seconds_per_byte
 from fabriclab.nccl.logs import NcclRow, NcclRun
-# NCCL's ring (and tree) collectives; alltoall is point-to-point in NCCL and not modelled here.
-MODELLED = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
+from fabriclab.nccl.pipeline import active_channels, tree_fill_s
+
+# NCCL's ring (and tree) collectives, and its point-to-point ones (every pair at once, or one neighbour).
+P2P = ("alltoall", "sendrecv")
+MODELLED = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", *P2P)
+# Algorithms this module costs on the topology; NCCL's others cost its own estimate.
+COSTED = ("ring", "tree", "p2p")
 DTYPE_SIZES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int32": 4,
                "int8": 1, "uint8": 1, "int64": 8}
 
@@ -54,26 +58,69 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
     nsteps, ninter = steps(collective, lay)
     launches = gpus_per_process * lib.launch_s
     memory = size / server.memory_bandwidth_Bps
+    latencies = step_latencies(cluster)
+    if collective in P2P:
+        return {("p2p", "Simple"): _p2p_times(cluster, lay, size, collective, latencies["ring"]["Simple"], launches)}
     out = {}
     for algo in lib.algorithms:
         if algo == "tree" and (lay.num_servers == 1 or collective != "allreduce"):
             continue
-        link = link_seconds_per_byte(cluster, num_gpus, algo, collective) * size
         efficiency = lib.tree_efficiency if algo == "tree" else 1.0
         for proto, spec in lib.protocols.items():
-            lat = lib.latencies[algo][proto]
+            lat = latencies[algo][proto]
             if algo == "ring":
                 latency = lat.base_s + (nsteps - ninter) * lat.intra_step_s + ninter * lat.net_step_s
             else:
                 latency = lat.base_s + 2 * ((lay.per_server - 1) * lat.intra_step_s
                                             + int(math.log2(lay.num_servers)) * lat.net_step_s)
-            data = link / (spec.link_factor * efficiency)
-            if spec.busbw_cap_Bps is not None:
-                data = np.maximum(data, bus / spec.busbw_cap_Bps)
-            # a ring step handles one rank's chunk (size / n); a tree passes the whole buffer down its chain
+            channels = active_channels(cluster, num_gpus, algo, proto, size)
+            data = _link_time(cluster, num_gpus, algo, collective, channels) * size / (spec.link_factor * efficiency)
+            if spec.busbw_cap_Bps is not None:  # a per-channel ceiling: the channels NCCL runs at this size
+                data = np.maximum(data, bus / (spec.busbw_cap_Bps * channels / lib.num_channels))
+            if algo == "tree":
+                data = data + tree_fill_s(cluster, num_gpus, proto, size)
+            # a ring step handles one rank's chunk (size / n); a tree passes the whole buffer down its chain.
+            # (NCCL drops channels only while every thread keeps its threshold of bytes, so the per-byte
+            # work does not grow as channels go: the 2-GPU log's small LL rows say so.)
             chunk = size / lay.num_gpus if algo == "ring" else size
             work = latency + data + chunk * spec.per_byte_s + memory
             out[(algo, proto)] = np.maximum(launches, work) + lib.host_overhead_s
+    if lib.selection == "nccl":
+        # NVLS, NVLS-tree, CollNet and PAT: no log here runs them, so they cost what NCCL's own model of the
+        # release says (`nccl/choice.py`), plus this cluster's launch, memory pass and host costs
+        estimates = nccl_estimates(cluster, num_gpus, lay.num_servers, size, collective)
+        for key, us in estimates.items():
+            if key[0] not in COSTED:
+                out[key] = np.maximum(launches, us * 1e-6 + memory) + lib.host_overhead_s
+    return out
+
+
+def _p2p_times(cluster: ClusterModel, lay, size: np.ndarray, collective: str, lat, launches: float) -> np.ndarray:
+    """NCCL's point-to-point: every rank sends to its peers at once (alltoall: size / n to each of the n - 1
+    others; sendrecv: the whole buffer to the next rank), Simple protocol. Each peer costs one step of the
+    ring's Simple latency (intra-server or network), the peers are served `num_channels` at a time; the
+    bytes take the flow-simulated link time of all those transfers together (`nccl/links.py`: on a plain
+    fat tree they cross the spines, with PXN on a rail fabric they stay on their rail)."""
+    lib, server = cluster.library, cluster.server
+    if collective == "sendrecv":
+        remote = lay.num_servers > 1
+        latency = lat.base_s + (lat.net_step_s if remote else lat.intra_step_s)
+    else:
+        intra, net = lay.per_server - 1, lay.num_gpus - lay.per_server
+        latency = lat.base_s + (intra * lat.intra_step_s + net * lat.net_step_s) / lib.num_channels
+    data = link_seconds_per_byte(cluster, lay.num_gpus, "p2p", collective) * size / lib.protocols["Simple"].link_factor
+    work = latency + data + size / server.memory_bandwidth_Bps
+    return np.maximum(launches, work) + lib.host_overhead_s
+
+
+def _link_time(cluster: ClusterModel, num_gpus: int, algorithm: str, collective: str,
+               channels: np.ndarray) -> np.ndarray:
+    """Link seconds per byte at each size, simulated with the channels NCCL runs there."""
+    out = np.empty(channels.shape)
+    for c in np.unique(channels):
+        lib = cluster.library
+        model = cluster if c == lib.num_channels else replace(cluster, library=replace(lib, num_channels=int(c)))
+        out[channels == c] = link_seconds_per_byte(model, num_gpus, algorithm, collective)
     return out
 
 
@@ -89,7 +136,7 @@ def collective_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collecti
     candidates = candidate_times(cluster, num_gpus, size, collective, gpus_per_process=gpus_per_process)
     labels = list(candidates)
     stacked = np.stack([candidates[k] for k in labels])
-    if lib.selection == "nccl":
+    if lib.selection == "nccl" and collective not in P2P:
         chosen = nccl_choices(cluster, num_gpus, size, collective, layout(cluster, num_gpus).num_servers)
         best = np.array([labels.index(c) for c in chosen])
     else:

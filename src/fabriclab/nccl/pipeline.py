@@ -1,0 +1,91 @@
+"""What NCCL does to a collective at medium sizes: fewer channels, and a tree's pipeline that must fill.
+
+Two mechanisms of NCCL's own code that a steady-state bandwidth leaves out, both from the source of the
+version the cluster runs (`nccl/versions.py` holds the constants with their files and tags):
+
+* **Channels at a size.** NCCL runs a collective on fewer channels (and threads) when the buffer is small
+  for them: while size < channels x threads x threshold it drops a channel (`enqueue.cc`, the
+  `threadThresholds` loop). Fewer channels leave NICs idle and lower the GPU-side ceiling (a per-channel
+  rate x the channels), so the link time is simulated with the channels NCCL really runs.
+* **A tree's pipeline.** A tree moves each channel's share in chunks (NCCL picks the chunk per size and
+  tree depth: `enqueue.cc`'s `tree.depth` rules for Simple, `nstepsLL128` for LL128). A chunk is forwarded
+  hop by hop, up the chain inside a server and the binary tree across servers, then down again. With k
+  chunks through stages of times t_1..t_H the time is sum(t_i) + (k - 1) max(t_i): the steady state pays
+  k x max(t_i) (the link time), the pipeline's fill and drain add sum(t_i) - max(t_i), which grows with
+  the tree's depth and with the chunk, and matters where a channel's share is a few chunks (128 KB - 32 MB
+  at 32-128 GPUs). A ring's steps already move one rank's share each in turn: its link time includes them.
+
+LL forwards 8-byte words with their flags line by line, so its pipeline unit is one line per thread
+(`NCCL_LL_MAX_NTHREADS` x 8 data bytes), not a chunk. Simple's fill is already in NCCL's own hop latency
+of a tree ("Tree/Simple is the latency a 256kB chunk", v2.9.9 `src/graph/tuning.cc` above hwLat), which
+the cost model's tree/Simple step latency starts from: it is not added twice.
+
+Try it: `python -c "from fabriclab.fabric.presets import cluster_preset as c;
+from fabriclab.nccl.pipeline import tree_fill_s; print(tree_fill_s(c('a100-hdr'), 128, 'LL128', [1 << 20]))"`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.nccl.layout import layout
+from fabriclab.nccl.versions import channels_used, tree_chunk_bytes, tuning_for
+
+# LL's unit of forwarding: every thread of a channel moves one 16-byte line (8 data bytes + flags) at a
+# time (NCCL `src/include/device.h` NCCL_LL_MAX_NTHREADS 512, `union ncclLLFifoLine` of 16 bytes).
+_LL_UNIT_BYTES = 512 * 8
+
+
+def active_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protocol: str, sizes_bytes) -> np.ndarray:
+    """Channels NCCL runs at each size (all of them for a library that is not NCCL)."""
+    lib = cluster.library
+    size = np.asarray(sizes_bytes, dtype=np.float64)
+    if lib.selection != "nccl":
+        return np.full(size.shape, lib.num_channels, dtype=int)
+    table = tuning_for(lib.nccl_version)
+    return np.array([channels_used(table, algorithm, protocol, int(s), lib.num_channels, num_gpus) for s in size],
+                    dtype=int)
+
+
+def _hop_rates(cluster: ClusterModel, protocol: str, channels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(intra-server, network) rate of one channel on one hop, bytes/s: its share of the GPU's internal link
+    (every channel's chain passes every GPU) and of the NICs (channels spread over them, at most one NIC
+    each), times the protocol's wire share, at most the protocol's per-channel ceiling."""
+    server, lib = cluster.server, cluster.library
+    spec = lib.protocols[protocol]
+    intra = server.intra_bandwidth_Bps if server.intra == "nvswitch" else server.pcie_bandwidth_Bps
+    nic = server.nic_bandwidth_Bps * server.nic_efficiency
+    intra_ch = intra / channels * spec.link_factor
+    net_ch = nic * np.minimum(1.0, server.nics_per_server / channels) * spec.link_factor
+    if spec.busbw_cap_Bps is not None:
+        cap = spec.busbw_cap_Bps / lib.num_channels
+        intra_ch, net_ch = np.minimum(intra_ch, cap), np.minimum(net_ch, cap)
+    return intra_ch, net_ch
+
+
+def tree_fill_s(cluster: ClusterModel, num_gpus: int, protocol: str, sizes_bytes) -> np.ndarray:
+    """Seconds a tree allreduce's pipeline adds to its steady state at each size: sum(t_i) - max(t_i) over
+    the up and down hops of one chunk (module doc); zero on one server and for a library that is not NCCL."""
+    size = np.asarray(sizes_bytes, dtype=np.float64)
+    lay = layout(cluster, num_gpus)
+    lib = cluster.library
+    if lay.num_servers == 1 or lib.selection != "nccl" or protocol == "Simple":
+        return np.zeros(size.shape)
+    table = tuning_for(lib.nccl_version)
+    channels = active_channels(cluster, num_gpus, "tree", protocol, size)
+    net_hops = int(math.log2(lay.num_servers))
+    intra_hops = lay.per_server - 1
+    depth = intra_hops + net_hops
+    if protocol == "LL":
+        chunk = np.full(size.shape, float(_LL_UNIT_BYTES))
+    else:
+        chunk = np.array([tree_chunk_bytes(table, protocol, int(s), int(c), lay.num_servers, num_gpus, depth)
+                          for s, c in zip(size, channels)], dtype=np.float64)
+    unit = np.minimum(size / channels, chunk)
+    intra_ch, net_ch = _hop_rates(cluster, protocol, channels)
+    t_intra, t_net = unit / intra_ch, unit / net_ch
+    slowest = np.maximum(t_intra if intra_hops else 0.0, t_net)
+    return 2 * intra_hops * t_intra + 2 * net_hops * t_net - slowest
