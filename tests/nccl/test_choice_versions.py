@@ -51,8 +51,9 @@ def test_tuning_for_picks_the_newest_table_at_or_before():
     assert newer_than_modelled("2.31.2") and not newer_than_modelled("2.30.7")
     assert [t.release for t in TABLES] == list(SUPPORTED_VERSIONS)
     assert all(tuning_for(t.since) is t for t in TABLES)
-    # a cluster saying 2.9.9 (files from before versions were recorded) keeps fabriclab's earlier model
-    assert table_of("2.9.9") is LEGACY_TABLE and table_of("2.9.8") is tuning_for("2.9.9") is TABLES[0]
+    # a cluster saying 2.7.8 (logs without a version, files from before versions were recorded) keeps
+    # fabriclab's earlier model, NCCL 2.7.8's constants; 2.9.x runs the real 2.9.9 table
+    assert table_of("2.7.8") is LEGACY_TABLE and table_of("2.9.9") is tuning_for("2.9.8") is TABLES[0]
     assert table_of("2.18.3") is tuning_for("2.18.3")
 
 
@@ -163,9 +164,9 @@ def test_tables_equal_the_source_of_their_tag(table):
 
 
 def test_nccl_29_choices_stay_as_they_were():
-    # the choices fabriclab made before versions were recorded (cluster files saying 2.9.9)
+    # the choices fabriclab made before versions were recorded (NCCL 2.7.8: logs without a version)
     model = a100_hdr_prior()
-    assert model.library.nccl_version == "2.9.9"
+    assert model.library.nccl_version == "2.7.8"
     sizes = [1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28, 1 << 30]
     r, t = "ring", "tree"
     assert nccl_choices(model, 8, sizes) == [(r, "LL")] * 3 + [(r, "LL128"), (r, "Simple"), (r, "Simple")]

@@ -31,8 +31,10 @@ SCHEMA = "fabriclab.cluster/1"
 ALGORITHMS = ("ring", "tree")
 PROTOCOLS = ("LL", "LL128", "Simple")
 SELECTIONS = ("nccl", "fastest")
-# The NCCL version a cluster file written before versions were recorded was modelled with.
-LEGACY_NCCL_VERSION = "2.9.9"
+# The NCCL version of logs that do not say theirs, and of cluster files written before versions were recorded:
+# fabriclab's model until then held NCCL 2.7.8's tuning constants (`nccl/versions.LEGACY_TABLE`), and its
+# switch points sit where the shipped A100 logs' curves break (nccl-tests of that era print no version).
+LEGACY_NCCL_VERSION = "2.7.8"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,7 +188,7 @@ def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "
                           selection="fastest")
     elif library != "nccl":
         raise ValueError(f"library={library!r}: use nccl or gloo")
-    text = (f"prior: {intra_link.name} inside, {nics} x {nic.name} per server, NCCL 2.9 cost-model constants"
+    text = (f"prior: {intra_link.name} inside, {nics} x {nic.name} per server, NCCL {nccl_version}'s constants"
             if description is None else description)
     return ClusterModel(name=name, description=text, server=server,
                         network=NetworkSpec(fabric=fabric, leaf_ports=leaf_ports), library=lib)
@@ -256,7 +258,7 @@ def from_dict(data: object, where: str = "<cluster>") -> ClusterModel:
                 for p, v in _mapping(row, f"{where}: library.latencies.{a}").items()}
             for a, row in _mapping(given, f"{where}: library.latencies").items()}
         lib["algorithms"] = tuple(lib.get("algorithms", ALGORITHMS))
-        if lib.get("selection") == "nccl-2.9":  # files written before the version was recorded
+        if lib.get("selection") == "nccl-2.9":  # files written before the version was recorded (2.7.8's model)
             lib["selection"], lib["nccl_version"] = "nccl", LEGACY_NCCL_VERSION
         library = _build(LibrarySpec, {**lib, "protocols": protocols, "latencies": latencies},
                          f"{where}: library")

@@ -37,20 +37,26 @@ def tx_gaia(nic: str = "25GbE") -> ClusterModel:
                                      f"per node, fat tree; NCCL 2.9 cost-model constants")
 
 
+# The NCCL release a DGX runs today (PyTorch 2.8-2.9 wheels ship NCCL 2.27): its tuning model and latencies.
+CURRENT_NCCL = "2.27.7"
+
+
 def dgx_a100() -> ClusterModel:
     """NVIDIA DGX A100: 8 A100-SXM4-80GB, NVSwitch, 8 x HDR, rail-optimised."""
     return prior_cluster(gpus_per_server=8, gpu_name="A100-SXM4-80GB", nic=link_preset("HDR"),
                          pcie=link_preset("PCIe4x16"), name="dgx-a100", memory_bandwidth_Bps=2.039e12,
-                         leaf_ports=20, description="preset: NVIDIA DGX A100 (8 A100-SXM4-80GB, NVSwitch, "
-                                                    "8 x HDR), rail-optimised; NCCL 2.9 cost-model constants")
+                         leaf_ports=20, nccl_version=CURRENT_NCCL,
+                         description=f"preset: NVIDIA DGX A100 (8 A100-SXM4-80GB, NVSwitch, 8 x HDR), "
+                                     f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
 
 
 def dgx_h100() -> ClusterModel:
     """NVIDIA DGX H100: 8 H100-SXM5-80GB, NVSwitch, 8 x NDR, rail-optimised."""
     return prior_cluster(gpus_per_server=8, gpu_name="H100-SXM5-80GB", nic=link_preset("NDR"),
                          pcie=link_preset("PCIe5x16"), name="dgx-h100", memory_bandwidth_Bps=3.35e12,
-                         leaf_ports=32, description="preset: NVIDIA DGX H100 (8 H100-SXM5-80GB, NVSwitch, "
-                                                    "8 x NDR), rail-optimised; NCCL 2.9 cost-model constants")
+                         leaf_ports=32, nccl_version=CURRENT_NCCL,
+                         description=f"preset: NVIDIA DGX H100 (8 H100-SXM5-80GB, NVSwitch, 8 x NDR), "
+                                     f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
 
 
 PRESETS: dict[str, Callable[[], ClusterModel]] = {

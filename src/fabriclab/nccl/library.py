@@ -25,9 +25,9 @@ _FLOOR_US = 0.5
 
 @lru_cache(maxsize=64)
 def _from_version(version: str, intra: str) -> dict[str, dict[str, StepLatency]]:
-    from fabriclab.nccl.versions import tuning_for
+    from fabriclab.nccl.versions import table_of
 
-    table = tuning_for(version)
+    table = table_of(version)
     hw = "nvlink" if intra == "nvswitch" else "pci"
     us = 1e-6
     return {a: {p: StepLatency(base_s=max(table.base_lat_us[a][i], _FLOOR_US) * us,

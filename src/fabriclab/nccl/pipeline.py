@@ -32,7 +32,7 @@ import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.nccl.layout import layout
-from fabriclab.nccl.versions import channels_used, tree_chunk_bytes, tuning_for
+from fabriclab.nccl.versions import channels_used, tree_chunk_bytes, table_of
 
 # LL's unit of forwarding: every thread of a channel moves one 16-byte line (8 data bytes + flags) at a
 # time (NCCL `src/include/device.h` NCCL_LL_MAX_NTHREADS 512, `union ncclLLFifoLine` of 16 bytes).
@@ -45,7 +45,7 @@ def active_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protoc
     size = np.asarray(sizes_bytes, dtype=np.float64)
     if lib.selection != "nccl":
         return np.full(size.shape, lib.num_channels, dtype=int)
-    table = tuning_for(lib.nccl_version)
+    table = table_of(lib.nccl_version)
     return np.array([channels_used(table, algorithm, protocol, int(s), lib.num_channels, num_gpus) for s in size],
                     dtype=int)
 
@@ -74,7 +74,7 @@ def tree_fill_s(cluster: ClusterModel, num_gpus: int, protocol: str, sizes_bytes
     lib = cluster.library
     if lay.num_servers == 1 or lib.selection != "nccl" or protocol == "Simple":
         return np.zeros(size.shape)
-    table = tuning_for(lib.nccl_version)
+    table = table_of(lib.nccl_version)
     channels = active_channels(cluster, num_gpus, "tree", protocol, size)
     net_hops = int(math.log2(lay.num_servers))
     intra_hops = lay.per_server - 1

@@ -391,7 +391,7 @@ def tuning_for(version: str) -> TuningTable:
 
 def table_of(library_version: str) -> TuningTable:
     """The table a cluster's `library.nccl_version` runs: `tuning_for` it, except `cluster.LEGACY_NCCL_VERSION`
-    (2.9.9, what files written before versions were recorded say), which keeps fabriclab's earlier model,
+    (2.7.8: logs that do not say their version, files written before versions were recorded), which keeps fabriclab's earlier model,
     LEGACY_TABLE (NCCL 2.7.8's constants), so that no existing file's results move."""
     if parse_nccl_version(library_version) == LEGACY_NCCL_VERSION:
         return LEGACY_TABLE
