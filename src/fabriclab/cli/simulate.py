@@ -127,7 +127,7 @@ def collective_request(o: dict):
 @user_errors
 def collective_cmd(
     algo: str = typer.Option("ring", help="Algorithm spec, e.g. ring, butterfly, cb, ps:servers=8."),
-    collective: str = typer.Option("allreduce", help="allreduce, reduce, broadcast, reduce_scatter, allgather."),
+    collective: str = typer.Option("allreduce", help="allreduce, reduce, broadcast, reduce_scatter, allgather; with --cluster also alltoall, sendrecv."),
     topology: TopologyOption = "fat-tree",
     hosts: HostsOption = None,
     levels: LevelsOption = "2",

@@ -10,8 +10,13 @@ The band moves every prior parameter of a row by the factor the *fitted* paramet
 from their priors on this cluster (RMS of log(fitted / prior): latencies one factor, bandwidths and
 efficiencies another): the unknown constants are taken to be as wrong as the known ones turned out to be.
 Latencies x/÷ that factor, rates ÷/x it (efficiencies capped at 1); the algorithm and protocol stay as
-chosen. A cluster without a fit record (a preset) uses `DEFAULT_FACTOR` for everything. Rows whose
-parameters were all fitted get a band of zero width.
+chosen. A cluster without a fit record (a preset) uses `DEFAULT_FACTOR` for everything.
+
+A fitted parameter is only known as far as the fit saw it: the fit record keeps, per parameter, the most
+time any fitted row spent on it (`reach_s`). A row spending more than `EXTRAPOLATION` times that (a tree
+of 16 servers pays 4 network levels where a fit on 2 servers saw 1) treats it as unknown too, moved by at
+least `EXTRAPOLATION` ("... beyond the fit" in `rests on`). Rows resting on nothing unknown get a band of
+zero width. `calibrate --check` reports how many held-out rows the ranges hold (coverage).
 
 Try it: `fabriclab simulate collective --cluster a100.json --gpus 128 --sizes 256KB:64MB` (columns
 `busbw range`, `rests on`).
@@ -36,8 +41,9 @@ _RATE_WORDS = ("bandwidth", "efficiency", "link_factor", "cap")
 _LATENCY_WORDS = {"base_s": "base latency", "intra_step_s": "intra step", "net_step_s": "net step"}
 # A prior parameter is named for a row when moving it alone changes the row's time by more than this.
 NAMED_ABOVE = 0.005
-# A fitted parameter counts as extrapolated in a row that leans on it this many times harder than any
-# fitted row did (a tree of 16 servers has 4 network levels where a fit on 2 servers saw 1).
+# A fitted parameter counts as extrapolated in a row that spends this many times more time on it than any
+# fitted row did (a tree of 16 servers has 4 network levels where a fit on 2 servers saw 1); there it
+# moves by at least this factor either way, however well the fit went.
 EXTRAPOLATION = 1.5
 _SLOPE_STEP = 0.01
 
@@ -133,22 +139,22 @@ def moved_clusters(cluster: ClusterModel) -> tuple[ClusterModel, ClusterModel]:
     return (_moved(cluster, params, unknown, lat, rate, False), _moved(cluster, params, unknown, lat, rate, True))
 
 
-def fit_leverage(cluster: ClusterModel) -> dict[str, float]:
-    """Fitted parameter -> the largest |d log time / d log value| of any fitted row (empty for a cluster
-    whose fit record predates it, or a preset)."""
+def fit_reach(cluster: ClusterModel) -> dict[str, float]:
+    """Fitted parameter -> the most time any fitted row spent on it, |d time / d log value| in s (empty for
+    a cluster whose fit record predates it, or a preset)."""
     fit = (cluster.fit or {}).get("parameters") or {}
-    return {n: float(p["leverage"]) for n, p in fit.items() if p.get("fitted") and "leverage" in p}
+    return {n: float(p["reach_s"]) for n, p in fit.items() if p.get("fitted") and "reach_s" in p}
 
 
 def _slopes(cluster: ClusterModel, params: list[Param], names, num_gpus: int, sizes: np.ndarray, collective: str,
             gpus_per_process: int, base: dict) -> dict[str, dict]:
-    """name -> (algorithm, protocol) -> |d log time / d log value| at every size."""
+    """name -> (algorithm, protocol) -> |d time / d log value| at every size, s."""
     out = {}
     for name in names:
         values = [p.prior * (math.exp(_SLOPE_STEP) if p.name == name else 1.0) for p in params]
         moved = candidate_times(apply(cluster, params, values), num_gpus, sizes, collective,
                                 gpus_per_process=gpus_per_process)
-        out[name] = {k: np.abs(np.log(moved[k] / base[k])) / _SLOPE_STEP for k in base}
+        out[name] = {k: np.abs(moved[k] - base[k]) / _SLOPE_STEP for k in base}
     return out
 
 
@@ -162,16 +168,20 @@ def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective
     sizes = np.array([r["size_bytes"] for r in rows], dtype=np.float64)
 
     def times(names: set[str], optimistic: bool) -> dict:
-        return candidate_times(_moved(cluster, params, names, lat, rate, optimistic), num_gpus, sizes, collective,
-                               gpus_per_process=gpus_per_process)
+        model = _moved(cluster, params, names & unknown, lat, rate, optimistic)
+        if names - unknown:  # fitted, but used beyond the fit: at least EXTRAPOLATION either way
+            model = _moved(model, parameters(model), names - unknown, max(lat, EXTRAPOLATION),
+                           max(rate, EXTRAPOLATION), optimistic)
+        return candidate_times(model, num_gpus, sizes, collective, gpus_per_process=gpus_per_process)
 
     base = times(set(), False)
-    lever = fit_leverage(cluster)
-    slopes = _slopes(cluster, params, sorted(lever), num_gpus, sizes, collective, gpus_per_process, base)
+    reach = fit_reach(cluster)
+    slopes = _slopes(cluster, params, sorted(reach), num_gpus, sizes, collective, gpus_per_process, base)
     keys = [tuple(r["algorithm"].split("/")) for r in rows]
-    # a fitted parameter a row leans on harder than any fitted row did (a deeper tree, more network steps):
-    # its fitted value is an extrapolation there, as uncertain as a prior one
-    beyond = [{n for n in lever if slopes[n][k][i] > EXTRAPOLATION * lever[n] + 0.01} for i, k in enumerate(keys)]
+    # a fitted parameter a row spends more time on than any fitted row did (a deeper tree, more network
+    # steps): its fitted value is an extrapolation there, as uncertain as a prior one
+    beyond = [{n for n in reach if k in slopes[n] and slopes[n][k][i] > EXTRAPOLATION * reach[n] + 1e-8}
+              for i, k in enumerate(keys)]
     ends: dict[frozenset, tuple[dict, dict]] = {}
     for extra in {frozenset(b) for b in beyond}:
         moved = unknown | extra

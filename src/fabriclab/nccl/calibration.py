@@ -139,7 +139,8 @@ def calibrate_cluster(request: CalibrationRequest) -> Calibration:
     fitted_summary, held_summary = summary(residuals, held_out=False), summary(residuals, held_out=True)
     fit_info = {**request.record, "rows_fitted": sum(not r.held_out for r in residuals),
                 "parameters": {p.name: {"value": p.value, "prior": p.prior, "fitted": p.determined,
-                                        "at_bound": p.at_bound, "leverage": p.leverage} for p in result.params},
+                                        "at_bound": p.at_bound, "leverage": p.leverage,
+                                        "reach_s": p.reach_s} for p in result.params},
                 "fitted_rows": fitted_summary, "held_out_rows": held_summary}
     cluster = replace(result.cluster, name=request.name, fit=fit_info,
                       description=f"calibrated from {', '.join(request.log_names)} "

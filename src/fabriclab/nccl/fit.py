@@ -68,7 +68,10 @@ class FittedParam:
     """Sum over the fitted rows of (d log-error / d log value)^2 at the fitted value."""
     leverage: float = 0.0
     """Largest |d log time / d log value| over the fitted rows: how strongly any row the fit saw leaned on
-    the parameter (a prediction leaning harder on it extrapolates, `nccl/band.py`)."""
+    the parameter."""
+    reach_s: float = 0.0
+    """Largest |d time / d log value| over the fitted rows, s: the most time any fitted row spent on the
+    parameter (a latency's steps x value); a prediction spending more extrapolates (`nccl/band.py`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,15 +216,19 @@ def calibrate(runs: list[NcclRun], prior: ClusterModel, *, keep=None,
     params = parameters(prior)
     choices = [_chosen(prior, run, sizes) for run, sizes, *_ in obs]
 
-    def data_residual(values: np.ndarray) -> np.ndarray:
+    def log_predicted(values: np.ndarray) -> np.ndarray:
         model = apply(prior, params, values)
         parts = []
         for (run, sizes, t_out, t_in, used), chosen in zip(obs, choices):
             pred = _predicted(model, run, sizes, chosen)
-            for measured in (t_out, t_in):
-                ok = used & (measured > 0)
-                parts.append(np.log(pred[ok] / measured[ok]))
+            parts += [np.log(pred[used & (measured > 0)]) for measured in (t_out, t_in)]
         return np.concatenate(parts)
+
+    log_measured = np.concatenate([np.log(m[used & (m > 0)]) for _, _, t_out, t_in, used in obs
+                                   for m in (t_out, t_in)])
+
+    def data_residual(values: np.ndarray) -> np.ndarray:
+        return log_predicted(values) - log_measured
 
     prior_values = np.array([p.prior for p in params])
     # Fit only what the rows say something about; the rest keeps its prior value.
@@ -242,12 +249,12 @@ def calibrate(runs: list[NcclRun], prior: ClusterModel, *, keep=None,
     frac = np.clip((log_prior - lo) / span, 1e-6, 1 - 1e-6)
     x, cost = _levenberg_marquardt(residual, np.log(frac / (1 - frac)))
     fitted = values(x)
-    info, lever = sensitivities(data_residual, fitted, params)
+    info, lever, reach = sensitivities(log_predicted, fitted, params)
     cluster = apply(prior, params, fitted)
     result_params = tuple(FittedParam(name=p.name, value=float(v), prior=p.prior, determined=bool(a),
                                       at_bound=bool(a and (v <= p.lower * 1.001 or v >= p.upper / 1.001)),
-                                      information=float(i), leverage=float(lv))
-                          for p, v, a, i, lv in zip(params, fitted, active, info, lever))
+                                      information=float(i), leverage=float(lv), reach_s=float(rc))
+                          for p, v, a, i, lv, rc in zip(params, fitted, active, info, lever, reach))
     residuals = tuple(r for run, *_ in obs for r in check(cluster, [run], keep=keep, fitted=True))
     return FitResult(cluster=cluster, params=result_params, residuals=residuals, cost=float(cost))
 
@@ -257,20 +264,21 @@ def information(residual, values: np.ndarray, params: list[Param], step: float =
     return sensitivities(residual, values, params, step)[0]
 
 
-def sensitivities(residual, values: np.ndarray, params: list[Param],
-                  step: float = 1e-3) -> tuple[np.ndarray, np.ndarray]:
-    """Per parameter: (sum over rows of (d log-error / d log value)^2, max over rows of |d log-error /
-    d log value|). The step goes inwards at a bound."""
-    base = residual(values)
-    info, lever = np.zeros(len(params)), np.zeros(len(params))
+def sensitivities(log_times, values: np.ndarray, params: list[Param],
+                  step: float = 1e-3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per parameter, over the rows of `log_times(values)` (log predicted times, or log errors: the same
+    slopes): sum of (d log time / d log value)^2, the max of |d log time / d log value|, and the max of
+    |d time / d log value| in seconds. The step goes inwards at a bound."""
+    base = log_times(values)
+    out = np.zeros((3, len(params)))
     for j, p in enumerate(params):
         h = step if values[j] * math.exp(step) <= p.upper else -step
         moved = values.copy()
         moved[j] = values[j] * math.exp(h)
-        slope = (residual(moved) - base) / h
-        info[j] = float((slope ** 2).sum())
-        lever[j] = float(np.abs(slope).max()) if slope.size else 0.0
-    return info, lever
+        slope = (log_times(moved) - base) / h
+        if slope.size:
+            out[:, j] = (slope ** 2).sum(), np.abs(slope).max(), (np.abs(slope) * np.exp(base)).max()
+    return out[0], out[1], out[2]
 
 
 def _levenberg_marquardt(residual, x0: np.ndarray, step: float = 1e-5):

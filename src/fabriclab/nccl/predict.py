@@ -159,8 +159,11 @@ def predict_nccl_table(cluster: ClusterModel, num_gpus: int, sizes_bytes, collec
     rows = []
     for size, t_out, t_in, pick in zip(sizes, oop, inp, choice):
         algbw_out, algbw_in = size / t_out / 1e9, size / t_in / 1e9
-        rows.append({"size_bytes": size, "count": size // itemsize, "dtype": dtype,
-                     "redop": redop if collective in ("allreduce", "reduce", "reduce_scatter") else "none",
+        # nccl-tests prints the count per rank where the buffer is split among the ranks, and `sum` as
+        # sendrecv's (unused) redop
+        per_rank = collective in ("allgather", "reduce_scatter", "alltoall")
+        rows.append({"size_bytes": size, "count": size // itemsize // (num_gpus if per_rank else 1), "dtype": dtype,
+                     "redop": redop if collective in ("allreduce", "reduce", "reduce_scatter", "sendrecv") else "none",
                      "root": 0 if collective in ("reduce", "broadcast") else -1,
                      "time_us": float(t_out * 1e6), "algbw_GBps": float(algbw_out),
                      "busbw_GBps": float(algbw_out * factor), "inplace_time_us": float(t_in * 1e6),
