@@ -30,11 +30,12 @@ def _one(stored: Stored) -> str:
         style = series_style(i)
         sizes = [r["size_bytes"] for r in mine]
         ax.plot(sizes, [r["measured_busbw_GBps"] for r in mine], ls="-", label=f"{op}, measured", **style)
-        ax.plot(sizes, [_NAN if r["predicted_busbw_GBps"] is None else r["predicted_busbw_GBps"] for r in mine],
-                ls=":", marker="x", color=style["color"], label=f"{op}, predicted")
+        if any(r["predicted_busbw_GBps"] is not None for r in mine):
+            ax.plot(sizes, [_NAN if r["predicted_busbw_GBps"] is None else r["predicted_busbw_GBps"] for r in mine],
+                    ls=":", marker="x", color=style["color"], label=f"{op}, predicted")
     ax.set_xscale("log")
     ax.set(xlabel="message size (bytes, log scale)", ylabel="busbw (GB/s)",
-           title=f"{hosts} emulated hosts: measured vs predicted from {', '.join(map(str, fitted))}")
+           title=f"{hosts} emulated hosts: measured vs predicted by the fit on {', '.join(map(str, fitted))} hosts")
     ax.title.set_fontsize(9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)

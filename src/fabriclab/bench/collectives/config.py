@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from fabriclab.bench.limits import check_local_ranks, check_memory
 from fabriclab.bench.schedule_limits import schedule_work
 from fabriclab.collectives.matching import DEFAULT_SEGMENT_BYTES
-from fabriclab.collectives.schedule import ALLTOALL, BUS_FACTORS, COLLECTIVES
+from fabriclab.collectives.schedule import ALLTOALL, COLLECTIVES, SENDRECV
 from fabriclab.runtime.environment import resolve_backend
 from fabriclab.units import format_size
 
@@ -25,10 +25,9 @@ NATIVE = "native"
 # Bytes per element of every dtype the benchmark runs (the torch dtypes of `runtime.executor.DTYPES`).
 DTYPE_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8}
 REDOPS = ("sum", "max", "min")
-SENDRECV = "sendrecv"
 # Exchanges no schedule implements, timed as the backend's own call (nccl-tests' alltoall_perf and
-# sendrecv_perf); each is offered where `collectives.schedule.BUS_FACTORS` defines its busbw factor.
-NATIVE_ONLY = tuple(op for op in (ALLTOALL, SENDRECV) if op in BUS_FACTORS)
+# sendrecv_perf).
+NATIVE_ONLY = (ALLTOALL, SENDRECV)
 BENCH_OPS = COLLECTIVES + NATIVE_ONLY
 NATIVE_CALLS = {ALLTOALL: "torch.distributed.all_to_all_single", SENDRECV: "torch.distributed.batch_isend_irecv"}
 COLUMNS = ("algo", "size_bytes", "count", "dtype", "redop", "root", "time_us", "algbw_GBps", "busbw_GBps",
@@ -46,7 +45,7 @@ class BenchConfig:
     algos: tuple[str, ...] = ("ring", "butterfly", NATIVE)
     """Algorithm specs (`ring`, `chain:chunks=8`, ...) or `native` for the backend's own collective."""
     op: str = "allreduce"
-    """allreduce, reduce, broadcast, reduce_scatter, allgather or alltoall (`native` only)."""
+    """allreduce, reduce, broadcast, reduce_scatter, allgather, or alltoall and sendrecv (`native` only)."""
     sizes_bytes: tuple[int, ...] = (1 << 10, 1 << 20)
     """Buffer sizes, each a whole number of elements of `dtype`."""
     dtype: str = "float32"

@@ -5,8 +5,7 @@
   count is rounded down to whole blocks (n x count // n elements), and the row reports that size.
   busbw = algbw x (n-1)/n: every rank sends (n-1)/n of its buffer over the network.
 * **sendrecv** (nccl-tests' `sendrecv_perf`): every rank sends its whole buffer to rank+1 and receives
-  rank-1's (`batch_isend_irecv`), out of place; offered where `collectives.schedule.BUS_FACTORS` has its
-  factor.
+  rank-1's (`batch_isend_irecv`), out of place; busbw = algbw.
 
 Inputs are the benchmark's periodic small integers (`bench.collectives.run`), each rank's sequence also
 shifted by 31 x rank elements: a block from the wrong rank or from the wrong offset does not match by
@@ -23,8 +22,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from fabriclab.bench.collectives.config import SENDRECV
-from fabriclab.collectives.schedule import ALLTOALL
+from fabriclab.collectives.schedule import ALLTOALL, SENDRECV
 
 # Elements each rank's input sequence is shifted by per rank (coprime with the benchmark's period 4099).
 RANK_SHIFT = 31

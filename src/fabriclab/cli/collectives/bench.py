@@ -6,7 +6,8 @@ redop, root, time, algbw, busbw (formulas in `fabriclab.bench.collectives.run`),
 when it was measured, and #wrong, the elements that differ from the expected result. Each size's rows are
 printed as soon as that size is measured (`--format plain`, the default in a pipe, looks like
 nccl-tests' output). `--op alltoall` times the backend's own `all_to_all_single` (`--algo native`, its
-only algorithm and the default there; busbw factor (n-1)/n as in nccl-tests). Exits with 1 when any
+only algorithm and the default there; busbw factor (n-1)/n as in nccl-tests), `--op sendrecv` a send to
+rank+1 and a receive from rank-1 (busbw = algbw). Exits with 1 when any
 result is wrong or a rank fails, 2 on bad input (checked before any rank starts: sizes must be whole
 elements of `--dtype`; ranks and buffers must fit this machine).
 
@@ -47,8 +48,8 @@ def register(app: typer.Typer) -> None:
 @user_errors
 def bench(
     algo: Annotated[Optional[str], typer.Option(help="Comma list of algorithm specs; 'native' is the backend's "
-                                                     f"own collective (default {DEFAULT_ALGOS}; alltoall: "
-                                                     "native, its only one).")] = None,
+                                                     f"own collective (default {DEFAULT_ALGOS}; alltoall and "
+                                                     "sendrecv: native, their only one).")] = None,
     num_ranks: Annotated[int, typer.Option("--np", help="Local ranks to spawn (a torchrun/Slurm/mpirun "
                                                           "launch brings its own).")] = 4,
     sizes: Annotated[str, typer.Option(help="Buffer sizes, whole elements of --dtype: 4B:256MB (x2 steps), "
