@@ -142,9 +142,9 @@ CASES = [
     # found by a bad-input probe of the one-house redesign
     (("calibrate", "nccl-tests", "{logs}/nccl_2.log", "--gpus-per-server", "0", "--out", "{tmp}/c.json"),
      "--gpus-per-server 0: give a whole number from 1 to 64", 2),
-    ((*SIM, "--cluster", "dgx-a100", "--gpus", "1048576"), "at most 16384 GPUs", 2),
+    ((*SIM, "--cluster", "dgx-a100", "--gpus", "1048576"), "at most 131072 GPUs", 2),
     (("whatif", "--cluster", "dgx-a100", "--workers", "1048576"), "--workers 1048576: a cluster prediction takes "
-                                                                  "at most 16384", 2),
+                                                                  "at most 131072", 2),
     (("calibrate", "nccl-tests", "{logs}/nccl_8.log", "{tmp}/h100.log", "--out", "{tmp}/c.json"),
      "the logs come from different GPUs", 2),
     (("calibrate", "nccl-tests", "{tmp}/failed.log", "--out", "{tmp}/c.json"), "nccl-tests found wrong results", 2),

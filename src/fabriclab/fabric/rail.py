@@ -20,7 +20,14 @@ Leaves link once to each of `spines` spines (`max(1, round(leaf_ports * bisectio
 one leaf), all at the NIC's rate. Routes: a message to another server leaves through the NIC on the
 *destination GPU's* rail, reaching it over NVLink first when that NIC is another GPU's (NCCL's PXN, since
 2.12), so rail traffic never crosses a spine; without NVLink it leaves through the sender's own NIC and
-crosses the root complex on arrival if needed. Up to the spines D-mod-K on the destination NIC.
+crosses the root complex on arrival if needed. Up to the spines D-mod-K (Zahavi): the spine is the
+destination's index on its leaf level mod the spines, the server for a rail (a rail is a fat tree of the
+servers), the NIC s*K + k for a plain tree; so a leaf whose down-ports match its up-links is
+non-blocking for any traffic.
+
+Nodes and links are numbered arithmetically (GPUs, then each server's NVSwitch or root complex and NICs,
+then leaves, then spines; per server each GPU's links, then each NIC's), so routes are numpy arithmetic
+on arrays of pairs: 100,000 GPUs build in about a second.
 
 Try it: `python -c "from fabriclab.fabric.rail import gpu_cluster_topology as g; t = g(num_servers=4);
 print(t, [t.link_name(l) for l in t.route(0, 9)])"`.
@@ -28,8 +35,8 @@ print(t, [t.link_name(l) for l in t.route(0, 9)])"`.
 
 from __future__ import annotations
 
-import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,79 +45,115 @@ from fabriclab.fabric.topology import Topology
 
 FABRICS = ("rail", "fat-tree")
 INTRA = ("nvswitch", "pcie")
+# Longest route: GPU -> NVSwitch -> relay GPU -> NIC -> leaf -> spine -> leaf -> NIC -> GPU (8 links);
+# over PCIe: GPU -> NIC -> leaf -> spine -> leaf -> NIC -> root complex -> NIC -> GPU (8 links).
+_MAX_HOPS = 8
 
 
+@dataclass(frozen=True, kw_only=True)
 class GpuClusterRouter:
-    """Routes of `gpu_cluster_topology` (module doc), one pair at a time with a cache."""
+    """Routes of `gpu_cluster_topology` (module doc), vectorized over pairs, and the shape they follow."""
 
-    def __init__(self, *, G: int, K: int, S: int, nvswitch: bool, ids: dict, leaf_of, spines: int) -> None:
-        self.G, self.K, self.S, self.nvswitch = G, K, S, nvswitch
-        self.ids = ids            # (src node, dst node) -> directed link id
-        self.leaf_of = leaf_of    # (server, nic) -> leaf node
-        self.spines = spines      # spine node ids
-        self.num_endpoints = S * G
-        self._cache: dict[tuple[int, int], list[int]] = {}
+    G: int
+    """GPUs per server."""
+    K: int
+    """NICs per server."""
+    S: int
+    """Servers."""
+    nvswitch: bool
+    """GPUs of a server meet on an NVSwitch (else PCIe switches and a root complex)."""
+    nic_leaf: np.ndarray
+    """(S, K) leaf index (0-based among the leaves) of every NIC."""
+    nic_spine: np.ndarray
+    """(S, K) spine index a message *to* this NIC crosses when it changes leaves (-1: no spines)."""
+    num_leaves: int
+    num_spines: int
 
-    def nic_of(self, gpu: int) -> int:
-        return gpu * self.K // self.G
+    @property
+    def num_endpoints(self) -> int:
+        return self.S * self.G
 
-    def _node(self, kind: str, server: int, index: int = 0) -> int:
-        return self.ids[("node", kind, server, index)]
+    @property
+    def hub(self) -> int:
+        """1 when a server has an NVSwitch or a root complex node, else 0."""
+        return int(self.nvswitch or self.K > 1)
 
-    def _path(self, nodes: list[int]) -> list[int]:
-        return [self.ids[(a, b)] for a, b in itertools.pairwise(nodes)]
+    @property
+    def per_gpu(self) -> int:
+        """Directed links per GPU: to and from its NIC's PCIe switch, to and from the NVSwitch."""
+        return 2 + 2 * self.nvswitch
 
-    def route(self, a: int, b: int) -> list[int]:
-        found = self._cache.get((a, b))
-        if found is not None:
-            return found
-        sa, ga = divmod(a, self.G)
-        sb, gb = divmod(b, self.G)
-        ka, kb = self.nic_of(ga), self.nic_of(gb)
-        nic = lambda s, k: self._node("nic", s, k)
-        if a == b:
-            nodes = [a]
-        elif sa == sb:
-            if self.nvswitch:
-                nodes = [a, self._node("nvsw", sa), b]
-            elif ka == kb:
-                nodes = [a, nic(sa, ka), b]
-            else:
-                nodes = [a, nic(sa, ka), self._node("cpu", sa), nic(sa, kb), b]
-        else:
-            k = kb if self.nvswitch else ka
-            if ka == k:
-                nodes = [a, nic(sa, k)]
-            else:  # PXN: over NVLink to the GPU next to the destination's rail NIC, then out
-                relay = sa * self.G + k * self.G // self.K
-                nodes = [a, self._node("nvsw", sa), relay, nic(sa, k)]
-            leaf_a, leaf_b = self.leaf_of(sa, k), self.leaf_of(sb, k)
-            nodes.append(leaf_a)
-            if leaf_a != leaf_b:
-                nodes += [self.spines[(sb * self.K + k) % len(self.spines)], leaf_b]
-            nodes.append(nic(sb, k))
-            if kb != k:
-                nodes += [self._node("cpu", sb), nic(sb, kb)]
-            nodes.append(b)
-        path = self._path(nodes)
-        self._cache[(a, b)] = path
-        return path
+    @property
+    def per_nic(self) -> int:
+        """Directed links per NIC: to and from the root complex (PCIe, K > 1), to and from its leaf."""
+        return 2 * (not self.nvswitch and self.K > 1) + 2
+
+    @property
+    def per_server(self) -> int:
+        return self.G * self.per_gpu + self.K * self.per_nic
+
+    def gpu_link(self, server, gpu, which: int):
+        """0: GPU -> NIC, 1: NIC -> GPU, 2: GPU -> NVSwitch, 3: NVSwitch -> GPU."""
+        return server * self.per_server + gpu * self.per_gpu + which
+
+    def nic_link(self, server, nic, which: int):
+        """0: NIC -> root complex, 1: root complex -> NIC (PCIe servers), then NIC -> leaf, leaf -> NIC."""
+        return server * self.per_server + self.G * self.per_gpu + nic * self.per_nic + which
+
+    def spine_link(self, leaf, spine, down: bool):
+        return self.S * self.per_server + (leaf * self.num_spines + spine) * 2 + int(down)
 
     def routes(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        paths = [self.route(int(s), int(d)) for s, d in zip(src, dst)]
-        offsets = np.zeros(len(paths) + 1, dtype=np.int64)
-        np.cumsum([len(p) for p in paths], out=offsets[1:])
-        links = np.fromiter((link for p in paths for link in p), dtype=np.int64, count=int(offsets[-1]))
-        return offsets, links
+        """CSR (offsets, link ids) of the routes of pairs (src[i], dst[i]), each in order from the source."""
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        n, G, K = src.size, self.G, self.K
+        sa, ga = np.divmod(src, G)
+        sb, gb = np.divmod(dst, G)
+        ka, kb = ga * K // G, gb * K // G
+        hops = np.full((n, _MAX_HOPS), -1, dtype=np.int64)
+        pos = np.zeros(n, dtype=np.int64)
+
+        def put(rows: np.ndarray, links) -> None:
+            hops[rows, pos[rows]] = links if np.ndim(links) == 0 else links[rows]
+            pos[rows] += 1
+
+        every = np.arange(n)
+        intra, inter = every[(sa == sb) & (src != dst)], every[sa != sb]
+        cpu = 2 * (not self.nvswitch and K > 1)
+        if self.nvswitch:
+            put(intra, self.gpu_link(sa, ga, 2))
+            put(intra, self.gpu_link(sb, gb, 3))
+            k = kb
+        else:  # through the shared PCIe switch, or NIC -> root complex -> NIC
+            via = intra[ka[intra] != kb[intra]]
+            put(intra, self.gpu_link(sa, ga, 0))
+            put(via, self.nic_link(sa, ka, 0))
+            put(via, self.nic_link(sb, kb, 1))
+            put(intra, self.gpu_link(sb, gb, 1))
+            k = ka
+        relay = inter[ka[inter] != k[inter]]  # PXN: over NVLink to the GPU next to the destination's rail NIC
+        relay_gpu = k * G // K
+        put(inter[ka[inter] == k[inter]], self.gpu_link(sa, ga, 0))
+        put(relay, self.gpu_link(sa, ga, 2))
+        put(relay, self.gpu_link(sa, relay_gpu, 3))
+        put(relay, self.gpu_link(sa, relay_gpu, 0))
+        put(inter, self.nic_link(sa, k, cpu))
+        leaf_a, leaf_b = self.nic_leaf[sa, k], self.nic_leaf[sb, k]
+        cross = inter[leaf_a[inter] != leaf_b[inter]]
+        spine = self.nic_spine[sb, k]
+        put(cross, self.spine_link(leaf_a, spine, False))
+        put(cross, self.spine_link(leaf_b, spine, True))
+        put(inter, self.nic_link(sb, k, cpu + 1))
+        land = inter[kb[inter] != k[inter]]  # PCIe: through the root complex to the destination's NIC
+        put(land, self.nic_link(sb, k, 0))
+        put(land, self.nic_link(sb, kb, 1))
+        put(inter, self.gpu_link(sb, gb, 1))
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(pos, out=offsets[1:])
+        return offsets, hops[hops >= 0]
 
 
-def gpu_cluster_topology(*, num_servers: int, gpus_per_server: int = 8, intra: str = "nvswitch",
-                         intra_link: Link | str = "NVLink-A100", pcie: Link | str = "PCIe4x16",
-                         nics_per_server: int = 8, nic: Link | str = "HDR", fabric: str = "rail",
-                         leaf_ports: int = 20, bisection: float = 1.0) -> Topology:
-    """A Topology of GPU servers (module doc). `leaf_ports`: NIC ports per leaf; `bisection`: leaf up-links
-    per down-port (1 = non-blocking)."""
-    S, G, K = num_servers, gpus_per_server, nics_per_server
+def _check(S: int, G: int, K: int, leaf_ports: int, intra: str, fabric: str, bisection: float) -> None:
     for key, value in (("num_servers", S), ("gpus_per_server", G), ("nics_per_server", K),
                        ("leaf_ports", leaf_ports)):
         if not isinstance(value, (int, np.integer)) or value < 1:
@@ -124,66 +167,71 @@ def gpu_cluster_topology(*, num_servers: int, gpus_per_server: int = 8, intra: s
         raise ValueError(f"fabric={fabric!r}: use one of {', '.join(FABRICS)}")
     if not 0 < bisection <= 1:
         raise ValueError(f"bisection={bisection!r}: give a ratio in (0, 1]")
+
+
+def _node_names(S: int, G: int, K: int, hub: str | None, num_leaves: int, num_spines: int) -> list[str]:
+    names = [f"s{s}.gpu{g}" for s in range(S) for g in range(G)]
+    local = ([hub] if hub else []) + [f"nic{k}" for k in range(K)]
+    names += [f"s{s}.{x}" for s in range(S) for x in local]
+    return names + [f"leaf{i}" for i in range(num_leaves)] + [f"spine{j}" for j in range(num_spines)]
+
+
+def _columns(pairs: list, shape: tuple[int, int]) -> list[np.ndarray]:
+    """(src, dst, bandwidth, latency) of duplex halves `pairs` = [(src nodes, dst nodes, Link)], each of
+    `shape` (servers, GPUs or NICs): one row per server, the pairs of one GPU or NIC side by side."""
+    out = []
+    for i in range(4):
+        parts = [np.broadcast_to(p[i], shape) if i < 2 else
+                 np.full(shape, p[2].bandwidth_Bps if i == 2 else p[2].latency_s) for p in pairs]
+        out.append(np.stack(parts, axis=2).reshape(shape[0], -1))
+    return out
+
+
+def gpu_cluster_topology(*, num_servers: int, gpus_per_server: int = 8, intra: str = "nvswitch",
+                         intra_link: Link | str = "NVLink-A100", pcie: Link | str = "PCIe4x16",
+                         nics_per_server: int = 8, nic: Link | str = "HDR", fabric: str = "rail",
+                         leaf_ports: int = 20, bisection: float = 1.0) -> Topology:
+    """A Topology of GPU servers (module doc). `leaf_ports`: NIC ports per leaf; `bisection`: leaf up-links
+    per down-port (1 = non-blocking)."""
+    S, G, K = num_servers, gpus_per_server, nics_per_server
+    _check(S, G, K, leaf_ports, intra, fabric, bisection)
     intra_link, pcie, nic = parse_link(intra_link), parse_link(pcie), parse_link(nic)
     nvswitch = intra == "nvswitch"
-    names = [f"s{s}.gpu{g}" for s in range(S) for g in range(G)]
-    ids: dict = {}
-
-    def add_node(name: str, key: tuple) -> int:
-        ids[("node", *key)] = len(names)
-        names.append(name)
-        return len(names) - 1
-
-    for s in range(S):
-        if nvswitch:
-            add_node(f"s{s}.nvsw", ("nvsw", s, 0))
-        elif K > 1:
-            add_node(f"s{s}.cpu", ("cpu", s, 0))
-        for k in range(K):
-            add_node(f"s{s}.nic{k}", ("nic", s, k))
+    server, rail = np.arange(S)[:, None], np.arange(K)[None, :]
     if fabric == "rail":
         per_rail = math.ceil(S / leaf_ports)
-        num_leaves = K * per_rail
-        leaf_index = lambda s, k: k * per_rail + s // leaf_ports
+        num_leaves, nic_leaf = K * per_rail, rail * per_rail + server // leaf_ports
+        port = np.broadcast_to(server, (S, K))  # D-mod-K index: the server, on its rail
     else:
-        num_leaves = math.ceil(S * K / leaf_ports)
-        leaf_index = lambda s, k: (s * K + k) // leaf_ports
-    leaves = [add_node(f"leaf{i}", ("leaf", i, 0)) for i in range(num_leaves)]
+        num_leaves, nic_leaf = math.ceil(S * K / leaf_ports), (server * K + rail) // leaf_ports
+        port = server * K + rail
     num_spines = 0 if num_leaves == 1 else max(1, round(leaf_ports * bisection))
-    spines = [add_node(f"spine{j}", ("spine", j, 0)) for j in range(num_spines)]
-
-    src: list[int] = []
-    dst: list[int] = []
-    bw: list[float] = []
-    lat: list[float] = []
-
-    def duplex(a: int, b: int, link: Link) -> None:
-        for x, y in ((a, b), (b, a)):
-            ids[(x, y)] = len(src)
-            src.append(x)
-            dst.append(y)
-            bw.append(link.bandwidth_Bps)
-            lat.append(link.latency_s)
-
-    for s in range(S):
-        for g in range(G):
-            gpu = s * G + g
-            nic_node = ids[("node", "nic", s, g * K // G)]
-            duplex(gpu, nic_node, pcie)
-            if nvswitch:
-                duplex(gpu, ids[("node", "nvsw", s, 0)], intra_link)
-        for k in range(K):
-            nic_node = ids[("node", "nic", s, k)]
-            if not nvswitch and K > 1:
-                duplex(nic_node, ids[("node", "cpu", s, 0)], pcie)
-            duplex(nic_node, leaves[leaf_index(s, k)], nic)
-    for leaf in leaves:
-        for spine in spines:
-            duplex(leaf, spine, nic)
-    router = GpuClusterRouter(G=G, K=K, S=S, nvswitch=nvswitch, ids=ids,
-                              leaf_of=lambda s, k: leaves[leaf_index(s, k)], spines=spines)
+    router = GpuClusterRouter(G=G, K=K, S=S, nvswitch=nvswitch, nic_leaf=nic_leaf.astype(np.int64),
+                              nic_spine=port % num_spines if num_spines else np.full((S, K), -1),
+                              num_leaves=num_leaves, num_spines=num_spines)
+    hub = "nvsw" if nvswitch else ("cpu" if K > 1 else None)
+    gpu = np.arange(S * G).reshape(S, G)
+    hub_node = S * G + server * (router.hub + K)
+    nic_node = hub_node + router.hub + rail
+    leaf_node = S * G + S * (router.hub + K) + np.arange(num_leaves)
+    spine_node = S * G + S * (router.hub + K) + num_leaves + np.arange(num_spines)
+    gpu_nic, leaf_of_nic = nic_node[:, np.arange(G) * K // G], leaf_node[nic_leaf]
+    # Link order (what `GpuClusterRouter` counts in): per server each GPU's links (to its NIC, from it[, to
+    # the NVSwitch, from it]), then each NIC's ([to the root complex, from it,] to its leaf, from it); then
+    # per leaf, per spine: up, down.
+    gpu_pairs = [(gpu, gpu_nic, pcie), (gpu_nic, gpu, pcie)]
+    if nvswitch:
+        gpu_pairs += [(gpu, hub_node, intra_link), (hub_node, gpu, intra_link)]
+    nic_pairs = [(nic_node, hub_node, pcie), (hub_node, nic_node, pcie)] if router.per_nic == 4 else []
+    nic_pairs += [(nic_node, leaf_of_nic, nic), (leaf_of_nic, nic_node, nic)]
+    g_cols, n_cols = _columns(gpu_pairs, (S, G)), _columns(nic_pairs, (S, K))
+    up = np.stack([np.repeat(leaf_node, num_spines), np.tile(spine_node, num_leaves)], axis=1)
+    spine_cols = (up.ravel(), up[:, ::-1].ravel(), np.full(up.size, nic.bandwidth_Bps),
+                  np.full(up.size, nic.latency_s))
+    cols = [np.concatenate((np.concatenate((g, k), axis=1).ravel(), x))
+            for g, k, x in zip(g_cols, n_cols, spine_cols)]
     label = (f"{fabric}(servers={S},gpus_per_server={G},intra={intra},nics_per_server={K},nic={nic.name},"
              f"leaf_ports={leaf_ports},bisection={bisection:g})")
-    return Topology(name=label, num_hosts=S, gpus_per_server=G, node_names=tuple(names),
-                    link_src=np.array(src), link_dst=np.array(dst), bandwidth_Bps=np.array(bw),
-                    latency_s=np.array(lat), router=router)
+    return Topology(name=label, num_hosts=S, gpus_per_server=G,
+                    node_names=tuple(_node_names(S, G, K, hub, num_leaves, num_spines)),
+                    link_src=cols[0], link_dst=cols[1], bandwidth_Bps=cols[2], latency_s=cols[3], router=router)

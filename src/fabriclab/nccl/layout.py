@@ -28,10 +28,11 @@ class Layout:
     """Ranks per server."""
 
 
-# The largest GPU count a prediction takes here: the flow simulation of one ring or tree grows with the GPUs
-# (measured on this 2-core machine: 65,536 GPUs took 22 s and 1.8 GB per size sweep, 1,048,576 did not
-# finish); 16,384 finishes in seconds.
-MAX_CLUSTER_GPUS = 16384
+# The largest GPU count a prediction takes here. The flow simulation (`nccl/links.py` in classes) grows about
+# linearly with the GPUs: measured on this 2-core machine (`fabriclab bench sim --scale`), a size sweep of
+# 100,000 GPUs of dgx-h100 takes TODO s and TODO GB at most per collective; 131,072 stays within a minute and
+# 4 GB.
+MAX_CLUSTER_GPUS = 131072
 
 
 def check_cluster_gpus(cluster: ClusterModel, num_gpus: int, option: str = "--gpus") -> Layout:
@@ -39,7 +40,7 @@ def check_cluster_gpus(cluster: ClusterModel, num_gpus: int, option: str = "--gp
     fill whole servers."""
     if isinstance(num_gpus, (int, np.integer)) and num_gpus > MAX_CLUSTER_GPUS:
         raise ValueError(f"{option} {num_gpus}: a cluster prediction takes at most {MAX_CLUSTER_GPUS} GPUs here "
-                         f"(its flow simulation grows with the GPUs); give fewer")
+                         f"(its flow simulation grows with the GPUs: about a minute and 4 GB there); give fewer")
     return layout(cluster, num_gpus)
 
 

@@ -1,20 +1,34 @@
-"""Link time per byte of NCCL's rings and trees on a cluster's real topology, from the flow simulator.
+"""Link time per byte of NCCL's rings, trees and point-to-point patterns on a cluster's real topology.
 
 Every channel's ring (NCCL rotates the order inside a server per channel, so channels leave through
 different NICs) or double binary tree (a chain inside each server) sends its share of the bus bytes, all at
-once, as the pipelined algorithm does in steady state (`sim/engine.py` on `fabric/rail.py`'s topology); the
-makespan per byte is the link time `nccl/predict.py` builds its costs on. On one server or a non-blocking
-rail fabric it equals the closed form (bus bytes / min(NVLink, NICs x rate x efficiency)); on an
-oversubscribed plain fat tree it is what the spines allow.
+once, as the pipelined algorithm does in steady state (`fabric/rail.py`'s topology); the makespan per byte
+is the link time `nccl/predict.py` builds its costs on. On one server or a non-blocking rail fabric it
+equals the closed form (bus bytes / min(NVLink, NICs x rate x efficiency)); on an oversubscribed plain fat
+tree it is what the spines allow. Algorithm `p2p` is NCCL's point-to-point:
+
+* `alltoall`: every rank sends size / n to every other rank, all at once. Since NCCL 2.12 (PXN) data for
+  another server goes over NVLink to the GPU on the destination's rail and leaves through that GPU's NIC,
+  so on a rail-optimised fabric it stays on one rail; on a plain fat tree it crosses the spines, and an
+  oversubscribed network slows it where a ring is not.
+* `sendrecv`: rank r sends its whole buffer to (r + 1) % n and receives from (r - 1) % n
+  (nccl-tests' sendrecv_perf).
+
+Two engines give the same answer (tests hold them to 1e-9): `general` builds every transfer as a task of
+`sim/engine.py` (the oracle); `auto` solves them in classes (`sim/batch.py`): rings, trees and sendrecv
+with identical transfers merged (exact with no assumption), all-to-all across servers by the servers'
+symmetry (`sim/pairwise.py`, which holds for every topology `fabric/rail.py` builds; an all-to-all inside
+one server is merged like a ring). Classes depend only on the shape (servers, fabric, leaves, spines), not
+on the rates, so a sweep that moves rates (`nccl/band.py`) re-solves the classes without rebuilding them.
+100,000 GPUs take seconds (`fabriclab bench sim --scale`).
 
 Try it: `python -c "from fabriclab.fabric.presets import cluster_preset as c;
-from fabriclab.nccl.links import link_seconds_per_byte as l; print(l(c('a100-hdr'), 64, 'ring', 'allreduce'))"`.
+from fabriclab.nccl.links import link_seconds_per_byte as l; print(l(c('dgx-h100'), 100000, 'p2p', 'alltoall'))"`.
 """
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -24,39 +38,56 @@ from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.links import Link
 from fabriclab.fabric.rail import gpu_cluster_topology
 from fabriclab.nccl.layout import Layout, layout
+from fabriclab.sim.batch import FlowBatch, explicit_batch, finish_times
 from fabriclab.sim.engine import TaskGraph, run
+from fabriclab.sim.pairwise import all_to_all_batch
+from fabriclab.sim.refine import quotient
 
+ALGORITHMS = ("ring", "tree", "p2p")
+P2P = ("alltoall", "sendrecv")
+ENGINES = ("auto", "general")
 # Bytes of the message the link time is simulated with; latencies of links are then < 1e-6 of the makespan.
 _REF_BYTES = float(1 << 30)
+# Transfers the general engine is given at most (about 1 kB of Python objects each): an all-to-all of
+# 1,024 GPUs is 1.05 M.
+MAX_GENERAL_TRANSFERS = 2_000_000
+
+
+def _endpoints(lay: Layout, g: int, ranks: np.ndarray) -> np.ndarray:
+    """Endpoint of each rank: ranks fill servers in order."""
+    return ranks // lay.per_server * g + ranks % lay.per_server
 
 
 def _ring_pairs(lay: Layout, num_channels: int, g: int) -> tuple[np.ndarray, np.ndarray]:
-    src, dst = [], []
-    for c in range(num_channels):
-        order = [(c + j) % lay.per_server for j in range(lay.per_server)]
-        ring = [s * g + x for s in range(lay.num_servers) for x in order]
-        src += ring
-        dst += ring[1:] + ring[:1]
-    return np.array(src), np.array(dst)
+    """Each channel's ring: servers in order, inside each the GPUs from c % per_server on."""
+    order = (np.arange(num_channels)[:, None] + np.arange(lay.per_server)) % lay.per_server
+    ring = (np.arange(lay.num_servers)[None, :, None] * g + order[:, None, :]).reshape(num_channels, -1)
+    return ring.ravel(), np.roll(ring, -1, axis=1).ravel()
 
 
 def _tree_pairs(lay: Layout, num_channels: int, g: int) -> tuple[np.ndarray, np.ndarray]:
     """Each channel: a chain inside every server from head GPU c % g, and between the heads one of
     NCCL's two binary trees (heap order, or heap order mirrored); every edge both ways."""
     src, dst = [], []
-    n_s = lay.num_servers
+    n_s, base = lay.num_servers, np.arange(lay.num_servers)[:, None] * g
+    i = np.arange(1, n_s)
     for c in range(num_channels):
         head = c % lay.per_server
-        chain = [(head + j) % lay.per_server for j in range(lay.per_server)]
-        for s in range(n_s):
-            for a, b in itertools.pairwise(chain):
-                src += [s * g + a, s * g + b]
-                dst += [s * g + b, s * g + a]
-        for i in range(1, n_s):
-            child, parent = (i, (i - 1) // 2) if c % 2 == 0 else (n_s - 1 - i, n_s - 1 - (i - 1) // 2)
-            src += [child * g + head, parent * g + head]
-            dst += [parent * g + head, child * g + head]
-    return np.array(src), np.array(dst)
+        chain = (head + np.arange(lay.per_server)) % lay.per_server
+        a, b = base + chain[:-1], base + chain[1:]
+        child, parent = (i, (i - 1) // 2) if c % 2 == 0 else (n_s - 1 - i, n_s - 1 - (i - 1) // 2)
+        up, down = child * g + head, parent * g + head
+        src += [np.stack([a, b], axis=2).ravel(), np.stack([up, down], axis=1).ravel()]
+        dst += [np.stack([b, a], axis=2).ravel(), np.stack([down, up], axis=1).ravel()]
+    return np.concatenate(src), np.concatenate(dst)
+
+
+def _p2p_pairs(lay: Layout, collective: str, g: int) -> tuple[np.ndarray, np.ndarray]:
+    ranks = np.arange(lay.num_gpus)
+    if collective == "sendrecv":
+        return _endpoints(lay, g, ranks), _endpoints(lay, g, (ranks + 1) % lay.num_gpus)
+    src, dst = np.nonzero(~np.eye(lay.num_gpus, dtype=bool))
+    return _endpoints(lay, g, src), _endpoints(lay, g, dst)
 
 
 @dataclass(frozen=True)
@@ -76,6 +107,12 @@ class TopologyKey:
     fabric: str
     leaf_ports: int
     bisection: float
+
+    def shape(self) -> TopologyKey:
+        """The same nodes, links and routes with one made-up rate per kind of link (NVLink or PCIe inside,
+        PCIe to the NIC, network): what classes depend on, whatever the rates."""
+        return replace(self, intra_bandwidth_Bps=1.0, intra_latency_s=0.0, pcie_bandwidth_Bps=2.0,
+                       nic_payload_Bps=3.0, nic_latency_s=0.0)
 
 
 def _topology_key(cluster: ClusterModel, servers: int) -> TopologyKey:
@@ -103,24 +140,64 @@ def cluster_topology(cluster: ClusterModel, num_gpus: int):
     return _topology(_topology_key(cluster, layout(cluster, num_gpus).num_servers))
 
 
-@lru_cache(maxsize=4096)
-def _link_seconds_per_bus_byte(key: TopologyKey, num_gpus: int, per_server: int, algorithm: str,
-                               num_channels: int) -> float:
-    lay = Layout(num_gpus, key.num_servers, per_server)
-    topo = _topology(key)
-    pairs = _ring_pairs if algorithm == "ring" else _tree_pairs
-    src, dst = pairs(lay, num_channels, key.gpus_per_server)
+def _pairs(lay: Layout, algorithm: str, collective: str, num_channels: int, g: int):
+    """(sources, destinations, bytes of each transfer) of one run of `_REF_BYTES`."""
+    if algorithm == "p2p":
+        src, dst = _p2p_pairs(lay, collective, g)
+        return src, dst, _REF_BYTES / (lay.num_gpus if collective == "alltoall" else 1)
+    src, dst = (_ring_pairs if algorithm == "ring" else _tree_pairs)(lay, num_channels, g)
+    return src, dst, _REF_BYTES / num_channels
+
+
+# Folded batches are small (a tree of 100,000 GPUs: some 30,000 classes, a few MB); a size sweep with its
+# ranges asks for 8 channel counts x 2 algorithms x 5 rate sets, the rates re-using the batches.
+@lru_cache(maxsize=64)
+def _batch(shape: TopologyKey, lay: Layout, algorithm: str, collective: str, num_channels: int) -> FlowBatch:
+    """The classes of one run on every topology of this shape (link ids do not depend on the rates)."""
+    topo = _topology(shape)
+    if algorithm == "p2p" and collective == "alltoall" and lay.num_servers > 1:
+        return all_to_all_batch(topo, _REF_BYTES / lay.num_gpus)
+    batch = explicit_batch(topo, *_pairs(lay, algorithm, collective, num_channels, shape.gpus_per_server))
+    return quotient(batch, topo.bandwidth_Bps[batch.column_link])
+
+
+def _general(key: TopologyKey, lay: Layout, algorithm: str, collective: str, num_channels: int) -> float:
+    src, dst, size = _pairs(lay, algorithm, collective, num_channels, key.gpus_per_server)
+    if src.size > MAX_GENERAL_TRANSFERS:
+        raise ValueError(f"{src.size:,} transfers: the general engine takes at most {MAX_GENERAL_TRANSFERS:,} "
+                         f"here; use engine='auto' or fewer GPUs")
     graph = TaskGraph()
     for a, b in zip(src.tolist(), dst.tolist()):
-        graph.add_transfer(a, b, _REF_BYTES / num_channels)
-    return run(graph, topo).makespan_s / _REF_BYTES
+        graph.add_transfer(a, b, size)
+    return run(graph, _topology(key)).makespan_s
 
 
-def link_seconds_per_byte(cluster: ClusterModel, num_gpus: int, algorithm: str, collective: str) -> float:
-    """Simulated link time per byte of the buffer (ring: per bus byte x bus factor; tree: per byte)."""
+@lru_cache(maxsize=4096)
+def _link_seconds_per_unit(key: TopologyKey, lay: Layout, algorithm: str, collective: str, num_channels: int,
+                           engine: str) -> float:
+    """Makespan per `_REF_BYTES` (per bus byte for a ring, per byte for a tree or p2p)."""
+    if engine == "general":
+        return _general(key, lay, algorithm, collective, num_channels) / _REF_BYTES
+    batch = _batch(key.shape(), lay, algorithm, collective, num_channels)
+    topo = _topology(key)
+    finish = finish_times(batch, topo.bandwidth_Bps, topo.latency_s)
+    return float(finish.max(initial=0.0)) / _REF_BYTES
+
+
+def link_seconds_per_byte(cluster: ClusterModel, num_gpus: int, algorithm: str, collective: str, *,
+                          engine: str = "auto") -> float:
+    """Simulated link time per byte of the buffer (ring: per bus byte x bus factor; tree: per byte; p2p: per
+    byte each rank sends in all, `alltoall` or `sendrecv`). `engine`: `auto` (classes) or `general`."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm {algorithm!r}: use one of {', '.join(ALGORITHMS)}")
+    if algorithm == "p2p" and collective not in P2P:
+        raise ValueError(f"collective {collective!r} is not point-to-point: p2p takes {', '.join(P2P)}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r}: use one of {', '.join(ENGINES)}")
     lay = layout(cluster, num_gpus)
     if lay.num_gpus == 1:
         return 0.0
-    per_unit = _link_seconds_per_bus_byte(_topology_key(cluster, lay.num_servers), lay.num_gpus,
-                                          lay.per_server, algorithm, cluster.library.num_channels)
+    key = _topology_key(cluster, lay.num_servers)
+    per_unit = _link_seconds_per_unit(key, lay, algorithm, collective if algorithm == "p2p" else "",
+                                      cluster.library.num_channels if algorithm != "p2p" else 0, engine)
     return per_unit * (bus_bandwidth_factor(collective, lay.num_gpus) if algorithm == "ring" else 1.0)

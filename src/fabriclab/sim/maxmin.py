@@ -18,10 +18,12 @@ FULL_REL = 1e-9
 
 
 def max_min_rates(entry_flow: np.ndarray, entry_link: np.ndarray, num_flows: int,
-                  capacity_Bps: np.ndarray) -> np.ndarray:
+                  capacity_Bps: np.ndarray, entry_users: np.ndarray | None = None) -> np.ndarray:
     """Rates (bytes/s) of `num_flows` flows; entry i says flow `entry_flow[i]` crosses `entry_link[i]`.
 
-    A flow that crosses no link gets rate `inf` (it is limited by nothing in the network)."""
+    `entry_users` (optional): entry i stands for that many flows, all at the flow's rate, on one link of
+    its column; a class of identical flows is then solved as one (`sim/batch.py`). Without it every entry
+    is one flow. A flow that crosses no link gets rate `inf` (it is limited by nothing in the network)."""
     rates = np.zeros(num_flows)
     if num_flows == 0:
         return rates
@@ -30,10 +32,10 @@ def max_min_rates(entry_flow: np.ndarray, entry_link: np.ndarray, num_flows: int
     has_link = np.bincount(entry_flow, minlength=num_flows) > 0
     rates[~has_link] = np.inf
     frozen[~has_link] = True
-    ef, el = entry_flow, entry_link
+    ef, el, ew = entry_flow, entry_link, entry_users
     num_links = capacity_Bps.shape[0]
     while ef.size:
-        users = np.bincount(el, minlength=num_links)
+        users = np.bincount(el, minlength=num_links) if ew is None else np.bincount(el, ew, num_links)
         used = users > 0
         share = np.full(num_links, np.inf)
         share[used] = remaining[used] / users[used]
@@ -47,4 +49,5 @@ def max_min_rates(entry_flow: np.ndarray, entry_link: np.ndarray, num_flows: int
         frozen |= newly
         keep = ~frozen[ef]
         ef, el = ef[keep], el[keep]
+        ew = None if ew is None else ew[keep]
     return rates
