@@ -16,8 +16,8 @@ import numpy as np
 
 from fabriclab.collectives import vectorized
 from fabriclab.collectives.matching import match_messages
-from fabriclab.collectives.registry import build_schedule
-from fabriclab.collectives.schedule import RECV_REDUCE, SEND, Schedule
+from fabriclab.collectives.registry import build_schedule, parse_spec
+from fabriclab.collectives.schedule import ALLREDUCE, RECV_REDUCE, SEND, Schedule
 from fabriclab.sim.engine import TaskGraph, Timeline, run
 from fabriclab.sim.levels import Level, levels_of, simulate_levels
 from fabriclab.sim.limits import check_inputs, check_simulation
@@ -105,6 +105,21 @@ def simulate_schedule(schedule: Schedule, topology, placement: np.ndarray | None
                          link_bytes=timeline.link_bytes, num_solves=timeline.num_solves)
 
 
+def ring_runs(collective: str, algo: str, num_ranks: int, count: int, itemsize: int) -> list[Level] | None:
+    """The rounds of `collectives/vectorized.py`'s ring allreduce as two runs (`Level.repeat`) when every
+    block is the same size: p - 1 rounds that reduce, then p - 1 that copy, each the same transfers one
+    step later. None for anything else (its rounds are then listed one by one)."""
+    spec, _ = parse_spec(collective, algo, num_ranks)
+    p = num_ranks
+    if collective != ALLREDUCE or spec.name != "ring" or p < 2 or count < p or count % p:
+        return None
+    src = np.arange(p, dtype=np.int64)
+    dst, size = (src + 1) % p, np.full(p, count // p * itemsize, dtype=np.int64)
+    first, second = np.zeros(p, dtype=np.int64), np.full(p, p - 1, dtype=np.int64)
+    return [Level(src, dst, size, np.ones(p, dtype=bool), first, first, repeat=p - 1),
+            Level(src, dst, size, np.zeros(p, dtype=bool), second, second, repeat=p - 1)]
+
+
 # Above this many operations the general engine's per-transfer Python work dominates; the level
 # engine then runs instead (and says whether its answer is exact).
 GENERAL_ENGINE_MAX_TRANSFERS = 200_000
@@ -148,7 +163,8 @@ def simulate(collective: str, algo: str, topology, num_ranks: int, size_bytes: i
     check_simulation(collective, algo, num_ranks, count, engine)
     arrays = vectorized.rounds(collective, algo, num_ranks, count) if engine != "general" else None
     if arrays is not None and (engine == "levels" or num_ranks > 64):
-        levels = (Level(s, d, e * itemsize, r, ks, kd) for s, d, e, r, ks, kd in arrays)
+        levels = ring_runs(collective, algo, num_ranks, count, itemsize) or \
+            (Level(s, d, e * itemsize, r, ks, kd) for s, d, e, r, ks, kd in arrays)
         run_ = simulate_levels(levels, num_ranks, topology, placement, gamma_s_per_byte=gamma_s_per_byte)
         return SimResult(run_.time_s, run_.rank_finish_s, run_.link_bytes, "levels", run_.exact)
     schedule = build_schedule(collective, algo, num_ranks, count)

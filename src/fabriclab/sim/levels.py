@@ -4,7 +4,10 @@ Transfers are grouped by *level*, their depth in the schedule's dependency graph
 algorithms such as ring and butterfly, the round). Each level's transfers are simulated as one batch
 that starts together (max-min sharing, re-solved as flows end, fully vectorized); a transfer then
 starts when its sender and receiver have finished their previous steps, and lasts what the batch gave
-it. Identical levels (same endpoints and sizes) are solved once.
+it. Identical levels (same endpoints and sizes) are solved once. A level may stand for a run of identical
+rounds (`Level.repeat`, a ring's rounds); once every rank's round ends the same time after its previous
+one (a steady state: a ring on 16,384 hosts reaches it after a few dozen rounds), the rest of the run is
+that round shifted, so it is added in one step and the time grows with the hosts, not their square.
 
 This equals the general engine (`engine.py`) exactly when either
 (a) no link is shared by transfers that overlap in time (then a transfer's time does not depend on
@@ -19,14 +22,19 @@ Try it: `fabriclab bench sim`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
 import numpy as np
 
 from fabriclab.sim.maxmin import max_min_rates
+from fabriclab.sim.step_ends import StepEnds
 
 SAME_TIME_REL = 1e-12
+# A run of identical lock-step rounds is in a steady state when every rank's round ends the same time after
+# its previous one, to this share of the clock (float rounding is ~1e-16; real differences, a latency of
+# 1e-7 s against a clock of 1 s, are far above it).
+_STEADY_REL = 1e-13
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,8 @@ class Level:
     reduce: np.ndarray
     src_step: np.ndarray
     dst_step: np.ndarray
+    repeat: int = 1
+    """This level and `repeat - 1` more like it, each one step later at every rank (a ring's rounds)."""
 
 
 def levels_of(tx, itemsize: int = 1) -> Iterator[Level]:
@@ -127,67 +137,120 @@ def simulate_levels(levels: Iterable[Level], num_ranks: int, topology, placement
     """Run levels in order; see the module docstring for when the answer is exact."""
     if not (np.isfinite(gamma_s_per_byte) and gamma_s_per_byte >= 0):
         raise ValueError(f"gamma {gamma_s_per_byte}: give a finite reduction cost >= 0 seconds per byte")
-    cache: dict[bytes, _Batch] = {}
-    # Per link: the latest finish so far, and whether any two transfers on it overlapped.
-    link_busy_until = np.zeros(topology.num_links)
-    overlap = False
-    synchronized = True
-    prev_last_finish = 0.0
-    num_levels = 0
-    ends = _StepEnds(num_ranks)
-    prev = prev_batch = None
+    runner = _Runner(num_ranks, topology, placement, gamma_s_per_byte)
     for lv in levels:
-        num_levels += 1
+        runner.run(lv)
+    return runner.result()
+
+
+class _Runner:
+    """The level engine's state between levels."""
+
+    def __init__(self, num_ranks: int, topology, placement: np.ndarray, gamma_s_per_byte: float) -> None:
+        self.num_ranks, self.topology, self.placement, self.gamma = num_ranks, topology, placement, gamma_s_per_byte
+        self.cache: dict[bytes, _Batch] = {}
+        # Per link: the latest finish so far, and whether any two transfers on it overlapped.
+        self.link_busy_until = np.zeros(topology.num_links)
+        self.overlap = False
+        self.synchronized = True
+        self.prev_last_finish = 0.0
+        self.num_levels = 0
+        self.ends = StepEnds(num_ranks)
+        self.prev: Level | None = None
+        self.prev_batch: _Batch | None = None
+
+    def batch(self, lv: Level) -> _Batch:
         # Consecutive identical levels (a ring's rounds) reuse the batch without hashing the arrays.
-        if prev is not None and _same(prev, lv):
-            batch = prev_batch
-        else:
-            src_ep, dst_ep = placement[lv.src], placement[lv.dst]
-            key = src_ep.tobytes() + dst_ep.tobytes() + lv.size_bytes.tobytes()
-            if key not in cache:
-                cache[key] = _Batch(*batch_durations(src_ep, dst_ep, lv.size_bytes, topology),
-                                    lv.size_bytes, topology.num_links, lv, num_ranks)
-            batch = cache[key]
-        prev, prev_batch = lv, batch
+        if self.prev is not None and _same(self.prev, lv):
+            return self.prev_batch
+        src_ep, dst_ep = self.placement[lv.src], self.placement[lv.dst]
+        key = src_ep.tobytes() + dst_ep.tobytes() + lv.size_bytes.tobytes()
+        if key not in self.cache:
+            self.cache[key] = _Batch(*batch_durations(src_ep, dst_ep, lv.size_bytes, self.topology),
+                                     lv.size_bytes, self.topology.num_links, lv, self.num_ranks)
+        return self.cache[key]
+
+    def run(self, lv: Level) -> None:
+        """`lv` and its `repeat - 1` repetitions; a lock-step run that reaches a steady state (every rank's
+        round ends the same time after its previous one) skips the rest: each later round is the last one
+        shifted by that time, exactly, since a round's ends are a shift-equivariant function of the
+        previous round's ends (max of two ends plus a duration)."""
+        batch = self.batch(lv)
+        self.prev, self.prev_batch = lv, batch
+        step = self.ends.lockstep_step(lv, batch)
+        for rep in range(lv.repeat):
+            if step is not None and self.ends.uniform != step + rep - 1:
+                step = None
+            now = lv if step is not None or not rep else replace(lv, src_step=lv.src_step + rep,
+                                                                dst_step=lv.dst_step + rep)
+            flags = (self.synchronized, self.overlap)
+            before, finish = self.level(now, batch, None if step is None else step + rep)
+            left = lv.repeat - rep - 1
+            if step is not None and rep and left and flags == (self.synchronized, self.overlap):
+                delta = self.ends.uniform_end(step + rep + 1) - before
+                if np.ptp(delta) <= _STEADY_REL * float(np.abs(before).max()):
+                    self.skip(batch, left, float(delta.mean()), finish)
+                    return
+
+    def level(self, lv: Level, batch: _Batch, step: int | None) -> tuple[np.ndarray | None, np.ndarray]:
+        """One level at lock-step `step` (None: not a lock-step round); (ends before it, its finishes)."""
+        self.num_levels += 1
         batch.uses += 1
-        step = ends.lockstep_step(lv, batch)
+        before = None
         if step is not None:  # every rank once as sender and once as receiver, all at the same step
-            before = ends.uniform_end(step)
+            before = self.ends.uniform_end(step)
             start = np.maximum(before[lv.src], before[lv.dst])
         else:
-            start = np.maximum(ends.before(lv.src, lv.src_step), ends.before(lv.dst, lv.dst_step))
+            start = np.maximum(self.ends.before(lv.src, lv.src_step), self.ends.before(lv.dst, lv.dst_step))
         finish = start + batch.duration
         first, last = start.min(), finish.max()
-        if synchronized and (first < start.max() * (1 - SAME_TIME_REL)
-                             or first < prev_last_finish * (1 - SAME_TIME_REL)):
-            synchronized = False
-            if not overlap:
-                link_busy_until = _busy_until(cache.values(), topology.num_links)
-        prev_last_finish = last
-        if not overlap:  # once links overlap, only `synchronized` can keep the answer exact
+        if self.synchronized and (first < start.max() * (1 - SAME_TIME_REL)
+                                  or first < self.prev_last_finish * (1 - SAME_TIME_REL)):
+            self.synchronized = False
+            if not self.overlap:
+                self.link_busy_until = _busy_until(self.cache.values(), self.topology.num_links)
+        self.prev_last_finish = last
+        if not self.overlap:  # once links overlap, only `synchronized` can keep the answer exact
             if batch.shared:
-                overlap = True
-            elif synchronized:
+                self.overlap = True
+            elif self.synchronized:
                 # Every level so far ended before this one started, so no link is busy at a start; each
                 # link's last finish is that of the latest level that used it (`_busy_until`).
-                batch.last_finish, batch.last_use = finish, num_levels
+                batch.last_finish, batch.last_use = finish, self.num_levels
             else:
                 links, per_entry = batch.links, batch.per_entry
-                if (link_busy_until[links] > start[per_entry] * (1 + SAME_TIME_REL)).any():
-                    overlap = True
-                link_busy_until[links] = np.maximum(link_busy_until[links], finish[per_entry])
-        reduce_s = batch.reduce_s(lv, gamma_s_per_byte)
+                if (self.link_busy_until[links] > start[per_entry] * (1 + SAME_TIME_REL)).any():
+                    self.overlap = True
+                self.link_busy_until[links] = np.maximum(self.link_busy_until[links], finish[per_entry])
+        reduce_s = batch.reduce_s(lv, self.gamma)
         if step is not None:
-            ends.record_lockstep(step, finish, batch, reduce_s, before)
+            self.ends.record_lockstep(step, finish, batch, reduce_s, before)
         else:
-            ends.record(lv, finish, reduce_s, batch.unique_ends)
-    rank_finish = ends.rank_finish()
-    link_bytes = np.zeros(topology.num_links)
-    for batch in cache.values():
-        link_bytes += batch.uses * batch.link_bytes
-    return LevelRun(time_s=float(rank_finish.max(initial=0.0)), rank_finish_s=rank_finish,
-                    link_bytes=link_bytes, num_levels=num_levels, num_batches=len(cache),
-                    exact=synchronized or not overlap)
+            self.ends.record(lv, finish, reduce_s, batch.unique_ends)
+        return before, finish
+
+    def skip(self, batch: _Batch, rounds: int, by_s: float, finish: np.ndarray) -> None:
+        """Account for `rounds` more rounds of `batch`, each the last one shifted by `by_s` more."""
+        self.num_levels += rounds
+        batch.uses += rounds
+        self.ends.shift(rounds, by_s)
+        self.prev_last_finish += rounds * by_s
+        if not self.overlap:
+            if self.synchronized:
+                batch.last_finish, batch.last_use = finish + rounds * by_s, self.num_levels
+            else:
+                links, per_entry = batch.links, batch.per_entry
+                self.link_busy_until[links] = np.maximum(self.link_busy_until[links],
+                                                         finish[per_entry] + rounds * by_s)
+
+    def result(self) -> LevelRun:
+        rank_finish = self.ends.rank_finish()
+        link_bytes = np.zeros(self.topology.num_links)
+        for batch in self.cache.values():
+            link_bytes += batch.uses * batch.link_bytes
+        return LevelRun(time_s=float(rank_finish.max(initial=0.0)), rank_finish_s=rank_finish,
+                        link_bytes=link_bytes, num_levels=self.num_levels, num_batches=len(self.cache),
+                        exact=self.synchronized or not self.overlap)
 
 
 def _busy_until(batches, num_links: int) -> np.ndarray:
@@ -238,84 +301,3 @@ class _Batch:
         value = np.where(lv.reduce, lv.size_bytes * gamma_s_per_byte, 0.0)
         self._reduce = (lv.reduce, value)
         return value
-
-
-class _StepEnds:
-    """End time of every (rank, step), stored sparsely: transfers end, then the step's reductions."""
-
-    def __init__(self, num_ranks: int) -> None:
-        self.num_ranks = num_ranks
-        self.last_step = np.full(num_ranks, -1, dtype=np.int64)
-        self.last_end = np.zeros(num_ranks)
-        self.prev_end = np.zeros(num_ranks)
-        self.reduce_s = np.zeros(num_ranks)
-        self.no_reduce = True
-        """Whether `reduce_s` is all zeros (then it is not added)."""
-        self.uniform = -1
-        """The step every rank has last recorded, when it is the same for all (else None)."""
-
-    def lockstep_step(self, lv: Level, batch: _Batch) -> int | None:
-        """The level's step if it is a lock-step round after a lock-step past (see `record_lockstep`)."""
-        if self.uniform is None or not batch.permutation:
-            return None
-        step = int(lv.src_step[0])
-        if step != self.uniform + 1 or not lv.src_step.min() == lv.src_step.max() == step:
-            return None
-        if lv.dst_step is not lv.src_step and not lv.dst_step.min() == lv.dst_step.max() == step:
-            return None
-        return step
-
-    def uniform_end(self, step: int) -> np.ndarray:
-        """End of every rank's step `step - 1` (all ranks are there); do not modify it."""
-        if not step:
-            return np.zeros(self.num_ranks)
-        return self.last_end if self.no_reduce else self.last_end + self.reduce_s
-
-    def record_lockstep(self, step: int, finish: np.ndarray, batch: _Batch, reduce_s, before: np.ndarray) -> None:
-        """Add a level in which every rank sends once and receives once, all at step `step`; `before`
-        is `uniform_end(step)`."""
-        self.prev_end = before  # the old `last_end`: replaced below, never changed in place
-        self.last_end = np.maximum(finish[batch.send_of], finish[batch.recv_of])
-        if np.ndim(reduce_s):
-            self.reduce_s, self.no_reduce = reduce_s[batch.recv_of], False
-        elif not self.no_reduce:
-            self.reduce_s, self.no_reduce = np.zeros(self.num_ranks), True
-        self.last_step.fill(step)
-        self.uniform = step
-
-    def before(self, ranks: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        """End of step k-1 of each (rank, k); a rank's steps arrive in order, so one back suffices."""
-        current = self.last_step[ranks] == steps
-        done = self.last_end[ranks] + self.reduce_s[ranks]
-        return np.where(steps == 0, 0.0, np.where(current, self.prev_end[ranks], done))
-
-    def record(self, lv: Level, finish: np.ndarray, reduce_s, unique_ends: bool) -> None:
-        """Add one level's transfers; within a level all entries of a rank belong to one step."""
-        self.uniform = None
-        self.no_reduce = False
-        fmax = np.full(self.num_ranks, -np.inf)
-        if unique_ends:
-            fmax[lv.src] = finish
-            fmax[lv.dst] = np.maximum(fmax[lv.dst], finish)
-        else:
-            np.maximum.at(fmax, lv.src, finish)
-            np.maximum.at(fmax, lv.dst, finish)
-        if np.ndim(reduce_s):
-            rsum = np.bincount(lv.dst, weights=reduce_s, minlength=self.num_ranks)
-        else:
-            rsum = np.zeros(self.num_ranks)
-        step = np.full(self.num_ranks, -1, dtype=np.int64)
-        step[lv.src] = lv.src_step
-        step[lv.dst] = lv.dst_step
-        seen = step >= 0
-        new = seen & (step != self.last_step)
-        old = seen & ~new
-        self.prev_end[new] = self.last_end[new] + self.reduce_s[new]
-        self.last_step[new] = step[new]
-        self.last_end[new] = fmax[new]
-        self.reduce_s[new] = rsum[new]
-        self.last_end[old] = np.maximum(self.last_end[old], fmax[old])
-        self.reduce_s[old] += rsum[old]
-
-    def rank_finish(self) -> np.ndarray:
-        return np.where(self.last_step >= 0, self.last_end + self.reduce_s, 0.0)

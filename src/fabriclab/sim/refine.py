@@ -11,7 +11,7 @@ of each link colour, and every link of a colour carries the same number of flows
 min water-filling then raises, freezes and fills whole colours at once, and start and end events come to
 whole colours, so the quotient (one class per flow colour, one column per link colour, the per-link counts
 as `entry_users`) runs exactly as the batch itself (`sim/batch.py`). A ring of 16 channels on 100,000 GPUs
-folds 200,000 flow classes into about 10; a double binary tree's 400,000 into some 30,000 (a heap's
+folds 200,000 flow classes into 4; a double binary tree's 400,000 into some 30,000 (a heap's
 positions against the leaf boundaries differ); no topology or pattern is assumed.
 
 Multisets are compared by random 64-bit sums (exact integer arithmetic); the quotient is then checked
@@ -26,8 +26,11 @@ import numpy as np
 
 from fabriclab.sim.batch import FlowBatch
 
+# Any fixed seed: the random table only has to be the same in every run (deterministic answers).
 _SEED = 20240601
-_MULT = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9], dtype=np.uint64)
+# Odd 64-bit multipliers mixing a colour with its multiset hash: 2^64 / golden ratio (Knuth's multiplicative
+# hashing) and xxHash64's PRIME64_2.
+_MULT = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F], dtype=np.uint64)
 
 
 def _ids(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,24 +95,26 @@ def _common(group: np.ndarray, values: np.ndarray, count: np.ndarray, expected: 
 
 
 def quotient(batch: FlowBatch, link_kind: np.ndarray) -> FlowBatch:
-    """The batch folded by `colours`: one class per flow colour, one column per link colour. Each entry of
-    `batch` must be a distinct (class, column); a colouring that fails the equitable check (a hash
-    collision) returns `batch` unfolded."""
+    """The batch folded by `colours`: one class per flow colour, one column per link colour. A colouring that
+    fails the equitable check (a hash collision) returns `batch` unfolded."""
+    if not batch.entry_class.size:
+        return batch
     flow, link = colours(batch, link_kind)
     nf, nl = int(flow.max(initial=-1)) + 1, int(link.max(initial=-1)) + 1
     flow_size, link_size = np.bincount(flow, minlength=nf), np.bincount(link, minlength=nl)
     ef, el = batch.entry_class, batch.entry_column
-    pair, first = _ids(flow[ef] * nl + link[el])          # (flow colour, link colour) of each entry
+    pair, first = _ids(flow[ef] * nl + link[el])  # (flow colour, link colour) of each entry
+    num_pairs = int(pair.max()) + 1
     # link side: flows of colour F on each link, the same on every link of its colour
     per_link, at = _ids(el * nf + flow[ef])
     group = pair[at]
-    users = _common(group, np.bincount(per_link, weights=batch.entry_users), np.bincount(group, minlength=pair.max() + 1),
-                    link_size[link[el[first]]])
+    users = _common(group, np.bincount(per_link, weights=batch.entry_users),
+                    np.bincount(group, minlength=num_pairs), link_size[link[el[first]]])
     # flow side: links of colour O on each flow's route, the same for every flow of its colour
     per_flow, at = _ids(ef * nl + link[el])
     group = pair[at]
-    hops = _common(group, np.bincount(per_flow, weights=batch.entry_hops), np.bincount(group, minlength=pair.max() + 1),
-                   flow_size[flow[ef[first]]])
+    hops = _common(group, np.bincount(per_flow, weights=batch.entry_hops),
+                   np.bincount(group, minlength=num_pairs), flow_size[flow[ef[first]]])
     if users is None or hops is None:
         return batch
     return FlowBatch(entry_class=flow[ef[first]], entry_column=link[el[first]], entry_hops=hops,

@@ -1,7 +1,8 @@
 """`fabriclab bench cli|sim|whatif|plan`: how fast fabriclab itself is, against a budget or a peer.
 
-`cli` times whole commands against their start-up budgets, `sim` the simulator on its speed cases, `whatif`
-the what-if sweep of Zhang et al. (NetAI'20) against its real-time replay, `plan` the network planner.
+`cli` times whole commands against their start-up budgets, `sim` the simulator on its speed cases and cluster
+predictions at 100,000 GPUs (`--scale`: their growth with the GPUs), `whatif` the what-if sweep of Zhang et
+al. (NetAI'20) against its real-time replay, `plan` the network planner.
 
 Try it: `fabriclab bench cli`.
 """
@@ -49,24 +50,23 @@ def cli_cmd(
         raise typer.Exit(EXIT_FAILED)
 
 
-@user_errors
-def sim_cmd(
-    cases: Optional[str] = typer.Option(None, help="Only these cases, e.g. ring-2048,ps-2048."),
-    fmt: FormatOption = None,
-    json_path: JsonOption = None,
-    store: StoreOption = None,
-) -> None:
-    """Time the simulator against its speed targets (1 GB allreduce, 2-level fat tree, bisection 1/4)."""
-    from fabriclab.bench.speed.sim import CASES, run_case
+def _chosen(cases: Optional[str]) -> tuple[tuple, tuple]:
+    """(simulator speed cases, prediction cases) named by `--cases`, or all of them."""
+    from fabriclab.bench.speed.predict import CASES as PREDICTIONS
+    from fabriclab.bench.speed.sim import CASES
 
-    out = Output(fmt, json_path, store)
-    chosen = CASES
-    if cases:
-        names = split_list(cases, "cases")
-        known = {c.name for c in CASES}
-        if set(names) - known:
-            raise ValueError(f"unknown cases {sorted(set(names) - known)}: use {', '.join(sorted(known))}")
-        chosen = tuple(c for c in CASES if c.name in names)
+    if not cases:
+        return CASES, PREDICTIONS
+    names = split_list(cases, "cases")
+    known = {c.name for c in (*CASES, *PREDICTIONS)}
+    if set(names) - known:
+        raise ValueError(f"unknown cases {sorted(set(names) - known)}: use {', '.join(sorted(known))}")
+    return tuple(c for c in CASES if c.name in names), tuple(c for c in PREDICTIONS if c.name in names)
+
+
+def _speed_rows(out: Output, chosen: tuple) -> list[dict]:
+    from fabriclab.bench.speed.sim import run_case
+
     table = Table(title="simulator speed: 1 GB allreduce on a 2-level fat tree, bisection 1/4, 4 GB/s, 0.2 us")
     for col in ("case", "simulated (s)", "wall (s)", "target", "peak RSS MB", "engine", "exact",
                 "general wall (s)", "ratio", "SimGrid 3.32 (quoted)"):
@@ -76,14 +76,79 @@ def sim_cmd(
         out.note(f"running {case.name} ...")
         row = run_case(case)
         rows.append(row)
-        table.add_row(case.name, f"{row['simulated_s']:.6f}", f"{row['wall_s']:.2f}",
+        table.add_row(case.name, f"{row['simulated_s']:.6f}", f"{row['wall_s']:.3f}",
                       f"{'<' if row['meets_target'] else 'NOT <'} {row['target_s']:g} s",
                       f"{row['peak_MB']:.0f}", row["engine"], "yes" if row["exact"] else "no",
                       "-" if row["general_wall_s"] is None else f"{row['general_wall_s']:.2f}",
                       "-" if row["speedup_vs_general"] is None else f"{row['speedup_vs_general']:.1f}x",
                       row["simgrid_quoted"] or "-")
     out.table(table)
-    out.record("bench.sim", {"cases": [c.name for c in chosen]}, rows)
+    return rows
+
+
+def _prediction_rows(out: Output, chosen: tuple) -> list[dict]:
+    from fabriclab.bench.speed.predict import CLUSTER, TARGET_MB, TARGET_S, run_prediction
+
+    table = Table(title=f"cluster predictions on {CLUSTER} (sweep 1KB:1GB with ranges; target < {TARGET_S:g} s "
+                        f"and {TARGET_MB / 1024:g} GB), and the flow simulations of one prediction against the "
+                        f"general engine at the largest GPU count it finishes within its budget")
+    for col in ("case", "GPUs", "sweep wall (s)", "peak RSS MB", "within", "links wall (s)", "general at GPUs",
+                "general wall (s)", "general MB", "ours wall (s)", "ours MB", "ratio", "agree"):
+        table.add_column(col, justify="right")
+    rows = []
+    for case in chosen:
+        out.note(f"running {case.name} (and the general engine up to {case.general_gpus[-1]} GPUs) ...")
+        r = run_prediction(case)
+        rows.append(r)
+        g = r["general_gpus"] is not None
+        table.add_row(case.name, f"{r['gpus']:,}", f"{r['sweep_wall_s']:.1f}", f"{r['peak_MB']:.0f}",
+                      "yes" if r["meets_target"] else "NO", f"{r['links_wall_s']:.2f}",
+                      f"{r['general_gpus']:,}" if g else "none", f"{r['general_wall_s']:.2f}" if g else "-",
+                      f"{r['general_peak_MB']:.0f}" if g else "-", f"{r['ours_wall_s']:.2f}" if g else "-",
+                      f"{r['ours_peak_MB']:.0f}" if g else "-", f"{r['speedup_vs_general']:.1f}x" if g else "-",
+                      ("yes" if r["general_agrees"] else "NO") if g else "-")
+    out.table(table)
+    return rows
+
+
+def _scale(out: Output) -> None:
+    from fabriclab.bench.speed.predict import CLUSTER, SCALE_COLLECTIVES, scale_rows
+
+    out.note(f"predicting {', '.join(SCALE_COLLECTIVES)} on {CLUSTER} at each GPU count (a fresh process each) ...")
+    rows = scale_rows()
+    table = Table(title=f"cluster prediction (sweep 1KB:1GB with ranges) on {CLUSTER}: wall time and peak RSS")
+    table.add_column("GPUs", justify="right")
+    for c in SCALE_COLLECTIVES:
+        table.add_column(f"{c} (s)", justify="right")
+        table.add_column(f"{c} MB", justify="right")
+    for r in rows:
+        table.add_row(f"{r['gpus']:,}", *[f"{r[f'{c}_{k}']:{f}}" for c in SCALE_COLLECTIVES
+                                          for k, f in (("wall_s", ".1f"), ("peak_MB", ".0f"))])
+    out.table(table)
+    out.record("bench.sim.scale", {"cluster": CLUSTER, "collectives": list(SCALE_COLLECTIVES)}, rows)
+
+
+@user_errors
+def sim_cmd(
+    cases: Optional[str] = typer.Option(None, help="Only these cases, e.g. ring-2048,alltoall-100000."),
+    scale: bool = typer.Option(False, "--scale", help="Print how a cluster prediction's time and memory grow "
+                                                      "with the GPUs (1,024 to 100,000) instead."),
+    fmt: FormatOption = None,
+    json_path: JsonOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Time the simulator against its speed targets (1 GB allreduce, 2-level fat tree, bisection 1/4) and
+    cluster predictions at 100,000 GPUs against the general engine."""
+    out = Output(fmt, json_path, store)
+    if scale:
+        if cases:
+            raise ValueError("--scale prints the growth table alone: drop --cases")
+        _scale(out)
+        return
+    speed, predictions = _chosen(cases)
+    rows = _speed_rows(out, speed) if speed else []
+    rows += _prediction_rows(out, predictions) if predictions else []
+    out.record("bench.sim", {"cases": [c.name for c in (*speed, *predictions)]}, rows)
 
 
 @user_errors
