@@ -165,19 +165,24 @@ def validate_rank(ctx: RankContext, plan: dict) -> dict:
     return {"rows": rows, "calibration": calibration, "world_size": ctx.world_size}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="One rank of `fabriclab validate`.")
+def rank_main(rank_fn, description: str, out_help: str, argv: list[str] | None = None) -> int:
+    """The entry point of one rank of a validate command: read the JSON plan, run `rank_fn(ctx, plan)` on
+    every rank (`--np` local ranks when not inside a launch), and let rank 0 write its result to `--out`."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--config", type=Path, required=True, help="JSON plan written by fabriclab validate")
-    parser.add_argument("--out", type=Path, required=True, help="where rank 0 writes rows and calibration")
+    parser.add_argument("--out", type=Path, required=True, help=out_help)
     parser.add_argument("--np", type=int, default=1, help="local ranks when not inside a launch")
     args = parser.parse_args(argv)
     plan = json.loads(args.config.read_text())
-    outcome = launch(validate_rank, (plan,), config=LaunchConfig(num_ranks=args.np,
-                                                                  timeout_s=plan["timeout_s"]))
+    outcome = launch(rank_fn, (plan,), config=LaunchConfig(num_ranks=args.np, timeout_s=plan["timeout_s"]))
     if outcome.is_reporter:
-        result = outcome.results[min(outcome.results)]
-        args.out.write_text(json.dumps(result))
+        args.out.write_text(json.dumps(outcome.results[min(outcome.results)]))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return rank_main(validate_rank, "One rank of `fabriclab validate`.", "where rank 0 writes rows and calibration",
+                     argv)
 
 
 if __name__ == "__main__":

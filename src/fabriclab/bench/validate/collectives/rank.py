@@ -12,13 +12,11 @@ rows.json` (after `fabriclab emu up ...`; `fabriclab validate collectives` write
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from pathlib import Path
 
 from fabriclab.bench.collectives.run import NATIVE, BenchConfig, bench_rank
-from fabriclab.runtime.launch import LaunchConfig, RankContext, launch
+from fabriclab.bench.validate.rank import rank_main
+from fabriclab.runtime.launch import RankContext
 
 
 def check_rank(ctx: RankContext, plan: dict) -> dict:
@@ -33,16 +31,8 @@ def check_rank(ctx: RankContext, plan: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="One rank of `fabriclab validate collectives`.")
-    parser.add_argument("--config", type=Path, required=True, help="JSON plan written by fabriclab validate")
-    parser.add_argument("--out", type=Path, required=True, help="where rank 0 writes the rows")
-    parser.add_argument("--np", type=int, default=1, help="local ranks when not inside a launch")
-    args = parser.parse_args(argv)
-    plan = json.loads(args.config.read_text())
-    outcome = launch(check_rank, (plan,), config=LaunchConfig(num_ranks=args.np, timeout_s=plan["timeout_s"]))
-    if outcome.is_reporter:
-        args.out.write_text(json.dumps(outcome.results[min(outcome.results)]))
-    return 0
+    return rank_main(check_rank, "One rank of `fabriclab validate collectives`.", "where rank 0 writes the rows",
+                     argv)
 
 
 if __name__ == "__main__":
