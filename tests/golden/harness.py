@@ -222,8 +222,19 @@ def _compare(a: Any, b: Any, path: str, diffs: list[str], exact: bool) -> None:
         if not ok:
             rel = abs(a - b) / max(abs(a), abs(b))
             diffs.append(f"{path}: stored {a!r}, new {b!r} (relative difference {rel:.3g})")
+    elif isinstance(a, str) and isinstance(b, str) and a != b and _numeric(a) and _numeric(b):
+        # a number carried as text (a CSV cell): compared as the number it spells
+        _compare(float(a), float(b), path, diffs, exact)
     elif type(a) is not type(b) or a != b:
         diffs.append(f"{path}: stored {_short(a)}, new {_short(b)}")
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip().lower() not in ("nan", "inf", "-inf", "infinity", "-infinity")
 
 
 def _short(x: Any) -> str:

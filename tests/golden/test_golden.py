@@ -87,3 +87,12 @@ def test_golden(command, tmp_path, request):
         more = f"\n  ... and {len(diffs) - MAX_SHOWN} more" if len(diffs) > MAX_SHOWN else ""
         pytest.fail(f"{command.name}: {len(diffs)} difference(s) from the golden record {path.name} "
                     f"(`fabriclab {' '.join(command.argv)}`):\n  {shown}{more}", pytrace=False)
+
+
+def test_compare_reads_numbers_carried_as_text_within_the_tolerance():
+    # a CSV cell that differs in the last bits is the same number; one that differs in the 10th digit is not
+    assert harness.compare({"t": "2.1309096320000003"}, {"t": "2.130909631999999"}) == []
+    assert harness.compare({"t": "2.1309096320"}, {"t": "2.1309096330"}) != []
+    assert harness.compare({"m": "ring"}, {"m": "tree"}) != []
+    assert harness.compare({"t": "nan"}, {"t": "1.0"}) != []
+    assert harness.compare({"t": "1.0"}, {"t": "1.0000000000001"}, exact=True) != []
