@@ -1,0 +1,157 @@
+"""How a transformer's training is split over GPUs, as Megatron-LM / NeMo, FSDP and DeepSpeed express it.
+
+GPUs = TP x CP x DP x PP (tensor, context, data and pipeline parallel). Expert parallelism (EP) groups
+are carved out of DP x CP as Megatron-Core does (EP must divide DP x CP): the experts of an MoE layer are
+split over EP ranks, the rest of the model is replicated over them. Placement follows the frameworks'
+default order, innermost first: TP (inside a server, on NVLink), then CP, then DP (whose innermost EP
+ranks form an expert group), then PP outermost; `order` changes it.
+
+A rank's coordinates and every communicator's groups come from `ranks_of` / `groups`: pure integer
+arithmetic, no torch, so the simulator and the real trainer share them.
+
+Try it: `python -c "from fabriclab.workload.parallel import ParallelConfig as P;
+p = P(num_gpus=128, tp=4, pp=8, vp=6, mbs=1, gbs=256, seq=2048); print(p.dp, p.num_microbatches, p.groups('dp')[0])"`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+ZERO_STAGES = (0, 1, 2, 3)
+RECOMPUTE = ("none", "selective", "full")
+PRECISIONS = ("bf16", "fp8")
+DIMENSIONS = ("tp", "cp", "dp", "pp")
+DEFAULT_ORDER = "tp-cp-dp-pp"
+COMMUNICATORS = ("tp", "cp", "ep", "dp", "pp")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelConfig:
+    """One parallel configuration of a training job (validated on construction: a ValueError says what to
+    change)."""
+
+    num_gpus: int
+    """GPUs of the job = tp x cp x dp x pp."""
+    tp: int = 1
+    """Tensor-parallel ranks (Megatron column/row-parallel linear layers, heads split)."""
+    pp: int = 1
+    """Pipeline stages."""
+    vp: int = 1
+    """Virtual stages (model chunks) per pipeline rank: interleaved 1F1B when > 1."""
+    cp: int = 1
+    """Context-parallel ranks (the sequence split, ring exchange of keys and values)."""
+    ep: int = 1
+    """Expert-parallel ranks (MoE experts split; carved out of dp x cp, must divide it)."""
+    mbs: int = 1
+    """Micro-batch size (sequences per micro-batch per pipeline)."""
+    gbs: int
+    """Global batch size (sequences per optimizer step); a multiple of mbs x dp."""
+    seq: int
+    """Sequence length in tokens."""
+    sequence_parallel: bool = True
+    """Megatron sequence parallelism: TP all-gather / reduce-scatter instead of all-reduce, norms and
+    dropout split along the sequence (same bytes on the wire, less activation memory)."""
+    zero: int = 1
+    """Sharded data parallelism: 0 plain DP (all-reduce of gradients), 1 optimizer states sharded
+    (Megatron's distributed optimizer: reduce-scatter gradients, all-gather parameters), 2 gradients too,
+    3 parameters too (FSDP: all-gather parameters for forward and backward of every layer)."""
+    recompute: str = "none"
+    """Activation recomputation: none, selective (attention's core recomputed), full (each layer's forward
+    run again in backward, only its input kept)."""
+    precision: str = "bf16"
+    """Math precision of the matrix multiplications: bf16 or fp8 (weights and gradients kept in bf16)."""
+    order: str = DEFAULT_ORDER
+    """Placement of the dimensions, innermost (fastest varying rank) first, e.g. `tp-cp-dp-pp`."""
+
+    def __post_init__(self) -> None:
+        for name in ("num_gpus", "tp", "pp", "vp", "cp", "ep", "mbs", "gbs", "seq"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"--{name.replace('num_', '')} {value!r}: give a whole number >= 1")
+        if self.num_gpus % (self.tp * self.cp * self.pp):
+            raise ValueError(f"{self.num_gpus} GPUs are not a multiple of tp x cp x pp = "
+                             f"{self.tp} x {self.cp} x {self.pp}: change --gpus, --tp, --cp or --pp")
+        dpcp = self.dp * self.cp
+        if dpcp % self.ep:
+            raise ValueError(f"--ep {self.ep} must divide dp x cp = {self.dp} x {self.cp} = {dpcp} "
+                             f"(expert groups are carved out of the data- and context-parallel ranks)")
+        if self.gbs % (self.mbs * self.dp):
+            raise ValueError(f"--gbs {self.gbs} is not a multiple of mbs x dp = {self.mbs} x {self.dp} = "
+                             f"{self.mbs * self.dp}: give e.g. --gbs {self.mbs * self.dp * max(1, self.gbs // (self.mbs * self.dp))}")
+        if self.vp > 1 and self.pp == 1:
+            raise ValueError(f"--vp {self.vp} needs pipeline parallelism (--pp > 1)")
+        if self.vp > 1 and self.num_microbatches % self.pp:
+            raise ValueError(f"interleaved 1F1B (--vp {self.vp}) needs micro-batches per pipeline "
+                             f"({self.num_microbatches}) to be a multiple of --pp {self.pp}")
+        if self.seq % self.cp:
+            raise ValueError(f"--seq {self.seq} is not a multiple of --cp {self.cp}")
+        if self.zero not in ZERO_STAGES:
+            raise ValueError(f"--zero {self.zero!r}: use 0, 1, 2 or 3")
+        if self.recompute not in RECOMPUTE:
+            raise ValueError(f"--recompute {self.recompute!r}: use {', '.join(RECOMPUTE)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"--precision {self.precision!r}: use {', '.join(PRECISIONS)}")
+        dims = self.order.split("-")
+        if sorted(dims) != sorted(DIMENSIONS):
+            raise ValueError(f"--order {self.order!r}: name each of {', '.join(DIMENSIONS)} once, innermost "
+                             f"first, e.g. {DEFAULT_ORDER}")
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel replicas: GPUs / (tp x cp x pp)."""
+        return self.num_gpus // (self.tp * self.cp * self.pp)
+
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches each pipeline runs per step (gradient accumulation): gbs / (mbs x dp)."""
+        return self.gbs // (self.mbs * self.dp)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.gbs * self.seq
+
+    def sizes(self) -> dict[str, int]:
+        return {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp}
+
+    def coordinates(self) -> dict[str, np.ndarray]:
+        """Each dimension's index of every rank (arrays of num_gpus), by the placement order."""
+        sizes = self.sizes()
+        ranks = np.arange(self.num_gpus)
+        out, stride = {}, 1
+        for dim in self.order.split("-"):
+            out[dim] = ranks // stride % sizes[dim]
+            stride *= sizes[dim]
+        return out
+
+    def groups(self, communicator: str) -> list[list[int]]:
+        """The rank groups of a communicator (`tp`, `cp`, `ep`, `dp`, `pp`), each in its ring order.
+
+        `ep` groups are runs of `ep` consecutive ranks of the (dp, cp) plane in Megatron-Core's order (cp
+        inner); `dp` is the gradient communicator of the dense parameters (dp ranks of one cp index)."""
+        if communicator not in COMMUNICATORS:
+            raise ValueError(f"communicator {communicator!r}: one of {', '.join(COMMUNICATORS)}")
+        coords = self.coordinates()
+        if communicator == "ep":
+            # the (dp, cp) plane flattened with cp inner, cut into runs of ep
+            plane = coords["dp"] * self.cp + coords["cp"]
+            key = np.stack([coords["tp"], coords["pp"], plane // self.ep], axis=1)
+            within = plane % self.ep
+        else:
+            others = [d for d in DIMENSIONS if d != communicator]
+            key = np.stack([coords[d] for d in others], axis=1)
+            within = coords[communicator]
+        groups: dict[tuple, list[tuple[int, int]]] = {}
+        for rank, (k, w) in enumerate(zip(map(tuple, key), within)):
+            groups.setdefault(k, []).append((int(w), rank))
+        return [[r for _, r in sorted(members)] for _, members in sorted(groups.items())]
+
+    def group_size(self, communicator: str) -> int:
+        return {"tp": self.tp, "cp": self.cp, "ep": self.ep, "dp": self.dp, "pp": self.pp}[communicator]
+
+    def describe(self) -> str:
+        extra = f" VP{self.vp}" if self.vp > 1 else ""
+        ep = f" EP{self.ep}" if self.ep > 1 else ""
+        return (f"TP{self.tp} PP{self.pp}{extra} CP{self.cp}{ep} DP{self.dp} (mbs {self.mbs}, gbs {self.gbs}, "
+                f"seq {self.seq}, ZeRO-{self.zero}, recompute {self.recompute}, {self.precision})")
