@@ -1,0 +1,215 @@
+"""GPU memory of transformer training per GPU, as Megatron-LM's mixed precision lays it out.
+
+Model state, bytes per parameter (Megatron-LM docs/source/api-guide/distrib_optimizer.md: 18 without the
+distributed optimizer, 6 + 12/d with it, "bf16 param, fp32 grads"):
+- weights in bf16 (2 B), main gradients in fp32 (4 B), Adam's fp32 master weights, m and v (12 B).
+- Per GPU: a pipeline stage's non-expert parameters / tp; its routed experts' / (ep x expert-tp), where
+  expert-tp = tp (Megatron-Core's default). The input embedding lives on the first stage, the output layer
+  (with pp > 1 a copy of a tied embedding) and the final norm on the last.
+- ZeRO shards over the data-parallel replicas of a parameter: dp x cp for non-expert parameters, (dp x cp)/ep
+  for experts (Megatron's distributed optimizer). 1: optimizer state; 2: gradients too; 3: weights too
+  (FSDP), plus the largest layer's (or embedding's) full weights gathered at a time.
+- fp8 training (Transformer Engine) is assumed to take the same memory: bf16 weights and fp32 state stay,
+  its fp8 weight casts are transient and activations are counted in bf16.
+
+Activations per layer and micro-batch follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+Large Transformer Models", section 4 and Table 2), with s = seq / cp, b = mbs, h, a heads, t = tp:
+- no recomputation: s b h (34 + 5 a s / h) / t with sequence parallelism (s b h (10 + 24/t + 5 a s/(h t))
+  without); selective (the attention core recomputed; what FlashAttention stores too): 34 s b h / t;
+  full: 2 s b h / t (the layer input only).
+- The 34 is generalised to the model's shapes so that a GPT layer gives exactly 34: 10 s b h replicated
+  over TP without sequence parallelism (two norm inputs 4, two dropout masks 2, the inputs of the QKV and
+  first MLP matmuls 4) and, split over TP, Q 2 s b h, K and V 2 s b kv each (grouped-query attention), the
+  output projection's input 2 s b h, and the MLP's 4 s b ffn (GELU: its input and output) or 6 s b ffn
+  (SwiGLU: gate and up outputs and the down projection's input, as Megatron's fused swiglu saves them).
+- An MoE layer has shared experts' MLP activations as above (ffn = shared x moe_ffn), the router's fp32
+  logits (4 s b E), and for its routed tokens, top-k x s b of them on each GPU on average (balanced
+  routing; the tokens are gathered over TP before the experts): a bf16 copy of each (2 h) and the expert
+  MLP's 6 (or 4) x moe_ffn / t. Not counted: all-to-all buffers, the router's probabilities, padding.
+- The first stage also keeps the embedding's dropout mask (s b h / t per micro-batch), the last the output
+  layer's activations and fp32 logits, 4 s b h (1 + V/h) / t (Korthikanti section 4.3).
+- Micro-batches in flight: 1F1B stage r holds min(pp - r, m) (stage 0: pp; Narayanan et al. 2021);
+  interleaved (vp > 1) stage r holds Megatron's warm-up count (pp - r - 1) x 2 + (vp - 1) x pp + 1 model
+  chunks, which for stage 0 is pp (1 + (pp - 1)/(pp vp)) stages' worth (Korthikanti section 4.2.3).
+
+Not counted: the CUDA context, NCCL and communication buffers, the allocator's fragmentation (a few GB
+together): a configuration within ~5 GB of the limit is marginal.
+
+Try it: `python -c "from fabriclab.workload.memory import memory_per_gpu; from fabriclab.workload.transformer
+import load_model; from fabriclab.workload.parallel import ParallelConfig as P;
+[print(r) for r in memory_per_gpu(load_model('gpt3-175b'), P(num_gpus=128, tp=4, pp=8, vp=6, gbs=256,
+seq=2048, recompute='selective')).rows()]"`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabriclab.workload.parallel import ParallelConfig
+from fabriclab.workload.transformer import TransformerSpec
+
+WEIGHT_BYTES = 2      # bf16 weights
+GRADIENT_BYTES = 4    # fp32 main gradients
+OPTIMIZER_BYTES = 12  # Adam: fp32 master weights, first and second moments
+GB = 1e9
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryBreakdown:
+    """Memory of one GPU of a pipeline stage, in bytes."""
+
+    weights_bytes: float
+    """bf16 weights held (ZeRO-3: the shard plus the largest layer gathered)."""
+    gradients_bytes: float
+    """fp32 main gradients held (ZeRO-2/3: the shard)."""
+    optimizer_bytes: float
+    """Adam's fp32 master weights, m and v held (ZeRO-1/2/3: the shard)."""
+    activations_bytes: float
+    """Activations of the micro-batches in flight."""
+    total_bytes: float = field(init=False)
+    """The sum of the four."""
+    stage: int = 0
+    """The pipeline stage (0-based) this GPU belongs to."""
+    num_params: float = 0.0
+    """Parameters of this GPU's model part before ZeRO sharding."""
+    num_expert_params: float = 0.0
+    """Of which routed-expert parameters."""
+    in_flight_microbatches: float = 1.0
+    """Micro-batches whose activations the stage holds at its peak (in whole stages' worth of layers)."""
+    zero: int = 0
+    """The ZeRO stage it was computed for."""
+    recompute: str = "none"
+    """The activation recomputation it was computed for."""
+
+    def __post_init__(self) -> None:
+        total = self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+        object.__setattr__(self, "total_bytes", total)
+
+    def rows(self) -> list[dict]:
+        """One row per part and the total: {"part", "bytes", "GB", "note"}."""
+        parts = [("weights", self.weights_bytes, "bf16, 2 B/param" + (", ZeRO-3 shard + one layer"
+                                                                       if self.zero == 3 else "")),
+                 ("gradients", self.gradients_bytes, "fp32, 4 B/param" + (", sharded" if self.zero >= 2 else "")),
+                 ("optimizer", self.optimizer_bytes, "Adam fp32 master, m, v: 12 B/param"
+                  + (", sharded" if self.zero >= 1 else "")),
+                 ("activations", self.activations_bytes, f"{self.in_flight_microbatches:g} micro-batches in "
+                                                         f"flight, recompute {self.recompute}"),
+                 ("total", self.total_bytes, f"pipeline stage {self.stage}, {self.num_params / 1e9:.3f}e9 params")]
+        return [{"part": p, "bytes": b, "GB": b / GB, "note": n} for p, b, n in parts]
+
+
+def stage_layers(num_layers: int, pp: int, vp: int = 1) -> list[list[int]]:
+    """The layer indices each pipeline stage holds: pp x vp model chunks as even as possible (the first
+    chunks one layer more when they do not divide), chunk c on stage c % pp (interleaved when vp > 1)."""
+    num_chunks = pp * vp
+    if num_chunks > num_layers:
+        raise ValueError(f"{num_layers} layers cannot fill {num_chunks} model chunks (pp x vp = {pp} x {vp}): "
+                         f"use a smaller --pp or --vp")
+    base, extra = divmod(num_layers, num_chunks)
+    stages: list[list[int]] = [[] for _ in range(pp)]
+    first = 0
+    for c in range(num_chunks):
+        size = base + (1 if c < extra else 0)
+        stages[c % pp].extend(range(first, first + size))
+        first += size
+    return stages
+
+
+def in_flight_microbatches(par: ParallelConfig, stage: int) -> float:
+    """Micro-batches (in whole stages' worth of layers) whose activations stage `stage` holds at its peak."""
+    m = par.num_microbatches
+    if par.vp == 1:
+        return float(min(m, par.pp - stage))
+    # Megatron's interleaved schedule: warm-up forwards of model chunks, then one more in the steady state
+    chunks = min(m * par.vp, (par.pp - stage - 1) * 2 + (par.vp - 1) * par.pp + 1)
+    return chunks / par.vp
+
+
+def layer_activation_bytes(spec: TransformerSpec, par: ParallelConfig, moe_layer: bool = False) -> float:
+    """Activation bytes one GPU keeps for one layer and one micro-batch (module docstring)."""
+    s, b, h, t = par.seq / par.cp, par.mbs, spec.hidden_size, par.tp
+    sp = t if par.sequence_parallel else 1
+    if par.recompute == "full":
+        return 2 * s * b * h / sp
+    per_ffn = 6 if spec.gated_mlp else 4
+    kv = spec.num_kv_heads * spec.head_dim
+    replicated = 10 * s * b * h
+    split = 4 * s * b * h + 4 * s * b * kv
+    routed = 0.0
+    if moe_layer:
+        split += per_ffn * s * b * spec.num_shared_experts * spec.moe_intermediate_size
+        split += 4 * s * b * spec.num_experts
+        routed = spec.experts_per_token * s * b * (2 * h + per_ffn * spec.moe_intermediate_size / t)
+    else:
+        split += per_ffn * s * b * spec.intermediate_size
+    scores = 5 * spec.num_heads * s * s * b if par.recompute == "none" else 0.0
+    return replicated / sp + (split + scores) / t + routed
+
+
+def _stage_params(spec: TransformerSpec, par: ParallelConfig, stage: int, layers: list[int]):
+    """(non-expert params per GPU, expert params per GPU, largest single unit per GPU) of a stage."""
+    tp, ep = par.tp, par.ep  # norms are replicated over TP, counted split like the rest (negligible)
+    units = [(spec.layer_params(i)[0] / tp, spec.layer_params(i)[1] / (ep * tp)) for i in layers]
+    if stage == 0:
+        units.append((spec.embedding_params() / tp, 0.0))
+    if stage == par.pp - 1:
+        # Megatron keeps a copy of a tied embedding on the last stage when the first is another GPU
+        output = spec.output_params() or (spec.embedding_params() if par.pp > 1 else 0)
+        units.append(((output + spec.hidden_size) / tp, 0.0))  # and the final norm
+    dense = sum(u[0] for u in units)
+    expert = sum(u[1] for u in units)
+    return dense, expert, max(sum(u) for u in units)
+
+
+def _stage_memory(spec: TransformerSpec, par: ParallelConfig, stage: int, layers: list[int]) -> MemoryBreakdown:
+    dense, expert, largest = _stage_params(spec, par, stage, layers)
+    replicas = par.dp * par.cp           # copies of a non-expert parameter
+    expert_replicas = replicas // par.ep  # copies of an expert parameter
+
+    def held(nbytes: float, sharded: bool) -> float:
+        return nbytes * (dense / replicas + expert / expert_replicas if sharded else dense + expert)
+
+    weights = held(WEIGHT_BYTES, par.zero >= 3)
+    if par.zero >= 3 and replicas > 1:
+        weights += WEIGHT_BYTES * largest  # FSDP gathers one layer's full weights at a time
+    in_flight = in_flight_microbatches(par, stage)
+    per_pass = sum(layer_activation_bytes(spec, par, spec.is_moe_layer(i)) for i in layers)
+    s, b, h, sp = par.seq / par.cp, par.mbs, spec.hidden_size, par.tp if par.sequence_parallel else 1
+    if stage == 0:
+        per_pass += s * b * h / sp  # the embedding's dropout mask
+    activations = in_flight * per_pass
+    if stage == par.pp - 1:
+        activations += 4 * s * b * h * (1 + spec.vocab_size / h) / par.tp  # output layer and fp32 logits
+    return MemoryBreakdown(weights_bytes=weights, gradients_bytes=held(GRADIENT_BYTES, par.zero >= 2),
+                           optimizer_bytes=held(OPTIMIZER_BYTES, par.zero >= 1), activations_bytes=activations,
+                           stage=stage, num_params=dense + expert, num_expert_params=expert,
+                           in_flight_microbatches=in_flight, zero=par.zero, recompute=par.recompute)
+
+
+def memory_per_stage(spec: TransformerSpec, par: ParallelConfig) -> list[MemoryBreakdown]:
+    """The memory of one GPU of each pipeline stage, first to last."""
+    return [_stage_memory(spec, par, r, layers)
+            for r, layers in enumerate(stage_layers(spec.num_layers, par.pp, par.vp))]
+
+
+def memory_per_gpu(spec: TransformerSpec, par: ParallelConfig) -> MemoryBreakdown:
+    """The memory of a GPU of the most loaded pipeline stage (for dense models stage 0: the embedding and
+    the most micro-batches in flight; for MoE models with dense first layers it can be a later one)."""
+    return max(memory_per_stage(spec, par), key=lambda m: (m.total_bytes, -m.stage))
+
+
+def check_fits(breakdown: MemoryBreakdown, gpu_memory_bytes: float) -> None:
+    """Raise a ValueError that says what to change when `breakdown` needs more than `gpu_memory_bytes`."""
+    if breakdown.total_bytes <= gpu_memory_bytes:
+        return
+    tries = []
+    if breakdown.zero < 3:
+        tries.append(f"--zero {breakdown.zero + 1}")
+    if breakdown.recompute != "full":
+        tries.append("--recompute " + ("selective" if breakdown.recompute == "none" else "full"))
+    tries.append("larger --tp/--pp" + ("/--ep" if breakdown.num_expert_params else ""))
+    b = breakdown
+    raise ValueError(f"does not fit: needs {b.total_bytes / GB:.1f} GB of {gpu_memory_bytes / GB:.1f} GB per GPU "
+                     f"(pipeline stage {b.stage}): weights {b.weights_bytes / GB:.1f}, gradients "
+                     f"{b.gradients_bytes / GB:.1f}, optimizer {b.optimizer_bytes / GB:.1f}, activations "
+                     f"{b.activations_bytes / GB:.1f} GB; try {', '.join(tries)}")
