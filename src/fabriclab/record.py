@@ -29,13 +29,15 @@ import fabriclab
 RECORD_SCHEMA = 1
 
 
-def make_record(kind: str, config: dict, results: Any) -> dict:
-    """A JSON-ready record of one run of `kind` (e.g. `collectives.verify`) with its config and results."""
+def make_record(kind: str, config: dict, results: Any, top: dict | None = None) -> dict:
+    """A JSON-ready record of one run of `kind` (e.g. `collectives.verify`) with its config and results;
+    `top`: headline numbers also put at the record's top level (e.g. `step_time_s`)."""
     if not kind:
         raise ValueError("a record needs a kind, e.g. 'collectives.bench'")
     return {
         "schema": RECORD_SCHEMA,
         "kind": kind,
+        **_jsonable(top or {}),
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "config": _jsonable(config),
         "results": _jsonable(results),

@@ -33,16 +33,20 @@ from fabriclab.fabric.links import parse_link
 from fabriclab.nccl.logs import read_runs
 from fabriclab.units import format_size, parse_size_range
 
-app = typer.Typer(help="Fit a cluster model to real measurements (nccl-tests output).", no_args_is_help=True)
+app = typer.Typer(help="Fit a cluster model to real measurements (nccl-tests output, a training step).",
+                  no_args_is_help=True)
 
 
 @app.callback()
 def _group() -> None:
-    """Fit a cluster model to real measurements (nccl-tests output)."""
+    """Fit a cluster model to real measurements (nccl-tests output, a training step)."""
 
 
 def register(main_app: typer.Typer) -> None:
     """Add the `calibrate` group to the main app."""
+    from fabriclab.cli import calibrate_step
+
+    calibrate_step.register(app)
     main_app.add_typer(app, name="calibrate")
 
 

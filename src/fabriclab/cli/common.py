@@ -88,12 +88,12 @@ def user_errors(command: F) -> F:
 
 
 def save_record(path: Path | None, kind: str, config: dict, results: Any,
-                store: Path | None = None) -> dict | None:
+                store: Path | None = None, top: dict | None = None) -> dict | None:
     """Write the run's record to `path` (`-`: stdout) when given, add it to the store; returns it (None
     when it goes nowhere: no --json and the store off, so no git or host facts are gathered)."""
     if path is None and _store_path(store) is None:
         return None
-    record = make_record(kind, config, results)
+    record = make_record(kind, config, results, top)
     if path is not None:
         _write_record_safely(path, record)
     _store_record(record, store)
@@ -232,9 +232,10 @@ class Output:
         file.write(text.rstrip("\n") + "\n")
         file.flush()
 
-    def record(self, kind: str, config: dict, results: Any) -> dict | None:
-        """Write the record to `--json` (if given) and the results store; returns the record."""
-        return save_record(self.json_path, kind, config, results, self.store)
+    def record(self, kind: str, config: dict, results: Any, top: dict | None = None) -> dict | None:
+        """Write the record to `--json` (if given) and the results store; returns the record. `top`:
+        headline numbers also at the record's top level."""
+        return save_record(self.json_path, kind, config, results, self.store, top)
 
 
 def _terminal_width(file) -> int | None:

@@ -214,7 +214,8 @@ def _range_text(r: dict) -> str:
 
 
 def register(main_app: typer.Typer) -> None:
-    from fabriclab.cli import whatif_reproduce
+    from fabriclab.cli import whatif_llm, whatif_reproduce
 
     whatif_reproduce.register(app)
+    whatif_llm.register(app)
     main_app.add_typer(app, name="whatif")

@@ -16,7 +16,8 @@ Activations per layer and micro-batch follow Korthikanti et al. 2022 ("Reducing 
 Large Transformer Models", section 4 and Table 2), with s = seq / cp, b = mbs, h, a heads, t = tp:
 - no recomputation: s b h (34 + 5 a s / h) / t with sequence parallelism (s b h (10 + 24/t + 5 a s/(h t))
   without); selective (the attention core recomputed; what FlashAttention stores too): 34 s b h / t;
-  full: 2 s b h / t (the layer input only).
+  full: 2 s b h / t (the layer input only). With fused attention (`ParallelConfig.flash_attention`, the
+  default, as Megatron-Core and NeMo run) the 5 a s / h term of the scores is never stored.
 - The 34 is generalised to the model's shapes so that a GPT layer gives exactly 34: 10 s b h replicated
   over TP without sequence parallelism (two norm inputs 4, two dropout masks 2, the inputs of the QKV and
   first MLP matmuls 4) and, split over TP, Q 2 s b h, K and V 2 s b kv each (grouped-query attention), the
@@ -142,7 +143,8 @@ def layer_activation_bytes(spec: TransformerSpec, par: ParallelConfig, moe_layer
         routed = spec.experts_per_token * s * b * (2 * h + per_ffn * spec.moe_intermediate_size / t)
     else:
         split += per_ffn * s * b * spec.intermediate_size
-    scores = 5 * spec.num_heads * s * s * b if par.recompute == "none" else 0.0
+    stored = par.recompute == "none" and not par.flash_attention  # fused attention never stores the scores
+    scores = 5 * spec.num_heads * s * s * b if stored else 0.0
     return replicated / sp + (split + scores) / t + routed
 
 

@@ -62,6 +62,11 @@ class ParallelConfig:
     run again in backward, only its input kept)."""
     precision: str = "bf16"
     """Math precision of the matrix multiplications: bf16 or fp8 (weights and gradients kept in bf16)."""
+    flash_attention: bool = True
+    """Fused attention (FlashAttention / Transformer Engine, the default of Megatron-Core, NeMo and
+    torchtitan): the s x s attention scores are never stored, so no recomputation already keeps only what
+    selective recomputation keeps of the attention core. False: the scores are stored (Korthikanti et al.'s
+    5 a s / h term)."""
     order: str = DEFAULT_ORDER
     """Placement of the dimensions, innermost (fastest varying rank) first, e.g. `tp-cp-dp-pp`."""
 

@@ -9,6 +9,9 @@ each input with its source. Papers:
 * Samsi et al., "Benchmarking network fabrics for data distributed training of deep neural networks"
   (TX-GAIA): 25 GbE RoCE vs 100 Gb Omni-Path, 2 V100 per node, Horovod + NCCL; and CartDG.
 * Awan et al., "S-Caffe" (PPoPP'17): hierarchical reduce on Cray CS-Storm nodes of 16 K80 devices.
+* NVIDIA's DGX Cloud benchmarking recipes (`dgxc-benchmarking`, `nemo_megatron/README_175b.md`, NeMo
+  Megatron 24.x): GPT-3 175B weak scaling on 128-2048 H100 (DGX H100, 8 x 400 Gb/s NDR), TP4 PP8 VP6,
+  MBS 1, 64 micro-batches per pipeline, BF16 and FP8 step times.
 * Horovod's documentation (docs/benchmarks, README): 128 servers x 4 Pascal GPUs, RoCE 25 Gbit/s,
   tf_cnn_benchmarks with synthetic data; an earlier README gave the same on 32 servers.
 
@@ -26,6 +29,10 @@ ZHANG = "Zhang et al. (NetAI'20)"
 SAMSI = "Samsi et al. (TX-GAIA)"
 AWAN = "Awan et al., S-Caffe (PPoPP'17)"
 HOROVOD = "Horovod docs"
+NEMO = "NVIDIA DGX Cloud recipes (NeMo Megatron, GPT-3 175B)"
+# GPUs -> (BF16, FP8) step time in seconds; the recipe's README_175b.md
+NEMO_GPT3_STEPS = {128: (8.309, 5.626), 256: (8.408, 5.725), 512: (8.42, 5.774), 1024: (8.453, 5.82),
+                   2048: (8.49, 5.96)}
 POINTS, RELATIVE = "points", "relative"
 POINTS_GOAL, RELATIVE_GOAL = 5.0, 10.0
 
@@ -92,6 +99,14 @@ PUBLISHED: tuple[Published, ...] = (
                                   (128, "README of 2017 (32 servers)", (0.90, 0.90, 0.79)))
       for (model, label), value in zip((("Inception V3", "incv3"), ("ResNet-101", "r101"), ("VGG-16", "vgg16")),
                                        values)),
+    *(Published(key=f"nemo-gpt3-{prec}-{gpus}gpu", paper=NEMO, where="nemo_megatron/README_175b.md",
+                quantity=f"step time, GPT-3 175B, {gpus} H100, TP4 PP8 VP6, GBS {64 * gpus // 32}, {prec.upper()}",
+                value=steps[i], unit="s", error_kind=RELATIVE)
+      for i, prec in enumerate(("bf16", "fp8")) for gpus, steps in NEMO_GPT3_STEPS.items()),
+    *(Published(key=f"nemo-gpt3-{prec}-scaling", paper=NEMO, where="nemo_megatron/README_175b.md",
+                quantity=f"weak-scaling efficiency 128 -> 2048 H100 (step 128 / step 2048), {prec.upper()}",
+                value=NEMO_GPT3_STEPS[128][i] / NEMO_GPT3_STEPS[2048][i], unit="fraction", error_kind=POINTS)
+      for i, prec in enumerate(("bf16", "fp8"))),
 )
 
 

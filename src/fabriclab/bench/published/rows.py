@@ -98,6 +98,7 @@ Predictor = Callable[[Published], Prediction]
 def predictors() -> dict[str, dict[str, Predictor]]:
     """Row-key prefix -> model set -> predictor (imported here: the predictors pull numpy and the sims)."""
     from fabriclab.bench.published import hpc as published_hpc
+    from fabriclab.bench.published import llm as published_llm
     from fabriclab.bench.published import train as published_train
 
     return {"zhang-": {"baseline": published_train.zhang_baseline, "mechanisms": published_train.zhang_mechanisms},
@@ -107,7 +108,8 @@ def predictors() -> dict[str, dict[str, Predictor]]:
                          "mechanisms": published_train.horovod_mechanisms},
             "samsi-cartdg": {"baseline": published_hpc.cartdg_baseline,
                              "mechanisms": published_hpc.cartdg_mechanisms},
-            "awan-": {"baseline": published_hpc.awan_baseline, "mechanisms": published_hpc.awan_mechanisms}}
+            "awan-": {"baseline": published_hpc.awan_baseline, "mechanisms": published_hpc.awan_mechanisms},
+            "nemo-gpt3-": {"baseline": published_llm.nemo_baseline, "mechanisms": published_llm.nemo_mechanisms}}
 
 
 def compare(model_sets: tuple[str, ...] = MODEL_SETS, keys: tuple[str, ...] | None = None,

@@ -1,0 +1,86 @@
+"""The LLM job's options, defined once: `whatif llm`, `calibrate step` and `plan --model <LLM>` share them.
+
+Megatron-LM's names: `--tp --pp --vp --cp --ep --mbs --gbs --seq --sequence-parallel --zero --recompute
+--precision`; DP is what the GPUs leave (GPUs = TP x PP x CP x DP). `LlmJob.from_options(...)` parses them
+at the edge into a `ParallelConfig` (a ValueError says what to change) and loads the model (a built-in name
+or a HuggingFace-style config.json).
+
+Try it: `fabriclab whatif llm --model llama3-8b --gpus 64 --tp 2 --pp 2 --gbs 256 --cluster dgx-h100`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Optional
+
+import typer
+
+from fabriclab.cli.options import parse_count
+
+ModelOption = Annotated[str, typer.Option(
+    "--model", metavar="NAME|config.json",
+    help="A built-in LLM (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3; "
+         "`fabriclab models` lists them) or a HuggingFace-style config.json.")]
+GpusOption = Annotated[str, typer.Option("--gpus", metavar="N", help="GPUs of the job (= TP x PP x CP x DP).")]
+TpOption = Annotated[str, typer.Option("--tp", metavar="N", help="Tensor-parallel ranks (inside a server).")]
+PpOption = Annotated[str, typer.Option("--pp", metavar="N", help="Pipeline stages.")]
+VpOption = Annotated[str, typer.Option("--vp", metavar="N", help="Virtual stages per pipeline rank "
+                                                                 "(interleaved 1F1B when > 1).")]
+CpOption = Annotated[str, typer.Option("--cp", metavar="N", help="Context-parallel ranks (sequence split).")]
+EpOption = Annotated[str, typer.Option("--ep", metavar="N", help="Expert-parallel ranks (MoE; divides DP x CP).")]
+MbsOption = Annotated[str, typer.Option("--mbs", metavar="N", help="Micro-batch size (sequences).")]
+GbsOption = Annotated[Optional[str], typer.Option(
+    "--gbs", metavar="N", help="Global batch size in sequences (default: MBS x DP x max(8, 2 x PP) micro-batches with "
+                               "pipelining, MBS x DP x 4 without).")]
+SeqOption = Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS",
+                                                  help="Sequence length (default: the model's).")]
+SpOption = Annotated[bool, typer.Option("--sequence-parallel/--no-sequence-parallel",
+                                        help="Megatron sequence parallelism with TP.")]
+ZeroOption = Annotated[str, typer.Option("--zero", metavar="0|1|2|3",
+                                         help="Sharded DP: 0 none, 1 optimizer (distributed optimizer), "
+                                              "2 + gradients, 3 + parameters (FSDP).")]
+RecomputeOption = Annotated[str, typer.Option("--recompute", metavar="MODE",
+                                              help="Activation recomputation: none, selective, full.")]
+PrecisionOption = Annotated[str, typer.Option("--precision", metavar="P", help="bf16 or fp8 matrix math.")]
+OrderOption = Annotated[str, typer.Option("--order", metavar="DIMS",
+                                          help="Placement, innermost first (default tp-cp-dp-pp).")]
+TpOverlapOption = Annotated[bool, typer.Option("--tp-overlap/--no-tp-overlap",
+                                               help="TP communication hidden behind the linear layers "
+                                                    "(Transformer Engine userbuffers).")]
+
+
+@dataclass(frozen=True)
+class LlmJob:
+    """A model and how it is split."""
+
+    spec: object
+    par: object
+
+    @staticmethod
+    def from_options(model: str, gpus: str, tp: str, pp: str, vp: str, cp: str, ep: str, mbs: str,
+                     gbs: str | None, seq: str | None, sequence_parallel: bool, zero: str, recompute: str,
+                     precision: str, order: str) -> "LlmJob":
+        from fabriclab.workload.parallel import ParallelConfig
+        from fabriclab.workload.transformer import load_model
+
+        spec = load_model(model)
+        counts = {name: parse_count(value, f"--{name}") for name, value in
+                  (("gpus", gpus), ("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp), ("ep", ep), ("mbs", mbs))}
+        seq_len = parse_count(seq, "--seq") if seq is not None else spec.seq_length
+        dp = max(1, counts["gpus"] // (counts["tp"] * counts["pp"] * counts["cp"]))
+        default_gbs = counts["mbs"] * dp * (max(8, 2 * counts["pp"]) if counts["pp"] > 1 else 4)
+        global_batch = parse_count(gbs, "--gbs") if gbs is not None else default_gbs
+        zero_stage = parse_count(zero, "--zero", minimum=0, maximum=3)
+        par = ParallelConfig(num_gpus=counts["gpus"], tp=counts["tp"], pp=counts["pp"], vp=counts["vp"],
+                             cp=counts["cp"], ep=counts["ep"], mbs=counts["mbs"], gbs=global_batch, seq=seq_len,
+                             sequence_parallel=sequence_parallel and counts["tp"] > 1, zero=zero_stage,
+                             recompute=recompute.strip().lower(), precision=precision.strip().lower(),
+                             order=order.strip().lower())
+        return LlmJob(spec=spec, par=par)
+
+    def config(self) -> dict:
+        par = self.par
+        return {"model": self.spec.name, "num_gpus": par.num_gpus, "tp": par.tp, "pp": par.pp, "vp": par.vp,
+                "cp": par.cp, "ep": par.ep, "dp": par.dp, "mbs": par.mbs, "gbs": par.gbs, "seq": par.seq,
+                "sequence_parallel": par.sequence_parallel, "zero": par.zero, "recompute": par.recompute,
+                "precision": par.precision, "order": par.order}

@@ -1,0 +1,154 @@
+"""`fabriclab whatif llm`: a transformer's training step (TP, PP, CP, EP, sharded DP) on a cluster.
+
+Prints the step time, tokens/s, MFU, the memory per GPU, where the step goes (compute, exposed
+communication per communicator, optimizer, bubble) and every communicator's collectives with their
+groups, sizes, times and the algorithm the library picks; `--bandwidth` repeats it with other NIC rates;
+`--trace FILE` writes the slowest stage's step as a Chrome/Perfetto trace (chrome://tracing,
+ui.perfetto.dev); `--chakra PREFIX` writes the stages' graphs as Chakra execution traces for ASTRA-sim.
+
+Try it: `fabriclab whatif llm --model gpt3-175b --cluster dgx-h100 --gpus 128 --tp 4 --pp 8 --vp 6 --gbs 256`.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_path,
+                                  user_errors)
+from fabriclab.cli.llm_options import (CpOption, EpOption, GbsOption, GpusOption, LlmJob, MbsOption,
+                                       ModelOption, OrderOption, PpOption, PrecisionOption, RecomputeOption,
+                                       SeqOption, SpOption, TpOption, TpOverlapOption, VpOption, ZeroOption)
+from fabriclab.cli.options import ClusterOption, load_cluster_option
+
+LABELS = {"compute": "compute", "tp": "TP exposed", "cp": "CP exposed", "ep": "EP exposed",
+          "pp": "PP exposed", "dp": "DP exposed", "optimizer": "optimizer", "bubble": "pipeline bubble"}
+
+
+def _note(out: Output, text: str) -> None:
+    out.note(textwrap.fill(text, width=80, subsequent_indent="  ", break_on_hyphens=False))
+
+
+def print_answer(out: Output, answer) -> None:
+    """The step's headline, memory, split and communicators."""
+    s = answer.summary()
+    _note(out, f"{answer.spec.name} on {s['num_gpus']:,} x {s['gpu']} ({answer.cluster.name}): {s['parallel']}")
+    _note(out, f"compute: {answer.efficiency.value:.1%} of {answer.par.precision} peak, {answer.efficiency.source}")
+    m = answer.memory
+    _note(out, f"memory per GPU: {m.total_bytes / 1e9:.1f} GB (weights {m.weights_bytes / 1e9:.1f}, gradients "
+               f"{m.gradients_bytes / 1e9:.1f}, optimizer {m.optimizer_bytes / 1e9:.1f}, activations "
+               f"{m.activations_bytes / 1e9:.1f})")
+    _note(out, f"step time {s['step_time_s']:.4g} s, {s['tokens_per_s']:,.0f} tokens/s, MFU {s['mfu']:.1%}")
+    split = Table(title=f"where the step goes (pipeline stage {answer.result.critical_stage})", title_justify="left")
+    for col in ("part", "seconds", "share"):
+        split.add_column(col, justify="left" if col == "part" else "right")
+    for key, value in answer.result.split_s.items():
+        if value > 0 or key == "compute":
+            split.add_row(LABELS[key], f"{value:.4g}", f"{value / s['step_time_s']:.1%}")
+    out.table(split)
+    comm = Table(title="communicators (one GPU, one step)", title_justify="left")
+    for col in ("comm", "collective", "group", "MB/call", "calls", "ms/call", "algorithm"):
+        comm.add_column(col, justify="left" if col in ("comm", "collective", "group", "algorithm") else "right")
+    for e in answer.result.comm:
+        shape = answer.result_shapes[e["communicator"]]
+        comm.add_row(e["communicator"], e["collective"], f"{shape.num_servers}x{shape.per_server}",
+                     f"{e['size_bytes'] / 1e6:.4g}", f"{e['calls_per_step']:g}", f"{e['time_s'] * 1e3:.4g}",
+                     e["algorithm"])
+    out.table(comm)
+    _note(out, "group: servers x GPUs per server of each group; dpcp / edp: the gradient groups of the "
+               "dense and the expert parameters")
+
+
+def _sweep(out: Output, job: LlmJob, cluster, bandwidths: list[float], kwargs: dict) -> list[dict]:
+    from dataclasses import replace
+
+    from fabriclab.whatif.llm.run import simulate_llm
+
+    table = Table(title="the same step at other NIC rates", title_justify="left")
+    for col in ("Gbps per NIC", "step (s)", "tokens/s", "MFU", "exposed comm (s)"):
+        table.add_column(col, justify="right")
+    rows = []
+    for bw in bandwidths:
+        c = replace(cluster, server=replace(cluster.server, nic_bandwidth_Bps=bw))
+        a = simulate_llm(job.spec, job.par, c, **kwargs)
+        exposed = sum(a.result.split_s[k] for k in ("tp", "cp", "ep", "pp", "dp"))
+        rows.append({**a.summary(), "nic_Gbps": bw * 8 / 1e9})
+        table.add_row(f"{bw * 8 / 1e9:g}", f"{a.step_time_s:.4g}", f"{a.tokens_per_s:,.0f}", f"{a.mfu:.1%}",
+                      f"{exposed:.4g}")
+    out.table(table)
+    return rows
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("llm")
+    @user_errors
+    def llm_cmd(model: ModelOption = "llama3-8b", cluster: ClusterOption = None, gpus: GpusOption = "64",
+                tp: TpOption = "2", pp: PpOption = "1", vp: VpOption = "1", cp: CpOption = "1", ep: EpOption = "1",
+                mbs: MbsOption = "1", gbs: GbsOption = None, seq: SeqOption = None,
+                sequence_parallel: SpOption = True, zero: ZeroOption = "1", recompute: RecomputeOption = "none",
+                precision: PrecisionOption = "bf16", order: OrderOption = "tp-cp-dp-pp",
+                tp_overlap: TpOverlapOption = False,
+                efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Share of peak the math "
+                                                         "reaches, e.g. 0.45 (default: the cluster file's)."),
+                bandwidth: Optional[str] = typer.Option(None, metavar="RATES", help="Also at these NIC rates, "
+                                                        "e.g. 200Gbps,400Gbps,800Gbps."),
+                trace: Optional[Path] = typer.Option(None, help="Write the slowest stage's step as a "
+                                                     "Chrome/Perfetto trace (JSON)."),
+                chakra: Optional[Path] = typer.Option(None, metavar="PREFIX", help="Write each stage's graph "
+                                                      "as Chakra ET files PREFIX.<rank>.et."),
+                fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
+        """A transformer's training step on a cluster: step time, tokens/s, MFU, where the time goes."""
+        from fabriclab.whatif.llm.run import simulate_llm
+        from fabriclab.whatif.llm.step import StepOptions
+
+        out = Output(fmt, json_path, store)
+        check_output_path(trace, "--trace")
+        job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
+                                  recompute, precision, order)
+        the_cluster = load_cluster_option(cluster or "dgx-h100")
+        kwargs = {"options": StepOptions(tp_overlap=tp_overlap), "efficiency": _share(efficiency)}
+        answer = simulate_llm(job.spec, job.par, the_cluster, **kwargs)
+        print_answer(out, answer)
+        sweep = _sweep(out, job, the_cluster, _rates(bandwidth), kwargs) if bandwidth else []
+        _write_files(out, answer, trace, chakra)
+        out.record("whatif.llm", {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap},
+                   {**answer.summary(), "split_s": answer.result.split_s, "communicators": answer.result.comm,
+                    "memory": answer.memory.rows(), "bandwidth_sweep": sweep},
+                   top={"step_time_s": answer.step_time_s, "tokens_per_s": answer.tokens_per_s, "mfu": answer.mfu})
+
+
+def _share(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text.strip().rstrip("%")) / (100 if text.strip().endswith("%") else 1)
+    except ValueError:
+        raise ValueError(f"--efficiency {text!r}: give a share of peak such as 0.45 or 45%") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"--efficiency {text!r}: give a share of peak in (0, 1], such as 0.45")
+    return value
+
+
+def _rates(text: str) -> list[float]:
+    from fabriclab.cli.common import split_list
+    from fabriclab.units import parse_bandwidth
+
+    return [parse_bandwidth(t) for t in split_list(text, "--bandwidth")]
+
+
+def _write_files(out: Output, answer, trace: Path | None, chakra: Path | None) -> None:
+    if trace is not None:
+        from fabriclab.whatif.llm.trace import write_trace
+
+        write_trace(answer, trace)
+        _note(out, f"trace: {trace} (open in ui.perfetto.dev or chrome://tracing)")
+    if chakra is not None:
+        from fabriclab.whatif.llm.export import stage_graphs
+        from fabriclab.workload.chakra import write_et
+
+        paths = write_et(stage_graphs(answer), chakra)
+        _note(out, f"Chakra ET: {len(paths)} files {paths[0].parent}/{paths[0].name.rsplit('.', 2)[0]}.<rank>.et")

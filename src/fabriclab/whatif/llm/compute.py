@@ -1,0 +1,118 @@
+"""Compute of a transformer step on one GPU: FLOPs per micro-batch and model chunk, and their time.
+
+FLOPs are the model's own (2 x multiply-adds, Megatron's MFU convention: attention scores counted
+without the causal mask's saving, `workload/transformer.py`), divided over the GPUs that share the work:
+tensor parallelism splits every matrix (and the heads), context parallelism splits the sequence (each rank
+computes scores of its seq/cp queries against all keys), expert parallelism spreads the routed tokens
+(each GPU runs top-k x its tokens through experts on average, the router balances them), pipeline
+parallelism gives each stage its layers (the embedding to the first, the output layer and loss to the
+last). Backward is twice the forward; recomputation adds the forward of what it recomputes (full: the whole
+layer; selective: the attention core).
+
+Time is a roofline of the GPU: FLOPs / (peak of the precision x achieved efficiency). In fp8 the matrix
+multiplications of the linear layers run at the fp8 peak, the attention core (scores, softmax x values)
+stays in bf16 as Transformer Engine runs it. The efficiency is the share of peak the model's math reaches;
+it comes from a measured step (`fabriclab calibrate step`), is stored in the cluster file, and every
+output says where it came from.
+
+Try it: `python -c "from fabriclab.workload.transformer import load_model; from fabriclab.workload.parallel
+import ParallelConfig as P; from fabriclab.whatif.llm.compute import stage_flops;
+print(stage_flops(load_model('gpt3-175b'), P(num_gpus=128, tp=4, pp=8, gbs=256, seq=2048))[0])"`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabriclab.workload.parallel import ParallelConfig
+from fabriclab.workload.transformer import TransformerSpec
+
+
+@dataclass(frozen=True)
+class ChunkFlops:
+    """FLOPs of one model chunk (a stage's layers, or one virtual stage's) for one micro-batch on one GPU."""
+
+    linear: float
+    """Linear layers (attention projections, MLP, experts, router, output layer): forward."""
+    attention: float
+    """Attention core (scores and values): forward."""
+    num_layers: int
+    num_moe_layers: int
+
+    @property
+    def forward(self) -> float:
+        return self.linear + self.attention
+
+
+def layers_of_chunks(num_layers: int, num_chunks: int) -> list[int]:
+    """Layers per model chunk, in order: as even as possible, the first chunks one more when they do not
+    divide (Megatron requires divisibility unless told otherwise; an uneven split is costed as it falls)."""
+    if num_chunks > num_layers:
+        raise ValueError(f"{num_layers} layers cannot fill {num_chunks} model chunks (pp x vp): use fewer "
+                         f"pipeline stages or virtual stages")
+    base, extra = divmod(num_layers, num_chunks)
+    return [base + (1 if i < extra else 0) for i in range(num_chunks)]
+
+
+def _is_moe_layer(spec: TransformerSpec, index: int) -> bool:
+    if not spec.is_moe or index < spec.first_dense_layers:
+        return False
+    return (index - spec.first_dense_layers) % max(1, spec.moe_layer_freq) == 0
+
+
+def chunk_flops(spec: TransformerSpec, par: ParallelConfig) -> list[ChunkFlops]:
+    """FLOPs per model chunk (pp x vp of them, in model order) for one micro-batch on one GPU."""
+    tokens = par.mbs * par.seq / par.cp  # tokens a rank holds in a micro-batch
+    tp = par.tp
+    h = spec.hidden_size
+    attn_linear = 2 * spec.attention_params() * tokens / tp
+    attn_core = 4 * par.seq * h * tokens / tp  # QK^T and AV against all seq keys, heads split over TP
+    dense_mlp = 2 * spec.mlp_params() * tokens / tp
+    if spec.is_moe:
+        routed = 2 * spec.expert_params() * spec.experts_per_token * tokens / tp
+        moe_mlp = routed + 2 * (spec.shared_expert_params() + spec.router_params()) * tokens / tp
+    else:
+        moe_mlp = 0.0
+    logits = 2 * spec.vocab_size * h * tokens / tp
+    chunks = layers_of_chunks(spec.num_layers, par.pp * par.vp)
+    out, first = [], 0
+    for i, n in enumerate(chunks):
+        moe = sum(_is_moe_layer(spec, first + k) for k in range(n))
+        linear = n * attn_linear + (n - moe) * dense_mlp + moe * moe_mlp
+        if i == len(chunks) - 1:
+            linear += logits
+        out.append(ChunkFlops(linear=linear, attention=n * attn_core, num_layers=n, num_moe_layers=moe))
+        first += n
+    return out
+
+
+def stage_flops(spec: TransformerSpec, par: ParallelConfig) -> list[float]:
+    """Forward FLOPs per pipeline stage (all its chunks) for one micro-batch on one GPU."""
+    chunks = chunk_flops(spec, par)
+    return [sum(chunks[v * par.pp + s].forward for v in range(par.vp)) for s in range(par.pp)]
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The rates compute runs at: peak x efficiency, per kind of math."""
+
+    linear_flops_per_s: float
+    attention_flops_per_s: float
+
+    def forward_s(self, c: ChunkFlops) -> float:
+        return c.linear / self.linear_flops_per_s + c.attention / self.attention_flops_per_s
+
+    def backward_s(self, c: ChunkFlops, recompute: str) -> float:
+        again = {"none": 0.0, "selective": c.attention / self.attention_flops_per_s,
+                 "full": self.forward_s(c)}[recompute]
+        return 2 * self.forward_s(c) + again
+
+
+def roofline(peak_flops: dict[str, float], precision: str, efficiency: float) -> Roofline:
+    """Rates from the GPU's peaks: linear layers at the precision's peak, the attention core at bf16's."""
+    if precision not in peak_flops:
+        raise ValueError(f"this GPU has no {precision} tensor cores in its data sheet: use --precision bf16")
+    if not 0 < efficiency <= 1:
+        raise ValueError(f"compute efficiency {efficiency}: a share of peak in (0, 1]")
+    return Roofline(linear_flops_per_s=peak_flops[precision] * efficiency,
+                    attention_flops_per_s=peak_flops["bf16"] * efficiency)

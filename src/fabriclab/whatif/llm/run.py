@@ -1,0 +1,158 @@
+"""`whatif llm`: a transformer's training step on a cluster, and the compute efficiency from a measured step.
+
+`simulate_llm` checks the configuration fits in the GPUs' memory, builds the roofline of the cluster's GPU
+with its achieved efficiency, and simulates the step (`whatif/llm/step.py`): step time, tokens/s, MFU
+(model FLOPs per step / step time / GPUs / the precision's peak, Megatron's and NeMo's convention) and
+where the time goes. `calibrate_efficiency` finds the efficiency that makes the simulated step last as
+long as a measured one (bisection: the step time falls as the efficiency rises), which `fabriclab
+calibrate step` stores in the cluster file.
+
+Where the efficiency comes from is part of every answer: the cluster file's measurement, an explicit
+`efficiency=`, or, when neither exists, an assumption printed as one (`ASSUMED_EFFICIENCY`).
+
+Try it: `fabriclab whatif llm --model llama3-70b --cluster dgx-h100 --gpus 1024 --tp 8 --pp 4 --gbs 512`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
+from fabriclab.whatif.llm.compute import roofline
+from fabriclab.whatif.llm.step import StepModel, StepOptions, StepResult
+from fabriclab.workload.memory import MemoryBreakdown, check_fits, memory_per_gpu
+from fabriclab.workload.parallel import ParallelConfig
+from fabriclab.workload.transformer import TransformerSpec
+
+# The share of peak used when the cluster holds no measured efficiency: the order of what well-tuned
+# Megatron-LM runs reach on H100 (NVIDIA reports 40-55 % MFU); printed as an assumption, never as a result.
+ASSUMED_EFFICIENCY = 0.5
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    value: float
+    source: str
+    measured: bool
+
+
+@dataclass
+class LlmAnswer:
+    """A simulated step with its context."""
+
+    spec: TransformerSpec
+    par: ParallelConfig
+    cluster: ClusterModel
+    result: StepResult
+    memory: MemoryBreakdown
+    efficiency: Efficiency
+    gpu_name: str
+    peak_flops: float
+    result_shapes: dict
+    """Communicator -> the shape of its groups (`whatif/llm/comm.GroupShape`)."""
+
+    @property
+    def step_time_s(self) -> float:
+        return self.result.step_time_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.par.tokens_per_step / self.step_time_s
+
+    @property
+    def model_flops_per_step(self) -> float:
+        return self.spec.model_flops_per_token(self.par.seq) * self.par.tokens_per_step
+
+    @property
+    def mfu(self) -> float:
+        return self.model_flops_per_step / self.step_time_s / self.par.num_gpus / self.peak_flops
+
+    def summary(self) -> dict:
+        return {"model": self.spec.name, "parallel": self.par.describe(), "num_gpus": self.par.num_gpus,
+                "cluster": self.cluster.name, "gpu": self.gpu_name, "step_time_s": self.step_time_s,
+                "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
+                "efficiency": self.efficiency.value, "efficiency_source": self.efficiency.source,
+                "efficiency_measured": self.efficiency.measured,
+                "memory_per_gpu_bytes": self.memory.total_bytes,
+                **{f"{k}_s": v for k, v in self.result.split_s.items()}}
+
+
+def efficiency_of(cluster: ClusterModel, precision: str, override: float | None = None) -> Efficiency:
+    """The efficiency a simulation uses: `override`, the cluster file's measurement, or the assumption."""
+    if override is not None:
+        return Efficiency(override, "given (--efficiency)", True)
+    compute = getattr(cluster, "compute", None)
+    if compute is not None and precision in compute.efficiency:
+        return Efficiency(compute.efficiency[precision], compute.efficiency_source or "the cluster file", True)
+    return Efficiency(ASSUMED_EFFICIENCY, f"not measured: {ASSUMED_EFFICIENCY:.0%} of peak assumed "
+                      f"(`fabriclab calibrate step` measures it)", False)
+
+
+def build_model(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, efficiency: float,
+                options: StepOptions = StepOptions()) -> StepModel:
+    gpu = cluster_gpu(cluster)
+    rate = roofline(gpu.peak_flops, par.precision, efficiency)
+    return StepModel(spec, par, cluster, rate, options, memory_bandwidth_Bps=gpu.memory_bandwidth_Bps)
+
+
+def simulate_llm(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, *,
+                 options: StepOptions = StepOptions(), efficiency: float | None = None,
+                 check_memory: bool = True) -> LlmAnswer:
+    """The step of `spec` trained as `par` on `cluster` (a ValueError when it does not fit in memory)."""
+    gpu = cluster_gpu(cluster)
+    _check_servers(par, cluster)
+    memory = memory_per_gpu(spec, par)
+    if check_memory:
+        check_fits(memory, gpu.memory_bytes)
+    eff = efficiency_of(cluster, par.precision, efficiency)
+    model = build_model(spec, par, cluster, eff.value, options)
+    result = model.run()
+    return LlmAnswer(spec=spec, par=par, cluster=cluster, result=result, memory=memory, efficiency=eff,
+                     gpu_name=gpu.name, peak_flops=gpu.peak_flops[par.precision], result_shapes=model.comm.shapes)
+
+
+def _check_servers(par: ParallelConfig, cluster: ClusterModel) -> None:
+    g = cluster.server.gpus_per_server
+    if par.num_gpus > g and par.num_gpus % g:
+        raise ValueError(f"--gpus {par.num_gpus} does not fill whole servers of {g} GPUs: use a multiple of {g}")
+    if par.tp > g:
+        raise ValueError(f"--tp {par.tp} spans more than one server of {g} GPUs: tensor parallelism stays "
+                         f"inside a server's NVLink; use --tp <= {g}")
+
+
+def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, step_time_s: float,
+                         *, options: StepOptions = StepOptions(), tolerance: float = 1e-4) -> tuple[float, LlmAnswer]:
+    """The efficiency at which the simulated step lasts `step_time_s`, and that simulation."""
+    if not step_time_s > 0 or not math.isfinite(step_time_s):
+        raise ValueError(f"--step-time {step_time_s}: give the measured step time in seconds, > 0")
+
+    def step(e: float) -> float:
+        return build_model(spec, par, cluster, e, options).run().step_time_s
+
+    fastest = step(1.0)
+    if step_time_s < fastest:
+        raise ValueError(f"a step of {step_time_s:.4g} s is faster than this model allows at 100 % of the GPU's "
+                         f"peak ({fastest:.4g} s): check --gpus, the parallel options, --precision and the cluster")
+    lo, hi = 1e-3, 1.0
+    if step(lo) < step_time_s:
+        raise ValueError(f"a step of {step_time_s:.4g} s is slower than 0.1 % of peak: check the options")
+    while hi - lo > tolerance * hi:
+        mid = math.sqrt(lo * hi)
+        if step(mid) > step_time_s:
+            lo = mid
+        else:
+            hi = mid
+    value = math.sqrt(lo * hi)
+    answer = simulate_llm(spec, par, cluster, options=options, efficiency=value, check_memory=False)
+    answer.efficiency = Efficiency(value, f"calibrated on this step ({step_time_s:g} s)", True)
+    return value, answer
+
+
+def with_efficiency(cluster: ClusterModel, precision: str, value: float, source: str) -> ClusterModel:
+    """The cluster with a measured efficiency for `precision` (other precisions kept)."""
+    from fabriclab.fabric.cluster import ComputeSpec
+
+    compute = getattr(cluster, "compute", None) or ComputeSpec(gpu=cluster_gpu(cluster))
+    efficiency = {**compute.efficiency, precision: value}
+    return replace(cluster, compute=replace(compute, efficiency=efficiency, efficiency_source=source))
