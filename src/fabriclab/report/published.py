@@ -27,6 +27,8 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value:.3f}"
     if unit == "%":
         return f"{value:.2f} %"
+    if unit == "s":
+        return f"{value:.3f} s"
     return f"{value:.2f}x"
 
 

@@ -52,7 +52,7 @@ class Published:
     value: float
     """The published value (scaling factors as fractions, percentages as percent, ratios as x)."""
     unit: str
-    """`fraction`, `%` or `x`."""
+    """`fraction`, `%`, `x` or `s` (seconds)."""
     error_kind: str
     """`points` or `relative` (module doc)."""
 
