@@ -14,7 +14,8 @@ def test_every_preset_has_a_positive_rate_a_latency_and_a_source():
 
 @pytest.mark.parametrize("name, gbit", [("1GbE", 1), ("10GbE", 10), ("25GbE", 25), ("40GbE", 40),
                                         ("100GbE", 100), ("200GbE", 200), ("400GbE", 400), ("OPA100", 100),
-                                        ("EDR", 100), ("HDR", 200), ("NDR", 400)])
+                                        ("EDR", 100), ("HDR", 200), ("NDR", 400), ("XDR", 800),
+                                        ("800GbE", 800), ("800g-xdr", 800)])
 def test_network_presets_carry_their_nominal_rate(name, gbit):
     assert link_preset(name).bandwidth_Bps == pytest.approx(gbit * 1e9 / 8)
 
@@ -23,7 +24,8 @@ def test_on_board_presets():
     assert link_preset("PCIe3x16").bandwidth_Bps == pytest.approx(15.754e9, rel=1e-3)
     assert link_preset("pcie4-x16").bandwidth_Bps == pytest.approx(2 * link_preset("PCIe3x16").bandwidth_Bps)
     assert link_preset("PCIe5x16").bandwidth_Bps == pytest.approx(63.015e9, rel=1e-3)
-    assert [link_preset(f"NVLink-{g}").bandwidth_Bps for g in ("V100", "A100", "H100")] == [150e9, 300e9, 450e9]
+    assert [link_preset(f"NVLink-{g}").bandwidth_Bps for g in ("V100", "A100", "H100", "B200")] == \
+        [150e9, 300e9, 450e9, 900e9]
     assert link_preset("upi").name == "UPI"
 
 

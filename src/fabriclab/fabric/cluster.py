@@ -1,7 +1,7 @@
 """A cluster model: GPU servers, the network between them, and how the communication library behaves.
 
 One JSON file (`schema: fabriclab.cluster/1`) that `fabriclab calibrate nccl-tests` writes and
-`simulate`, `whatif` and `plan` read with `--cluster FILE`. Three parts:
+`simulate`, `whatif` and `plan` read with `--cluster FILE`. Three parts, and the GPUs' compute:
 
 * `ServerSpec`: GPUs per server, their internal fabric (NVSwitch or PCIe) and its per-GPU bandwidth,
   the memory pass a collective makes over its buffer, NICs per server with rate and efficiency.
@@ -11,6 +11,9 @@ One JSON file (`schema: fabriclab.cluster/1`) that `fabriclab calibrate nccl-tes
   intra-server step and per network step) and a bandwidth (a share of the links' rate, a ceiling, a cost
   per buffer byte), the channels, and the launch cost per GPU a process drives. The library runs, at
   every size, the algorithm and protocol its model says is fastest; `nccl/predict.py` computes that.
+* `ComputeSpec` (optional): the GPU's roofline (`fabric/gpus.py`: peak FLOP/s per precision, HBM) and the
+  share of the peak a model's math reaches, measured by `fabriclab calibrate step`. `cluster_gpu()` gives
+  the GPU of any cluster: its `compute.gpu`, else the preset its `server.gpu_name` names.
 
 `a100_hdr_prior()` holds data-sheet and NCCL-source values; calibration starts from such a prior and
 moves what the logs determine (its report says which parameter came from where).
@@ -25,6 +28,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from fabriclab.fabric.gpus import GPU_PRESET_NAMES, GpuSpec, gpu_for_name, gpu_preset
 from fabriclab.fabric.links import Link, link_preset
 
 SCHEMA = "fabriclab.cluster/1"
@@ -141,6 +145,30 @@ class LibrarySpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ComputeSpec:
+    """The GPUs' compute: their roofline and the share of it a model's math is measured to reach."""
+
+    gpu: GpuSpec
+    """Peak FLOP/s per precision, HBM capacity and bandwidth of one GPU."""
+    efficiency: dict[str, float] = field(default_factory=dict)
+    """Precision -> achieved share of the peak for a model's math, in (0, 1]: found by `fabriclab
+    calibrate step` from a measured step, never guessed; empty until one is measured."""
+    efficiency_source: str = ""
+    """The measurement that gave `efficiency` (model, parallelism, GPUs, step time)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.efficiency, dict):
+            raise ValueError(f"compute.efficiency is {self.efficiency!r}: give a mapping of precision to a "
+                             f"share of the peak, e.g. {{'bf16': 0.45}}")
+        for key, value in self.efficiency.items():
+            if key not in self.gpu.peak_flops:
+                raise ValueError(f"compute.efficiency has {key!r}, which GPU {self.gpu.name} has no peak for: "
+                                 f"use one of {', '.join(self.gpu.peak_flops)}")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1:
+                raise ValueError(f"compute.efficiency.{key} is {value!r}; give a share in (0, 1]")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClusterModel:
     """Servers, network and library: everything a prediction needs."""
 
@@ -156,6 +184,22 @@ class ClusterModel:
     """The communication library."""
     fit: dict | None = None
     """Calibration summary (logs, parameters fitted or prior, residuals); None for a preset."""
+    compute: ComputeSpec | None = None
+    """The GPUs' roofline and measured efficiency; None: the preset `server.gpu_name` names (`cluster_gpu`)."""
+
+
+def cluster_gpu(cluster: ClusterModel) -> GpuSpec:
+    """The cluster's GPU: `compute.gpu` when the cluster has one, else the preset its `server.gpu_name`
+    names; a ValueError says how to give one when neither is known."""
+    if cluster.compute is not None:
+        return cluster.compute.gpu
+    gpu = gpu_for_name(cluster.server.gpu_name)
+    if gpu is None:
+        raise ValueError(f"cluster {cluster.name!r} names GPU {cluster.server.gpu_name!r}, which fabriclab does "
+                         f"not know: add a `compute` section to the cluster file (`compute.gpu` with name, "
+                         f"peak_flops, memory_bytes, memory_bandwidth_Bps, source), or start from a cluster "
+                         f"preset whose GPU is one of {', '.join(GPU_PRESET_NAMES)}")
+    return gpu
 
 
 def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "nvswitch",
@@ -163,9 +207,10 @@ def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "
                   pcie: Link | None = None, fabric: str = "rail", name: str = "prior",
                   library: str = "nccl", memory_bandwidth_Bps: float = 1.555e12,
                   leaf_ports: int = NetworkSpec.leaf_ports, description: str | None = None,
-                  nccl_version: str = LEGACY_NCCL_VERSION) -> ClusterModel:
+                  nccl_version: str = LEGACY_NCCL_VERSION, compute: ComputeSpec | None = None) -> ClusterModel:
     """A cluster from data sheets and NCCL's constants (`library="nccl"`), or a plain ring library such as
-    Gloo over TCP (`library="gloo"`: one protocol, the cheapest choice): the starting point of a calibration."""
+    Gloo over TCP (`library="gloo"`: one protocol, the cheapest choice): the starting point of a calibration.
+    `compute` (the GPUs' roofline) is kept as given."""
     intra_link = intra_link or link_preset(_nvlink_for(gpu_name) if intra == "nvswitch" else "PCIe4x16")
     nic = nic or link_preset("HDR")
     pcie = pcie or link_preset("PCIe4x16")
@@ -191,26 +236,30 @@ def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "
     text = (f"prior: {intra_link.name} inside, {nics} x {nic.name} per server, NCCL {nccl_version}'s constants"
             if description is None else description)
     return ClusterModel(name=name, description=text, server=server,
-                        network=NetworkSpec(fabric=fabric, leaf_ports=leaf_ports), library=lib)
+                        network=NetworkSpec(fabric=fabric, leaf_ports=leaf_ports), library=lib, compute=compute)
 
 
 def _nvlink_for(gpu_name: str) -> str:
-    for key in ("H100", "A100", "V100"):
-        if key in gpu_name.upper():
-            return f"NVLink-{key}"
+    # H200 has the H100's NVLink 4 (H200 data sheet: 900 GB/s both ways); B200 (and GB200) NVLink 5.
+    for keys, preset in ((("B200",), "NVLink-B200"), (("H100", "H200"), "NVLink-H100"), (("A100",), "NVLink-A100"),
+                         (("V100",), "NVLink-V100")):
+        if any(key in gpu_name.upper() for key in keys):
+            return preset
     return "NVLink-A100"
 
 
 def a100_hdr_prior() -> ClusterModel:
     """Azure ND A100 v4 as the shipped nccl-tests logs describe it: 8 A100-SXM4 on NVSwitch, 8 x HDR
     (`fabric/presets.py` holds it with the other presets)."""
-    return prior_cluster(gpus_per_server=8, gpu_name="A100-SXM4-40GB", name="a100-hdr")
+    gpu = gpu_preset("a100-40gb")
+    return prior_cluster(gpus_per_server=8, gpu_name=gpu.name, name="a100-hdr",
+                         memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, compute=ComputeSpec(gpu=gpu))
 
 
 # ---------------------------------------------------------------- JSON
 
 def to_dict(model: ClusterModel) -> dict:
-    """The JSON form (schema first)."""
+    """The JSON form (schema first; `compute` null when the cluster gives none)."""
     data = asdict(model)
     data["library"]["algorithms"] = list(model.library.algorithms)
     return {"schema": SCHEMA, **data}
@@ -263,11 +312,21 @@ def from_dict(data: object, where: str = "<cluster>") -> ClusterModel:
         library = _build(LibrarySpec, {**lib, "protocols": protocols, "latencies": latencies},
                          f"{where}: library")
         model = ClusterModel(name=str(data.get("name", "cluster")), description=str(data.get("description", "")),
-                             server=server, network=network, library=library, fit=data.get("fit"))
+                             server=server, network=network, library=library, fit=data.get("fit"),
+                             compute=_compute(data.get("compute"), where))
     except TypeError as exc:
         raise ValueError(f"cluster file {where}: {exc}") from None
     check_cluster(model, where)
     return model
+
+
+def _compute(value: object, where: str) -> ComputeSpec | None:
+    """The `compute` section: absent or null (files written before it existed) -> None."""
+    if value is None:
+        return None
+    section = dict(_mapping(value, f"{where}: compute"))
+    gpu = _build(GpuSpec, section.pop("gpu", None), f"{where}: compute.gpu")
+    return _build(ComputeSpec, {**section, "gpu": gpu}, f"{where}: compute")
 
 
 def _section(data: dict, key: str, where: str) -> dict:
@@ -291,7 +350,7 @@ def _build(cls, values: object, where: str):
         raise ValueError(f"cluster file {where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
     try:
         return cls(**values)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:  # missing keys; out-of-range values the class itself rejects
         raise ValueError(f"cluster file {where}: {exc}") from None
 
 

@@ -95,6 +95,11 @@ _PRESETS: dict[str, tuple[float, float, float, str]] = {
                "IEEE 802.3bs; Mellanox Spectrum-2 SN3700 data sheet: 425 ns port-to-port"),
     "400GbE": (_gbit(400), 0.5e-6, _ETH_TCP,
                "IEEE 802.3bs; 400GbE switch ASICs (Spectrum-3, Tomahawk 3) quote 0.4-0.7 us"),
+    # 800GbE in a GPU cluster carries RoCEv2 (NVIDIA Spectrum-X: ConnectX-8 SuperNICs on Spectrum-4), hence
+    # RoCE's payload share rather than TCP's.
+    "800GbE": (_gbit(800), 0.5e-6, _ROCE,
+               "IEEE 802.3df 800GBASE-R, RoCEv2; NVIDIA Spectrum-4 SN5600 (64 ports of 800GbE); latency "
+               "assumed equal to the 400GbE preset's 0.5 us"),
     "OPA100": (_gbit(100), 0.11e-6, _OPA,
                "Intel Omni-Path 100: 100 Gb/s per port; Edge Switch 100 Series brief: 100-110 ns"),
     "EDR": (_gbit(100), 0.09e-6, _IB,
@@ -103,6 +108,9 @@ _PRESETS: dict[str, tuple[float, float, float, str]] = {
             "InfiniBand HDR 200 Gb/s; Mellanox Quantum QM8700 data sheet: 130 ns"),
     "NDR": (_gbit(400), 0.13e-6, _IB,
             "InfiniBand NDR 400 Gb/s (NVIDIA Quantum-2 QM9700); latency assumed equal to Quantum's 130 ns"),
+    "XDR": (_gbit(800), 0.13e-6, _IB,
+            "InfiniBand XDR 800 Gb/s (NVIDIA ConnectX-8 SuperNIC, Quantum-X800 Q3400: 144 ports of 800 Gb/s); "
+            "latency assumed equal to Quantum's 130 ns"),
     "PCIe3x16": (_pcie_x16(8), 0.1e-6, _PCIE,
                  "PCIe 3.0 x16, 8 GT/s per lane; Broadcom/PLX PEX 87xx switches: ~100 ns cut-through"),
     "PCIe4x16": (_pcie_x16(16), 0.1e-6, _PCIE,
@@ -116,6 +124,9 @@ _PRESETS: dict[str, tuple[float, float, float, str]] = {
                     "NVLink 3.0: 12 links x 25 GB/s per direction per A100 (data sheet: 600 GB/s both ways)"),
     "NVLink-H100": (450e9, 0.75e-6, _NVLINK,
                     "NVLink 4.0: 18 links x 25 GB/s per direction per H100 (data sheet: 900 GB/s both ways)"),
+    "NVLink-B200": (900e9, 0.75e-6, _NVLINK,
+                    "NVLink 5.0: 18 links x 50 GB/s per direction per B200 (HGX B200 specifications: 1.8 TB/s "
+                    "both ways); packet format and latency taken as NVLink 4's"),
     "UPI": (20.8e9, 0.1e-6, 1.0,
             "Intel Ultra Path Interconnect, 10.4 GT/s x 20 lanes = 20.8 GB/s per direction per link "
             "(Xeon Scalable); remote-socket access adds ~0.1 us (Intel Memory Latency Checker)"),
@@ -130,9 +141,11 @@ def _key(name: str) -> str:
 _BY_KEY = {_key(name): name for name in _PRESETS}
 # Speed-first spellings (`fabriclab plan --fabrics 25gbe,100g-opa,100gbe,200g-hdr,400g-ndr`) name the
 # same data sheets as the presets above: Intel Omni-Path Edge Switch 100 Series brief (OPA100),
-# Mellanox Switch-IB 2 SB7800 (EDR), Mellanox Quantum QM8700 (HDR), NVIDIA Quantum-2 QM9700 (NDR).
+# Mellanox Switch-IB 2 SB7800 (EDR), Mellanox Quantum QM8700 (HDR), NVIDIA Quantum-2 QM9700 (NDR),
+# NVIDIA Quantum-X800 Q3400 (XDR).
 _BY_KEY.update({_key(alias): name for alias, name in (("100G-OPA", "OPA100"), ("100G-EDR", "EDR"),
-                                                      ("200G-HDR", "HDR"), ("400G-NDR", "NDR"))})
+                                                      ("200G-HDR", "HDR"), ("400G-NDR", "NDR"),
+                                                      ("800G-XDR", "XDR"))})
 
 
 def link_preset(name: str) -> Link:

@@ -2,7 +2,9 @@
 
 A preset is a `ClusterModel` built from data sheets and NCCL's own constants (a *prior*: `fabriclab
 calibrate nccl-tests` moves what real logs determine). Every command that takes `--cluster FILE` also
-takes a preset name. Sources:
+takes a preset name. Every preset carries its GPU's roofline (`compute`, from `fabric/gpus.py`, whose
+docstring cites each GPU's data sheet) with no efficiency: that is measured (`fabriclab calibrate step`).
+Sources:
 
 * `tx-gaia-25gbe`, `tx-gaia-opa`: MIT Lincoln Laboratory's TX-GAIA as Samsi et al. ("Benchmarking network
   fabrics for data distributed training of deep neural networks", HPEC 2020) describe it: 2 V100 per node
@@ -15,24 +17,38 @@ takes a preset name. Sources:
 * `dgx-h100`: NVIDIA DGX H100 (data sheet): 8 H100-SXM5-80GB (HBM3 3.35 TB/s) on NVSwitch (NVLink 4,
   450 GB/s per direction per GPU), 8 x 400 Gb/s NDR (ConnectX-7), PCIe 5.0; rail-optimised as the DGX
   H100 SuperPOD (QM9700 leaves of 64 ports: 32 down, 32 up).
+* `hgx-h200`: NVIDIA HGX H200 / DGX H200 (data sheets): 8 H200-SXM-141GB (HBM3e 4.8 TB/s) on NVSwitch
+  (NVLink 4, 450 GB/s per direction per GPU), 8 x 400 Gb/s NDR (ConnectX-7), PCIe 5.0; rail-optimised on
+  QM9700 leaves of 64 ports (32 down, 32 up), as `dgx-h100`.
+* `hgx-b200`: 8 B200 (NVIDIA HGX B200 specifications: 180 GB HBM3e at 7.7 TB/s per GPU, NVLink 5 at
+  1.8 TB/s both ways, i.e. 900 GB/s per direction, and "PCIe Gen5: 128GB/s", i.e. PCIe 5.0 x16) with one
+  800 Gb/s NIC per GPU: XDR InfiniBand (ConnectX-8 SuperNIC). NVIDIA's own DGX B200 ships 8 x 400 Gb/s
+  ConnectX-7 (DGX B200 user guide); this preset is the 800G-per-GPU build. Its GPU reaches its NIC over
+  PCIe 5.0 x16, 63 GB/s per direction, less than 800 Gb/s (100 GB/s): a GPU's traffic to the network is
+  PCIe-bound in this model (ConnectX-8 reaches 800 Gb/s on PCIe 5.0 only with two x16 links, Socket
+  Direct: NVIDIA DOCA 2.9 CX8 release notes). Rail-optimised on leaves of 64 ports at 800 Gb/s (32 down,
+  32 up: the radix of a Spectrum-4 SN5600; a Quantum-X800 Q3400 has 144 XDR ports, 72 down / 72 up).
 
-Try it: `fabriclab simulate collective --cluster dgx-h100 --gpus 64 --sizes 1MB,1GB`.
+Try it: `fabriclab simulate collective --cluster hgx-b200 --gpus 64 --sizes 1MB,1GB`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from fabriclab.fabric.cluster import ClusterModel, a100_hdr_prior, prior_cluster
+from fabriclab.fabric.cluster import ClusterModel, ComputeSpec, a100_hdr_prior, prior_cluster
+from fabriclab.fabric.gpus import gpu_preset
 from fabriclab.fabric.links import link_preset
 
 
 def tx_gaia(nic: str = "25GbE") -> ClusterModel:
     """TX-GAIA nodes of Samsi et al.: 2 V100 (PCIe 3.0) sharing one NIC, `25GbE` or `OPA100`."""
     name = {"25GbE": "tx-gaia-25gbe", "OPA100": "tx-gaia-opa"}[nic]
+    gpu = gpu_preset("v100-pcie")
     return prior_cluster(gpus_per_server=2, gpu_name="Tesla V100-PCIE-32GB", intra="pcie",
                          intra_link=link_preset("PCIe3x16"), pcie=link_preset("PCIe3x16"), nic=link_preset(nic),
-                         nics_per_server=1, fabric="fat-tree", name=name, memory_bandwidth_Bps=0.9e12,
+                         nics_per_server=1, fabric="fat-tree", name=name, memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
+                         compute=ComputeSpec(gpu=gpu),
                          description=f"preset: TX-GAIA (Samsi et al.), 2 V100 over PCIe 3.0, one {nic} NIC "
                                      f"per node, fat tree; NCCL 2.9 cost-model constants")
 
@@ -43,20 +59,45 @@ CURRENT_NCCL = "2.27.7"
 
 def dgx_a100() -> ClusterModel:
     """NVIDIA DGX A100: 8 A100-SXM4-80GB, NVSwitch, 8 x HDR, rail-optimised."""
-    return prior_cluster(gpus_per_server=8, gpu_name="A100-SXM4-80GB", nic=link_preset("HDR"),
-                         pcie=link_preset("PCIe4x16"), name="dgx-a100", memory_bandwidth_Bps=2.039e12,
-                         leaf_ports=20, nccl_version=CURRENT_NCCL,
+    gpu = gpu_preset("a100-80gb")
+    return prior_cluster(gpus_per_server=8, gpu_name=gpu.name, nic=link_preset("HDR"),
+                         pcie=link_preset("PCIe4x16"), name="dgx-a100", memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
+                         leaf_ports=20, nccl_version=CURRENT_NCCL, compute=ComputeSpec(gpu=gpu),
                          description=f"preset: NVIDIA DGX A100 (8 A100-SXM4-80GB, NVSwitch, 8 x HDR), "
                                      f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
 
 
 def dgx_h100() -> ClusterModel:
     """NVIDIA DGX H100: 8 H100-SXM5-80GB, NVSwitch, 8 x NDR, rail-optimised."""
-    return prior_cluster(gpus_per_server=8, gpu_name="H100-SXM5-80GB", nic=link_preset("NDR"),
-                         pcie=link_preset("PCIe5x16"), name="dgx-h100", memory_bandwidth_Bps=3.35e12,
-                         leaf_ports=32, nccl_version=CURRENT_NCCL,
+    gpu = gpu_preset("h100")
+    return prior_cluster(gpus_per_server=8, gpu_name=gpu.name, nic=link_preset("NDR"),
+                         pcie=link_preset("PCIe5x16"), name="dgx-h100", memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
+                         leaf_ports=32, nccl_version=CURRENT_NCCL, compute=ComputeSpec(gpu=gpu),
                          description=f"preset: NVIDIA DGX H100 (8 H100-SXM5-80GB, NVSwitch, 8 x NDR), "
                                      f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
+
+
+def hgx_h200() -> ClusterModel:
+    """NVIDIA HGX H200: 8 H200-SXM-141GB, NVSwitch (NVLink 4), 8 x NDR, rail-optimised."""
+    gpu = gpu_preset("h200")
+    return prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-H100"),
+                         nic=link_preset("NDR"), pcie=link_preset("PCIe5x16"), name="hgx-h200",
+                         memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
+                         compute=ComputeSpec(gpu=gpu),
+                         description=f"preset: NVIDIA HGX H200 (8 H200-SXM-141GB, NVSwitch NVLink 4, 8 x NDR), "
+                                     f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
+
+
+def hgx_b200() -> ClusterModel:
+    """NVIDIA HGX B200 with 800G NICs: 8 B200, NVSwitch (NVLink 5), 8 x XDR, PCIe 5.0, rail-optimised."""
+    gpu = gpu_preset("b200")
+    return prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-B200"),
+                         nic=link_preset("XDR"), pcie=link_preset("PCIe5x16"), name="hgx-b200",
+                         memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
+                         compute=ComputeSpec(gpu=gpu),
+                         description=f"preset: NVIDIA HGX B200 (8 B200-SXM-180GB, NVSwitch NVLink 5, 8 x XDR "
+                                     f"800 Gb/s behind PCIe 5.0), rail-optimised; NCCL {CURRENT_NCCL}'s own "
+                                     f"constants")
 
 
 PRESETS: dict[str, Callable[[], ClusterModel]] = {
@@ -65,6 +106,8 @@ PRESETS: dict[str, Callable[[], ClusterModel]] = {
     "a100-hdr": a100_hdr_prior,
     "dgx-a100": dgx_a100,
     "dgx-h100": dgx_h100,
+    "hgx-h200": hgx_h200,
+    "hgx-b200": hgx_b200,
 }
 
 

@@ -1,0 +1,153 @@
+"""GPU compute rooflines: peak tensor-core FLOP/s per precision, HBM capacity and bandwidth, from data sheets.
+
+A `GpuSpec` is what a roofline needs of one GPU: its dense peak FLOP/s per precision (no 2:4 sparsity:
+NVIDIA's data sheets print the sparse figure, twice the dense one, and mark it with an asterisk), its HBM
+capacity and its HBM bandwidth. A cluster carries one in `ClusterModel.compute` (`fabric/cluster.py`);
+the share of the peak a model's math reaches is measured (`fabriclab calibrate step`), never held here.
+
+Precisions are `fp32` (CUDA cores), `tf32`, `fp16`, `bf16` and `fp8` (tensor cores, FP32 accumulate);
+a precision a GPU lacks is absent (no `fp8` before Hopper). Sources, per preset:
+
+* `v100`, `v100-pcie`: NVIDIA Tesla V100 data sheet (2020): tensor 125 TFLOP/s SXM2 / 112 PCIe, FP32
+  15.7 / 14 TFLOP/s, 32 GB HBM2 at 900 GB/s.
+* `a100-40gb`, `a100` (= `a100-80gb`): NVIDIA A100 data sheet (2021): BF16/FP16 312 TFLOP/s, TF32 156,
+  FP32 19.5; 40 GB HBM2 at 1,555 GB/s, 80 GB HBM2e at 2,039 GB/s (SXM).
+* `h100`: NVIDIA H100 data sheet (SXM: 80 GB HBM3 at 3.35 TB/s) and, for the dense tensor rates, the
+  NVIDIA H100 Tensor Core GPU Architecture whitepaper (H100 SXM5): BF16/FP16 989.4 TFLOP/s, FP8 1,978.9,
+  TF32 494.7, FP32 66.9 (the data sheet's 1,979 / 3,958 / 989 are with sparsity).
+* `h200`: NVIDIA H200 data sheet (SXM): the H100's compute, 141 GB HBM3e at 4.8 TB/s.
+* `b200`: NVIDIA's HGX B200 specifications, per GPU (Blackwell platform page, "HGX B200" column): FP8
+  9 PFLOP/s, BF16/FP16 4.5, TF32 2.2 with sparsity (dense: half), FP32 75 TFLOP/s, 180 GB HBM3e at
+  7.7 TB/s. The DGX B200 data sheet's 64 TB/s for 8 GPUs (8 TB/s each) is the earlier figure; 7.7 TB/s
+  is what the driver's 7,680-bit bus at 3,996 MHz DDR gives (pytorch/ao PR 4002, measured on a B200).
+
+Capacities are the data sheets' decimal gigabytes; the devices report a little more (an H100 80GB shows
+81,559 MiB in nvidia-smi), so a fit check on them errs on the safe side.
+
+Try it: `python -c "from fabriclab.fabric.gpus import gpu_for_name; print(gpu_for_name('NVIDIA H100 80GB HBM3'))"`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuSpec:
+    """One GPU's compute roofline: dense peak FLOP/s per precision, HBM capacity and bandwidth."""
+
+    name: str
+    """GPU model, e.g. `H100-SXM5-80GB`."""
+    peak_flops: dict[str, float]
+    """Dense peak FLOP/s by precision (`fp32`, `tf32`, `fp16`, `bf16`, `fp8`); absent: not supported."""
+    memory_bytes: float
+    """HBM capacity, bytes."""
+    memory_bandwidth_Bps: float
+    """HBM bandwidth, bytes/s."""
+    source: str
+    """The data sheet (or whitepaper) the numbers come from."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.peak_flops, dict) or not self.peak_flops:
+            raise ValueError(f"GPU {self.name!r}: give peak_flops as a mapping of precision to FLOP/s, "
+                             f"e.g. {{'bf16': 989.4e12}}")
+        for key, value in self.peak_flops.items():
+            if key not in PRECISIONS:
+                raise ValueError(f"GPU {self.name!r}: peak_flops has precision {key!r}; use "
+                                 f"{', '.join(PRECISIONS)}")
+            _check_positive(f"GPU {self.name!r}: peak_flops.{key}", value)
+        _check_positive(f"GPU {self.name!r}: memory_bytes", self.memory_bytes)
+        _check_positive(f"GPU {self.name!r}: memory_bandwidth_Bps", self.memory_bandwidth_Bps)
+
+    def peak(self, precision: str) -> float:
+        """Dense peak FLOP/s at `precision`; a ValueError names the precisions this GPU has."""
+        if precision not in self.peak_flops:
+            raise ValueError(f"GPU {self.name} has no {precision} peak: use one of {', '.join(self.peak_flops)}")
+        return self.peak_flops[precision]
+
+
+def _check_positive(what: str, value: object) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} is {value!r}; give a number > 0")
+
+
+_V100 = "NVIDIA Tesla V100 data sheet (2020)"
+_A100 = "NVIDIA A100 Tensor Core GPU data sheet (2021), SXM"
+_H100 = ("NVIDIA H100 Tensor Core GPU data sheet (SXM) for memory; dense tensor rates of H100 SXM5 from "
+         "the NVIDIA H100 Tensor Core GPU Architecture whitepaper")
+_HOPPER = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, "fp8": 1978.9e12}
+# Volta's tensor cores multiply FP16 only (no BF16): a BF16 model runs its math at FP16's tensor rate at
+# best (mixed precision in FP16), so `bf16` holds that rate and a roofline in bf16 works on a V100.
+_VOLTA_SXM2 = {"fp32": 15.7e12, "fp16": 125e12, "bf16": 125e12}
+_VOLTA_PCIE = {"fp32": 14e12, "fp16": 112e12, "bf16": 112e12}
+_AMPERE = {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12}
+
+GPU_PRESETS: dict[str, GpuSpec] = {
+    "v100": GpuSpec(name="V100-SXM2-32GB", peak_flops=_VOLTA_SXM2, memory_bytes=32e9, memory_bandwidth_Bps=900e9,
+                    source=f"{_V100}: V100 SXM2, tensor 125 TFLOP/s, FP32 15.7, 32 GB HBM2 at 900 GB/s"),
+    "v100-pcie": GpuSpec(name="V100-PCIE-32GB", peak_flops=_VOLTA_PCIE, memory_bytes=32e9,
+                         memory_bandwidth_Bps=900e9,
+                         source=f"{_V100}: V100 PCIe, tensor 112 TFLOP/s, FP32 14, 32 GB HBM2 at 900 GB/s"),
+    "a100-40gb": GpuSpec(name="A100-SXM4-40GB", peak_flops=_AMPERE, memory_bytes=40e9,
+                         memory_bandwidth_Bps=1.555e12,
+                         source=f"{_A100}: BF16 312 TFLOP/s, TF32 156, FP32 19.5, 40 GB HBM2 at 1,555 GB/s"),
+    "a100-80gb": GpuSpec(name="A100-SXM4-80GB", peak_flops=_AMPERE, memory_bytes=80e9,
+                         memory_bandwidth_Bps=2.039e12,
+                         source=f"{_A100}: BF16 312 TFLOP/s, TF32 156, FP32 19.5, 80 GB HBM2e at 2,039 GB/s"),
+    "h100": GpuSpec(name="H100-SXM5-80GB", peak_flops=_HOPPER, memory_bytes=80e9, memory_bandwidth_Bps=3.35e12,
+                    source=f"{_H100}: BF16 989.4 TFLOP/s, FP8 1,978.9, 80 GB HBM3 at 3.35 TB/s"),
+    "h200": GpuSpec(name="H200-SXM-141GB", peak_flops=_HOPPER, memory_bytes=141e9, memory_bandwidth_Bps=4.8e12,
+                    source=f"NVIDIA H200 Tensor Core GPU data sheet (SXM): the H100's compute ({_H100}), "
+                           f"141 GB HBM3e at 4.8 TB/s"),
+    "b200": GpuSpec(name="B200-SXM-180GB",
+                    peak_flops={"fp32": 75e12, "tf32": 1.1e15, "fp16": 2.25e15, "bf16": 2.25e15, "fp8": 4.5e15},
+                    memory_bytes=180e9, memory_bandwidth_Bps=7.7e12,
+                    source="NVIDIA HGX B200 specifications, per GPU (half the sparse tensor figures): BF16 "
+                           "2.25 PFLOP/s, FP8 4.5, TF32 1.1, FP32 75 TFLOP/s, 180 GB HBM3e at 7.7 TB/s"),
+}
+_ALIASES = {"a100": "a100-80gb"}
+GPU_PRESET_NAMES = (*GPU_PRESETS, *_ALIASES)
+
+
+def gpu_preset(name: str) -> GpuSpec:
+    """The GPU preset `name` (case-insensitive: `a100`, `a100-40gb`, `h100`, `h200`, `b200`, `v100`, ...);
+    a ValueError lists them."""
+    key = name.strip().lower() if isinstance(name, str) else ""
+    key = _ALIASES.get(key, key)
+    if key not in GPU_PRESETS:
+        raise ValueError(f"no GPU preset {name!r}: use one of {', '.join(GPU_PRESET_NAMES)}")
+    spec = GPU_PRESETS[key]
+    return replace(spec, peak_flops=dict(spec.peak_flops))  # a copy: a caller's edit leaves the preset alone
+
+
+# Names as nccl-tests and nvidia-smi print them ("NVIDIA H100 80GB HBM3", "A100-SXM4-40GB", "Tesla
+# V100-PCIE-32GB"), first match wins. A family's other form factors (H100 PCIe / NVL, H200 NVL, A100 80GB
+# PCIe, GH200 / GB200, V100S) run at other clocks or memory rates: they match nothing rather than borrow
+# the SXM part's numbers. The A100 40GB PCIe card has the SXM4 40GB's peaks and 1,555 GB/s (A100 data sheet).
+_OTHER_FORMS = re.compile(r"PCIE|NVL|(?<![A-Z0-9])G[HB]200|V100S")
+_NAME_RULES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p), key) for p, key in (
+    (r"(?<![A-Z0-9])B200(?![0-9])", "b200"),
+    (r"(?<![A-Z0-9])H200(?![0-9])", "h200"),
+    (r"(?<![A-Z0-9])H100(?![0-9])", "h100"),
+    (r"(?<![A-Z0-9])A100(?![0-9]).*40 ?GB", "a100-40gb"),
+    (r"(?<![A-Z0-9])A100(?![0-9])", "a100-80gb"),
+))
+_V100 = re.compile(r"(?<![A-Z0-9])V100(?![0-9S])")
+
+
+def gpu_for_name(gpu_name: str) -> GpuSpec | None:
+    """The preset a GPU name stands for (`A100-SXM4-40GB`, `NVIDIA H100 80GB HBM3`, `Tesla V100-PCIE-32GB`);
+    None when the name says nothing fabriclab knows."""
+    name = gpu_name.upper() if isinstance(gpu_name, str) else ""
+    if _V100.search(name):
+        spec = gpu_preset("v100-pcie" if "PCIE" in name else "v100")
+        # the V100 data sheet's other capacity: 16 GB at the same rates
+        return replace(spec, name=spec.name.replace("32GB", "16GB"), memory_bytes=16e9) if "16GB" in name else spec
+    a100_40gb_pcie = "A100" in name and "PCIE" in name and re.search(r"40 ?GB", name)
+    if _OTHER_FORMS.search(name) and not a100_40gb_pcie:
+        return None
+    return next((gpu_preset(key) for pattern, key in _NAME_RULES if pattern.search(name)), None)
