@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                            "sharing)."),
     "whatif": ("fabriclab.cli.whatif", "What-if: scaling factor from a profile, a fusion policy and a "
                                        "collective cost."),
+    "chakra": ("fabriclab.cli.chakra", "Chakra execution traces (ASTRA-sim's .et files): show, run on a cluster."),
     "plan": ("fabriclab.cli.plan", "How much network to buy: scaling, throughput and cost of fabrics and "
                                    "topologies for a model."),
     "calibrate": ("fabriclab.cli.calibrate", "Fit a cluster model to real measurements (nccl-tests "
