@@ -81,7 +81,7 @@ def _cartdg_inputs(extra: tuple[Input, ...]) -> tuple[Input, ...]:
                   source="paper: Sec. IV.A (83,886,080 unknowns on 32x32x32)"),
             Input(name="halo per face", value=f"{CARTDG_FACE_BYTES} B (8x8 points x 5 variables x 8 B)",
                   source="paper: 2560 = 5 x 8^3 unknowns per element (p = 7)"),
-            Input(name="nodes", value=f"{CORES_PER_NODE} ranks per node (CPU cores), racks of 32 nodes",
+            Input(name="nodes", value=f"{CORES_PER_NODE} CPU cores (one rank each) per node, racks of 32 nodes",
                   source="paper: Sec. II.A (2 x Xeon Gold 6248), IV.A (32 nodes per rack)"),
             Input(name="fabrics", value="25 GbE 0.3 us / Omni-Path 0.11 us per hop",
                   source="data sheets: " + _FABRICS["25 GbE"].description.split(";")[1].strip() + "; "
