@@ -8,6 +8,9 @@ GPU count recommends the cheapest option that reaches `--target` (or the best wi
 With `--cluster FILE` (from `fabriclab calibrate nccl-tests ... --out FILE`) the option is that calibrated
 cluster instead of the --fabrics x --levels x --bisection grid (`plan/cluster.py`): its GPUs per
 server, network and NCCL model; --fabrics then only names the price entry of its network.
+With `--model` naming an LLM (a built-in or a config.json) the plan searches parallel configurations on
+candidate clusters instead (`cli/plan_llm.py`, `plan/llm.py`): `--clusters`, `--nic-rates`,
+`--fabrics rail,fat-tree`, `--bisection`, `--gbs`, `--seq`, `--precision`, `--max-configs`, `--exhaustive`.
 
 Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --fabrics 25gbe,100g-opa,100gbe,200g-hdr,400g-ndr
 --bisection 1,1/2,1/4 --target 0.9 --out results/plan`.
@@ -24,9 +27,13 @@ from rich.table import Table
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_dir, split_list,
                                   user_errors)
 from fabriclab.cli.options import load_cluster_option, parse_bisection
+from fabriclab.cli.plan_llm import (ClustersOption, ExhaustiveOption, GbsOption, MaxConfigsOption, NicRatesOption,
+                                    PrecisionOption, SeqOption, check_cnn_options, run_llm)
 from fabriclab.units import parse_int_list, parse_time
 
 DEFAULT_FABRICS = "25gbe,100g-opa,100gbe,200g-hdr,400g-ndr"
+DEFAULT_GPUS = "64,256,512"
+DEFAULT_BISECTIONS = "1,1/2,1/4"
 
 
 def _float(text: str | None, what: str, example: str) -> float | None:
@@ -92,13 +99,14 @@ def plan_table(rows: list[dict]) -> Table:
 @user_errors
 def plan(
     model: str = typer.Option("resnet50", help="Model(s): built-in V100 profiles (resnet50, resnet101, vgg16) "
-                              "or profile files from `fabriclab profile`, comma separated."),
-    gpus: str = typer.Option("64,256,512", help="GPU counts, e.g. 64,256,1024."),
+                              "or profile files from `fabriclab profile`, comma separated; or one LLM (llama3-70b, "
+                              "... `fabriclab models`; a config.json): then parallel configurations are searched."),
+    gpus: Optional[str] = typer.Option(None, help="GPU counts, e.g. 64,256,1024 (default 64,256,512; LLM 1024)."),
     gpus_per_server: Optional[int] = typer.Option(None, help="GPUs per server; they share its one NIC "
                                                 "(default 2, TX-GAIA; not with --cluster)."),
     fabrics: Optional[str] = typer.Option(None, help=f"Link presets to compare (default {DEFAULT_FABRICS}); "
                                           "with --cluster the price entries of its network (default: those "
-                                          "at its NIC rate)."),
+                                          "at its NIC rate); with an LLM the networks rail and/or fat-tree."),
     cluster: Optional[str] = typer.Option(None, "--cluster", metavar="FILE|PRESET",
                                           help="A cluster file from `fabriclab calibrate nccl-tests ... --out "
                                                "FILE`, or a preset (dgx-a100, dgx-h100, ...): plan that cluster "
@@ -106,35 +114,54 @@ def plan(
                                                "grid; --levels, --bisection, --algo, --hosts-per-leaf, "
                                                "--placement do not apply."),
     levels: str = typer.Option("2", help="Fat-tree levels: 2, 3 or 2,3."),
-    bisection: str = typer.Option("1,1/2,1/4", help="Bisection ratios in 1 .. 1/16, e.g. 1,1/2,1/4."),
+    bisection: Optional[str] = typer.Option(None, "--bisection", "--bisections", help="Bisection ratios in 1 .. "
+                                            "1/16, e.g. 1,1/2,1/4 (default 1,1/2,1/4; LLM: each cluster's)."),
     algo: str = typer.Option("ring", help="All-reduce algorithm(s) (`fabriclab collectives list`)."),
     hosts_per_leaf: int = typer.Option(16, help="Servers per leaf switch (and leaves per pod, 3 levels)."),
     placement: str = typer.Option("linear", help="Ranks on GPUs: linear, round-robin or random."),
     fusion: str = typer.Option("time-or-size", help="Gradient fusion: time-or-size (5 ms / 64 MiB, Zhang et al.), horovod, ddp, none."),
     target: Optional[str] = typer.Option(None, help="Scaling factor to reach (default 0.9 without --budget)."),
-    budget: Optional[str] = typer.Option(None, help="Most the network may cost, in US dollars."),
+    budget: Optional[str] = typer.Option(None, help="Most the network (LLM: the cluster) may cost, in US dollars."),
     prices: Optional[Path] = typer.Option(None, "--prices", metavar="FILE", dir_okay=False,
                                           help="Price table (JSON; default: the shipped illustrative one)."),
     iteration_time: Optional[str] = typer.Option(None, help="Single-GPU iteration time for a .bk.log profile."),
+    clusters: ClustersOption = None, nic_rates: NicRatesOption = None, gbs: GbsOption = None,
+    seq: SeqOption = None, precision: PrecisionOption = None, max_configs: MaxConfigsOption = None,
+    exhaustive: ExhaustiveOption = False,
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
-                                       help="Write the plot (scaling factor vs cost) and the rows here."),
+                                       help="Write the plot (scaling factor vs cost) and the rows here (LLM: the "
+                                            "record and every simulated configuration)."),
     fmt: FormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
 ) -> None:
-    """How much network to buy: scaling, throughput and cost of every fabric and bisection option."""
+    """How much network to buy: scaling, throughput and cost of every fabric and bisection option; for an
+    LLM, the best parallel configuration of every cluster option, its throughput and cost."""
+    from fabriclab.plan.llm import check_model_names, names_llm
+
+    o = locals()
+    check_output_dir(out)
+    if names_llm(model):
+        return run_llm(o)
+    check_model_names(model)
+    check_cnn_options(o)
+    _plan_cnn({**o, "gpus": gpus or DEFAULT_GPUS, "bisection": bisection or DEFAULT_BISECTIONS})
+
+
+def _plan_cnn(o: dict) -> None:
+    """The CNN plan of the parsed command line `o` (defaults filled in)."""
     from fabriclab.plan import request as planning
 
-    output, _ = Output(fmt, json_path, store), check_output_dir(out)
-    request = plan_request(locals())
+    output, out = Output(o["fmt"], o["json_path"], o["store"]), o["out"]
+    request = plan_request(o)
     spec = planning.plan_spec(request)
     result = planning.run(spec, request)
     _print_plan(output, spec, request, result)
-    config = {"model": model, "gpus": gpus, "gpus_per_server": spec.node.gpus_per_server,
-              "fabrics": fabrics if request.cluster is None or fabrics else ",".join(spec.fabrics),
-              "cluster": cluster, "levels": levels, "bisection": bisection, "algo": algo,
-              "hosts_per_leaf": hosts_per_leaf, "placement": placement, "fusion": fusion, "target": spec.target,
-              "budget_usd": spec.budget_usd, "gamma_s_per_byte": spec.node.gamma_s_per_byte,
+    config = {"model": o["model"], "gpus": o["gpus"], "gpus_per_server": spec.node.gpus_per_server,
+              "fabrics": o["fabrics"] if request.cluster is None or o["fabrics"] else ",".join(spec.fabrics),
+              "cluster": o["cluster"], "levels": o["levels"], "bisection": o["bisection"], "algo": o["algo"],
+              "hosts_per_leaf": o["hosts_per_leaf"], "placement": o["placement"], "fusion": o["fusion"],
+              "target": spec.target, "budget_usd": spec.budget_usd, "gamma_s_per_byte": spec.node.gamma_s_per_byte,
               "prices": spec.prices.source, "price_label": spec.prices.label}
     results = {"rows": result.rows, "recommendations": result.recommendations, "skipped": result.skipped,
                "stats": result.stats, "prices": planning.prices_used(spec)}

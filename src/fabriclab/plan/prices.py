@@ -142,3 +142,35 @@ def _price(value: object, where: str) -> Price:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{where} is {value}: give a finite price >= 0 in US dollars")
     return Price(usd=float(value), source=source, date=date)
+
+
+# ---- Prices the LLM plan needs beyond the table (`plan/llm_cost.py`): the GPU servers by GPU, and the 800G
+# fabric the shipped table lacks. Each says where it comes from; "estimate:" entries give their basis.
+# H100 is the shipped table's own source; H200 and B200 scale it by the ratio of their per-GPU street prices
+# in aiinframap.com's "H100 vs H200 vs B200 TCO" tool (mid-2026 typical figures, per GPU: H100 ~30,000,
+# H200 ~35,000, B200 ~40,000 USD, "rough public estimates"), i.e. x 7/6 and x 4/3.
+_TCO_TOOL = "aiinframap.com/tools/chips/h100-vs-h200-vs-b200-tco"
+SERVER_PRICE_PER_GPU: dict[str, Price] = {
+    "H100-SXM5-80GB": Price(usd=37_500, date="2025-12-28", source=(
+        "ITCT Shop, 'GPU Cluster Design Guide' (itctshop.com/gpu-cluster-design-guide, updated 2025-12-28): "
+        "HGX H100 8-GPU server listed at USD 300,000, i.e. 37,500 per GPU")),
+    "H200-SXM-141GB": Price(usd=43_750, date="2026-11-24", source=(
+        f"estimate: the HGX H100 server's USD 300,000 (ITCT Shop) x 35,000 / 30,000, the H200 / H100 per-GPU "
+        f"street prices of {_TCO_TOOL}: USD 350,000 per 8-GPU server")),
+    "B200-SXM-180GB": Price(usd=50_000, date="2026-11-24", source=(
+        f"estimate: the HGX H100 server's USD 300,000 (ITCT Shop) x 40,000 / 30,000, the B200 / H100 per-GPU "
+        f"street prices of {_TCO_TOOL}: USD 400,000 per 8-GPU server")),
+    "A100-SXM4-80GB": Price(usd=25_000, date="2020-05-14", source=(
+        "NVIDIA DGX A100 at launch 'from USD 200,000' (geektopia.es, 'Nvidia anuncia el servidor DGX-A100', "
+        "2020-05-14), i.e. 25,000 per GPU; a launch list price, not today's")),
+}
+# 800 Gb/s (XDR, ConnectX-8, Quantum-X800) has no public price list here: each part is the shipped NDR
+# (400 Gb/s) price x 2, the step the shipped table shows from HDR to NDR (NIC 1,500 -> 2,200, switch cable
+# 700 -> 1,800) rounded to the doubled line rate.
+_XDR_BASIS = "estimate: the shipped NDR (400G) price x 2 for twice the line rate"
+EXTRA_FABRIC_PRICES: dict[str, FabricPrices] = {
+    "XDR": FabricPrices(fabric="XDR", nic=Price(usd=4_400, date="2026-11-24", source=f"{_XDR_BASIS} (ConnectX-8)"),
+                        switch_port=Price(usd=656, date="2026-11-24", source=f"{_XDR_BASIS} (Quantum-X800 port)"),
+                        host_cable=Price(usd=600, date="2026-11-24", source=f"{_XDR_BASIS} (copper, 1-3 m)"),
+                        switch_cable=Price(usd=3_600, date="2026-11-24", source=f"{_XDR_BASIS} (two optics)")),
+}

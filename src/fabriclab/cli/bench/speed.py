@@ -1,8 +1,8 @@
-"""`fabriclab bench cli|sim|whatif|plan`: how fast fabriclab itself is, against a budget or a peer.
+"""`fabriclab bench cli|sim|whatif|plan|plan-llm`: how fast fabriclab itself is, against a budget or a peer.
 
 `cli` times whole commands against their start-up budgets, `sim` the simulator on its speed cases and cluster
 predictions at 100,000 GPUs (`--scale`: their growth with the GPUs), `whatif` the what-if sweep of Zhang et
-al. (NetAI'20) against its real-time replay, `plan` the network planner.
+al. (NetAI'20) against its real-time replay, `plan` the network planner, `plan-llm` its LLM search.
 
 Try it: `fabriclab bench cli`.
 """
@@ -191,9 +191,38 @@ def plan_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: Stor
         raise typer.Exit(EXIT_FAILED)
 
 
+@user_errors
+def plan_llm_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
+    """Time the LLM plan: Llama 3 405B on 16,384 GPUs, 8 cluster options, bounded and exhaustive, against a
+    naive peer (one simulate_llm per configuration)."""
+    from fabriclab.bench.speed.plan_llm import run
+
+    out = Output(fmt, json_path, store)
+    out.note("planning llama3-405b on 16,384 GPUs twice (bounded, exhaustive), then the peer (~30 s) ...")
+    r = run()
+    table = Table(title=f"LLM plan speed: {r['model']} on {r['gpus']:,} GPUs, {' + '.join(r['clusters'])} x "
+                        f"400G/800G x rail/fat-tree")
+    for col in ("run", "enumerated", "fit", "simulated", "bounded", "wall (s)", "fit/s"):
+        table.add_column(col, justify="left" if col == "run" else "right")
+    for x in r["runs"]:
+        table.add_row(x["run"], f"{x['enumerated']:,}", f"{x['fit']:,}", f"{x['simulated']:,}", f"{x['bounded']:,}",
+                      f"{x['wall_s']:.1f}", f"{x['fit_per_s']:,.0f}")
+    out.table(table)
+    p = r["peer"]
+    out.note(f"peer: simulate_llm per configuration, {p['configs']} configurations of {p['option']}: "
+             f"{p['naive_s_per_config']:.3f} s each against {p['ours_s_per_config']:.3f} s here ({p['ratio']:.1f}x); "
+             f"step times agree: {'yes' if p['agree'] else 'NO'}")
+    out.note(f"the same best configuration in both runs: {'yes' if r['same_best'] else 'NO'}; exhaustive "
+             f"run under {r['target_s']:g} s for >= 1,000 configurations: {'yes' if r['within_target'] else 'NO'}")
+    out.record("bench.plan_llm", {}, r)
+    if not (r["within_target"] and r["same_best"] and p["agree"]):
+        raise typer.Exit(EXIT_FAILED)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `cli`, `sim`, `whatif` and `plan` to the `bench` group."""
+    """Add `cli`, `sim`, `whatif`, `plan` and `plan-llm` to the `bench` group."""
     app.command("cli")(cli_cmd)
     app.command("sim")(sim_cmd)
     app.command("whatif")(whatif_cmd)
     app.command("plan")(plan_cmd)
+    app.command("plan-llm")(plan_llm_cmd)

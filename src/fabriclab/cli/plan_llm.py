@@ -1,0 +1,209 @@
+"""`fabriclab plan --model <LLM>`: the LLM plan's options, its request, its tables and its record.
+
+`plan` (cli/plan.py) hands over when `--model` names an LLM (`plan.llm.names_llm`): the candidate clusters
+(`--clusters`, presets or files), the variations (`--nic-rates`, `--fabrics rail,fat-tree`, `--bisection`),
+the job (`--gbs`, `--seq`, `--precision`) and the search's limits (`--max-configs`, `--exhaustive`) become an
+`LlmPlanRequest`; `plan.llm.run_llm_plan` answers it. Printed: the best configuration of every option and
+GPU count with its throughput and cost (`P`: the Pareto frontier), its configuration, memory and step, the
+memory notes of what fits nowhere, one recommendation per GPU count, where compute comes from, the prices'
+sources and what the search did; `--json` carries every simulated configuration.
+
+Try it: `fabriclab plan --model llama3-70b --gpus 1024,4096 --clusters dgx-h100 --nic-rates 400Gbps,800Gbps`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from fabriclab.cli.common import Output, split_list
+from fabriclab.cli.options import load_cluster_option, parse_bisection, parse_count
+
+ClustersOption = Annotated[Optional[str], typer.Option(
+    "--clusters", metavar="PRESETS|FILES", help="With an LLM: candidate clusters, presets or cluster files, comma "
+    "separated (default: dgx-h100,hgx-h200, the H100-class presets).")]
+NicRatesOption = Annotated[Optional[str], typer.Option(
+    "--nic-rates", metavar="RATES", help="With an LLM: NIC rates per GPU to compare, e.g. 400Gbps,800Gbps "
+    "(default: each cluster's own).")]
+GbsOption = Annotated[Optional[str], typer.Option(
+    "--gbs", metavar="N", help="With an LLM: global batch in sequences (default: ~16M tokens, 2,048 x 8,192 as "
+    "Llama 3 405B, a power of two sequences).")]
+SeqOption = Annotated[Optional[str], typer.Option("--seq", metavar="TOKENS", help="With an LLM: sequence length "
+                                                  "(default: the model's).")]
+PrecisionOption = Annotated[Optional[str], typer.Option("--precision", metavar="P", help="With an LLM: bf16 "
+                                                        "(default) or fp8 matrix math.")]
+MaxConfigsOption = Annotated[Optional[str], typer.Option(
+    "--max-configs", metavar="N", help="With an LLM: most configurations simulated per option and GPU count "
+    "(default 1000).")]
+ExhaustiveOption = Annotated[bool, typer.Option(
+    "--exhaustive", help="With an LLM: simulate every configuration that fits, not only those whose lower bound "
+    "beats the best (the same best, slower; --json then holds them all).")]
+
+LLM_ONLY = ("clusters", "nic_rates", "gbs", "seq", "precision", "max_configs")
+# CNN-only options and their defaults: given otherwise with an LLM, they are an error, not silently ignored
+CNN_ONLY = {"gpus_per_server": None, "levels": "2", "algo": "ring", "hosts_per_leaf": 16, "placement": "linear",
+            "fusion": "time-or-size", "target": None, "iteration_time": None}
+
+
+def check_cnn_options(o: dict) -> None:
+    """A CNN plan with an LLM option is an error that says so."""
+    given = [name for name in LLM_ONLY if o[name] is not None] + (["exhaustive"] if o["exhaustive"] else [])
+    if given:
+        raise ValueError(f"--{given[0].replace('_', '-')} applies to an LLM plan (--model llama3-70b, a config.json): "
+                         f"drop it for {o['model']}")
+
+
+def _rates(text: str | None) -> tuple[float, ...]:
+    from fabriclab.units import parse_bandwidth
+
+    return () if text is None else tuple(dict.fromkeys(parse_bandwidth(t) for t in split_list(text, "--nic-rates")))
+
+
+def llm_request(o: dict):
+    """The `LlmPlanRequest` of the parsed command line `o`; CNN-only options are an error."""
+    from fabriclab.fabric.presets import PRESETS
+    from fabriclab.plan.llm import DEFAULT_CLUSTERS, DEFAULT_MAX_CONFIGS, MAX_LLM_GPUS, LlmPlanRequest
+    from fabriclab.units import parse_int_list
+
+    for name, default in CNN_ONLY.items():
+        if o[name] != default:
+            raise ValueError(f"--{name.replace('_', '-')} applies to CNN plans: drop it for {o['model']} (an LLM "
+                             f"plan takes --clusters, --nic-rates, --fabrics, --bisection, --gbs, --seq, --budget)")
+    if o["cluster"] is not None and o["clusters"] is not None:
+        raise ValueError("give the candidates with --clusters only (--cluster names one of them)")
+    if "," in o["model"]:
+        raise ValueError(f"--model {o['model']!r}: an LLM plan takes one model")
+    names = split_list(o["clusters"] or o["cluster"] or ",".join(c for c in DEFAULT_CLUSTERS if c in PRESETS),
+                       "--clusters")
+    return LlmPlanRequest(
+        model=o["model"].strip(),
+        clusters=tuple((n, load_cluster_option(n, "--clusters")) for n in dict.fromkeys(names)),
+        gpus=tuple(parse_int_list(o["gpus"] or "1024", minimum=1, maximum=MAX_LLM_GPUS, what="GPU counts")),
+        nic_rates_Bps=_rates(o["nic_rates"]),
+        fabrics=() if o["fabrics"] is None else tuple(dict.fromkeys(split_list(o["fabrics"], "--fabrics"))),
+        bisections=() if o["bisection"] is None else tuple(dict.fromkeys(
+            parse_bisection(b) for b in split_list(o["bisection"], "bisections"))),
+        gbs=None if o["gbs"] is None else parse_count(o["gbs"], "--gbs"),
+        seq=None if o["seq"] is None else parse_count(o["seq"], "--seq"),
+        precision=(o["precision"] or "bf16").strip().lower(),
+        max_configs=DEFAULT_MAX_CONFIGS if o["max_configs"] is None else parse_count(o["max_configs"], "--max-configs"),
+        exhaustive=o["exhaustive"], budget_usd=_budget(o["budget"]),
+        prices_path=None if o["prices"] is None else str(o["prices"]))
+
+
+def _budget(text: str | None) -> float | None:
+    from fabriclab.cli.options import parse_number
+
+    if text is None:
+        return None
+    value = parse_number(text.replace(",", "").lstrip("$"), "--budget", minimum=0.0, example="500000000")
+    if value <= 0:
+        raise ValueError(f"--budget {text}: give the most the cluster may cost, > 0 US dollars")
+    return value
+
+
+def _progress(text: str) -> None:
+    """One updating line on a terminal's stderr while the plan searches."""
+    sys.stderr.write(f"\r\033[K{text}"[:200])
+    sys.stderr.flush()
+
+
+def run_llm(o: dict) -> None:
+    """`plan` for an LLM: request, search, tables, notes, record (module doc)."""
+    from fabriclab.plan.llm import run_llm_plan
+
+    output = Output(o["fmt"], o["json_path"], o["store"])
+    request = llm_request(o)
+    tty = sys.stderr.isatty()
+    result = run_llm_plan(request, progress=_progress if tty else None)
+    if tty:
+        sys.stderr.write("\r\033[K")  # clear the progress line before the tables
+    print_llm_plan(output, request, result)
+    config = {"model": request.model, "gpus": list(request.gpus), "clusters": [n for n, _ in request.clusters],
+              "nic_rates_Gbps": [r * 8 / 1e9 for r in request.nic_rates_Bps], "fabrics": list(request.fabrics),
+              "bisections": [str(b) for b in request.bisections], "gbs": result.stats["gbs"],
+              "seq": result.stats["seq"], "precision": request.precision, "max_configs": request.max_configs,
+              "exhaustive": request.exhaustive, "budget_usd": request.budget_usd, "prices": request.prices_path}
+    results = {"rows": result.rows, "configs": result.configs, "unfit": result.unfit,
+               "recommendations": result.recommendations, "compute": result.compute, "stats": result.stats}
+    if o["out"] is not None:
+        from fabriclab.record import write_outputs
+
+        write_outputs(o["out"], "plan", "plan.llm", config, results, result.configs)
+        output.note(f"rows: {Path(o['out']) / 'plan.csv'} (every simulated configuration)")
+    best = max(result.rows, key=lambda r: r["tokens_per_s"])
+    output.record("plan.llm", config, results, top={"tokens_per_s": best["tokens_per_s"], "option": best["option"]})
+
+
+def options_table(rows: list[dict], model: str) -> Table:
+    """Throughput and cost of every option's best configuration; `#` numbers the rows for the next table."""
+    table = Table(title=f"LLM plan, {model}: best configuration per option (P: Pareto frontier)")
+    for h in ("#", "option", "GPUs", "tokens/s", "MFU", "cost", "$/(tok/s)", "P"):
+        table.add_column(h, justify="left" if h == "option" else "right")
+    for i, r in enumerate(rows, 1):
+        table.add_row(str(i), r["option"], f"{r['gpus']:,}", f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}",
+                      f"${r['cluster_usd'] / 1e6:,.1f}M", f"{r['usd_per_token_per_s']:,.1f}",
+                      "P" if r["pareto"] else "")
+    return table
+
+
+def configs_table(rows: list[dict]) -> Table:
+    """The configuration, memory and step of each row of `options_table`, and how many were simulated."""
+    table = Table(title="their parallel configuration, memory per GPU and step")
+    for h in ("#", "configuration", "GB/GPU", "step (s)", "simulated/fit"):
+        table.add_column(h, justify="left" if h == "configuration" else "right")
+    for i, r in enumerate(rows, 1):
+        table.add_row(str(i), r["parallel"], f"{r['memory_per_gpu_bytes'] / 1e9:.1f}", f"{r['step_time_s']:.4g}",
+                      f"{r['num_simulated']:,}/{r['num_fit']:,}" + ("*" if r["search_cut"] else ""))
+    return table
+
+
+def print_llm_plan(output: Output, request, result) -> None:
+    """The two tables and the notes (module doc)."""
+    output.table(options_table(result.rows, result.stats["model"]))
+    output.table(configs_table(result.rows))
+    for line in _unfit_lines(result.unfit, result.stats["model"]):
+        output.note(line)
+    for text in result.recommendations:
+        output.note(text)
+    by_source: dict = {}
+    for c in result.compute:
+        by_source.setdefault(c["source"], []).append(c["cluster"])
+    for source, clusters in by_source.items():
+        output.note(f"compute on {', '.join(clusters)}: {source}")
+    for line in _price_lines(result.rows):
+        output.note(line)
+    s = result.stats
+    cut = any(r["search_cut"] for r in result.rows) * "; * the search stopped at --max-configs: not proven best"
+    options = f"{s['num_options']} option" + ("s" if s["num_options"] > 1 else "")
+    output.note(f"{s['num_enumerated']:,} configurations on {options}: {s['num_fit']:,} fit in "
+                f"memory, {s['num_simulated']:,} simulated, {s['num_bounded']:,} skipped by a lower bound (the best "
+                f"is still the best of all); global batch {s['gbs']:,} x {s['seq']:,} tokens; {s['wall_s']:.1f} s{cut}")
+
+
+def _unfit_lines(unfit: list[dict], model: str) -> list[str]:
+    """One line per (GPU count, cluster) where nothing fits: its variations share the memory need."""
+    groups: dict = {}
+    for u in unfit:
+        groups.setdefault((u["gpus"], u["cluster"]), []).append(u)
+    lines = []
+    for (gpus, cluster), us in groups.items():
+        u, many = us[0], f" ({len(us)} options)" if len(us) > 1 else ""
+        head = f"{model} fits no configuration on {cluster} at {gpus:,} GPUs{many}"
+        if u["smallest_parallel"]:
+            lines.append(head + f": the smallest need found is {u['smallest_need_bytes'] / 1e9:.1f} GB per GPU of "
+                                f"{u['gpu_memory_bytes'] / 1e9:.0f} GB ({u['smallest_parallel']})")
+        else:
+            lines.append(head + ": no configuration divides it with this global batch")
+    return lines
+
+
+def _price_lines(rows: list[dict]) -> list[str]:
+    servers = {r["gpu"]: (r["server_price_per_gpu_usd"], r["server_price_source"]) for r in rows}
+    lines = [f"{gpu} servers at ${usd:,.0f} per GPU: {source}" for gpu, (usd, source) in servers.items()]
+    fabrics = {r["priced_fabric"]: r["network_prices_from"] for r in rows}
+    return lines + [f"{name} network (NICs, switch ports, cables): {where}" for name, where in fabrics.items()]

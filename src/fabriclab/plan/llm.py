@@ -1,0 +1,303 @@
+"""`fabriclab plan --model <LLM>`: which cluster, network and parallel configuration to train an LLM with.
+
+An *option* is a candidate cluster (a preset or a cluster file) with one choice of each variation asked
+for: NIC rate per GPU (`server.nic_bandwidth_Bps`), network (`rail` or `fat-tree`) and bisection. For every
+option and GPU count the plan searches the parallel configurations the frameworks allow
+(`plan/llm_space.py`): those that do not fit in the GPU's memory are dropped without a simulation, the rest
+are simulated (`plan/llm_eval.py`, the step `fabriclab whatif llm` simulates) in the order of a lower bound
+of their step time, until the bound reaches the best step found (so the best is the best of all; with
+`exhaustive` every fitting configuration is simulated) or `max_configs` simulations were spent (then the
+row says the search was cut). Every configuration of a plan has the same global batch and sequence, so the
+shortest step is the most tokens/s.
+
+Each option's best configuration is priced (`plan/llm_cost.py`: servers + network), the Pareto frontier
+of tokens/s against cost is marked over all options and GPU counts (`P`: no other row is as cheap and as
+fast, one of them strictly), and per GPU count a sentence recommends the lowest cost per token/s (with a
+budget: the fastest within it). Compute comes from the cluster's measured efficiency or an assumption,
+and every answer says which (`whatif.llm.run.efficiency_of`).
+
+Default global batch: about 16M tokens a step, `DEFAULT_TOKENS_PER_STEP` / seq rounded to a power of two
+sequences (Llama 3 405B on 16K H100s: 2,048 sequences of 8,192 tokens; Dubey et al. 2024, section 3.4.1).
+
+Try it: `fabriclab plan --model llama3-70b --gpus 1024 --clusters dgx-h100 --nic-rates 400Gbps,800Gbps`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+
+from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.plan.llm_cost import option_cost
+from fabriclab.plan.llm_eval import Evaluator
+from fabriclab.plan.llm_report import mark_pareto, recommend, short
+from fabriclab.plan.llm_space import enumerate_configs, fit_configs, memory_needs
+from fabriclab.plan.prices import load_prices
+from fabriclab.workload.transformer import list_llms, load_model
+
+DEFAULT_CLUSTERS = ("dgx-h100", "hgx-h200")  # the H100-class presets (H200: the same Hopper GPU)
+DEFAULT_TOKENS_PER_STEP = 1 << 24
+DEFAULT_MAX_CONFIGS = 1000
+MAX_LLM_GPUS = 131072  # the largest cluster the library model predicts (nccl/predict at scale)
+FABRICS = ("rail", "fat-tree")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlmPlanRequest:
+    """An LLM plan's question, lists split and quantities parsed (the CLI builds it)."""
+
+    model: str
+    """A built-in LLM (`list_llms()`) or a HuggingFace config.json."""
+    gpus: tuple[int, ...]
+    """GPU counts, each a multiple of every candidate's GPUs per server."""
+    clusters: tuple[tuple[str, ClusterModel], ...]
+    """(name as given, cluster) of each candidate."""
+    nic_rates_Bps: tuple[float, ...] = ()
+    """NIC line rates per GPU to try (bytes/s); empty: each cluster's own."""
+    fabrics: tuple[str, ...] = ()
+    """Networks to try: rail and/or fat-tree; empty: each cluster's own."""
+    bisections: tuple[Fraction, ...] = ()
+    """Bisections to try, in (0, 1]; empty: each cluster's own."""
+    gbs: int | None = None
+    """Global batch in sequences; None: DEFAULT_TOKENS_PER_STEP / seq as a power of two."""
+    seq: int | None = None
+    """Sequence length; None: the model's."""
+    precision: str = "bf16"
+    """bf16 or fp8 matrix math."""
+    max_configs: int = DEFAULT_MAX_CONFIGS
+    """Most configurations simulated per option and GPU count."""
+    exhaustive: bool = False
+    """Simulate every fitting configuration (no lower-bound cut): the full table, slower."""
+    budget_usd: float | None = None
+    """Most the cluster (servers + network) may cost: recommend the fastest within it."""
+    prices_path: str | None = None
+    """A price table (JSON); None: the shipped one plus `prices.py`'s server and 800G prices."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanOption:
+    """One candidate: a cluster with its variation applied."""
+
+    label: str
+    """Short name for tables: `dgx-h100 rail 400G` (bisection added when below 1)."""
+    name: str
+    """The cluster as the user named it."""
+    cluster: ClusterModel
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlmPlanResult:
+    """The plan's rows and what it took."""
+
+    rows: list
+    """One dict per (option, GPU count) with a configuration that fits: the best one, priced."""
+    configs: list
+    """Every simulated configuration (the full table)."""
+    unfit: list
+    """One dict per (option, GPU count) where nothing fits: the smallest memory need and its configuration."""
+    recommendations: list
+    """One sentence per GPU count."""
+    compute: list
+    """Per cluster: where its compute efficiency comes from."""
+    stats: dict = field(default_factory=dict)
+    """Counts (enumerated, fit, simulated, skipped by the bound) and wall time."""
+
+
+def names_llm(model: str) -> bool:
+    """True when `--model` names an LLM: a built-in, or a HuggingFace config.json (a file that is not a
+    fabriclab profile, or a folder holding config.json)."""
+    name = model.split(",")[0].strip()
+    path = Path(name)
+    if name in list_llms() or (path.is_dir() and (path / "config.json").is_file()):
+        return True
+    if not (name.endswith(".json") and path.is_file()):
+        return False
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False  # the profile reader says what is wrong with it
+    return isinstance(data, dict) and "grads" not in data  # a profile carries its gradients' ready times
+
+
+def check_model_names(models: str) -> None:
+    """A ValueError naming every kind of model when a name of `--model` is none of them."""
+    from fabriclab.workload.profile import V100_BATCH_S
+
+    for name in (m.strip() for m in models.split(",")):
+        if name and name not in V100_BATCH_S and not Path(name).exists():
+            raise ValueError(f"--model {name!r} is neither a built-in V100 profile ({', '.join(V100_BATCH_S)}), nor "
+                             f"an existing file, nor a built-in LLM ({', '.join(list_llms())})")
+
+
+def default_gbs(seq: int) -> int:
+    """About DEFAULT_TOKENS_PER_STEP tokens a step, a power of two sequences (module doc)."""
+    return 1 << max(0, round(math.log2(DEFAULT_TOKENS_PER_STEP / seq)))
+
+
+def _rate_label(rate_Bps: float) -> str:
+    return f"{rate_Bps * 8 / 1e9:g}G"
+
+
+def build_options(request: LlmPlanRequest) -> list[PlanOption]:
+    """Every cluster x NIC rate x network x bisection asked for (module doc), each once."""
+    bad = [f for f in request.fabrics if f not in FABRICS]
+    if bad:
+        raise ValueError(f"--fabrics {bad[0]!r}: with an LLM, --fabrics names the network between the servers: "
+                         f"{' or '.join(FABRICS)} (the NIC rate per GPU is --nic-rates, e.g. 400Gbps,800Gbps)")
+    if not request.clusters:
+        raise ValueError("give at least one cluster (--clusters dgx-h100,hgx-h200 or a cluster file)")
+    options, seen = [], set()
+    for name, base in request.clusters:
+        for rate in request.nic_rates_Bps or (base.server.nic_bandwidth_Bps,):
+            for fabric in request.fabrics or (base.network.fabric,):
+                for ratio in request.bisections or (Fraction(base.network.bisection).limit_denominator(64),):
+                    key = (name, rate, fabric, ratio)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    cluster = replace(base, server=replace(base.server, nic_bandwidth_Bps=rate),
+                                      network=replace(base.network, fabric=fabric, bisection=float(ratio)))
+                    label = f"{name} {fabric} {_rate_label(rate)}" + ("" if ratio == 1 else f" {ratio}")
+                    options.append(PlanOption(label=label, name=name, cluster=cluster))
+    return options
+
+
+def _check_gpus(request: LlmPlanRequest, options: list[PlanOption]) -> None:
+    if not request.gpus:
+        raise ValueError("give at least one GPU count, e.g. --gpus 1024")
+    if request.gpus[-1] > MAX_LLM_GPUS:
+        raise ValueError(f"--gpus {request.gpus[-1]}: at most {MAX_LLM_GPUS:,} GPUs")
+    for option in options:
+        g = option.cluster.server.gpus_per_server
+        bad = [n for n in request.gpus if n % g]
+        if bad:
+            raise ValueError(f"--gpus {bad[0]} is not a multiple of {g}: {option.name} has {g} GPUs per server "
+                             f"and a plan fills whole servers; give e.g. --gpus {max(g, bad[0] // g * g)}")
+
+
+def run_llm_plan(request: LlmPlanRequest, progress=None) -> LlmPlanResult:
+    """Search, price and rank every option (module doc); `progress(text)` is told what runs now."""
+    t0 = time.perf_counter()
+    spec = load_model(request.model)
+    seq = request.seq or spec.seq_length
+    gbs = request.gbs or default_gbs(seq)
+    options = build_options(request)
+    _check_gpus(request, options)
+    table, shipped = load_prices(request.prices_path), request.prices_path is None
+    memo: dict = {}  # communicator groups per parallel shape: the same on every cluster
+    evaluators = [Evaluator(spec, o.cluster, memo=memo) for o in options]
+    rows, configs, unfit, counts = [], [], [], {"enumerated": 0, "fit": 0, "simulated": 0, "bounded": 0}
+    for gpus in request.gpus:
+        enumerated: dict = {}  # per GPUs per server: the configurations and their memory (the same for all)
+        for option, ev in zip(options, evaluators):
+            g = option.cluster.server.gpus_per_server
+            if progress:
+                progress(f"{option.label}, {gpus:,} GPUs: memory and lower bounds of the configurations")
+            if g not in enumerated:
+                space = enumerate_configs(spec, gpus, g, gbs=gbs, seq=seq, precision=request.precision)
+                enumerated[g] = (space, memory_needs(spec, space))
+            fitted = fit_configs(*enumerated[g], ev.gpu.memory_bytes)
+            counts["enumerated"] += fitted.num_enumerated
+            counts["fit"] += len(fitted.configs)
+            where = {"option": option.label, "cluster": option.name, "gpus": gpus}
+            if not fitted.configs:
+                unfit.append({**where, **_smallest(fitted, ev)})
+                continue
+            found = search(ev, fitted.configs, request, lambda k, n: progress and progress(
+                f"{option.label}, {gpus:,} GPUs: configuration {k:,} of {n:,} that fit"))
+            counts["simulated"] += len(found["answers"])
+            counts["bounded"] += found["bounded"]
+            configs += [{**where, **_config_row(a, b)} for a, b in found["answers"]]
+            best = min(found["answers"], key=lambda ab: (ab[0].step_time_s, ab[0].memory.total_bytes))[0]
+            rows.append({**where, **_best_row(best, option, fitted, found),
+                         **option_cost(option.cluster, gpus, table, shipped=shipped)})
+    _no_rows(rows, unfit, spec.name)
+    for r in rows:
+        r["usd_per_token_per_s"] = r["cluster_usd"] / r["tokens_per_s"]
+    mark_pareto(rows)
+    stats = {**{f"num_{k}": v for k, v in counts.items()}, "num_options": len(options), "model": spec.name,
+             "gbs": gbs, "seq": seq, "wall_s": time.perf_counter() - t0}
+    return LlmPlanResult(rows=rows, configs=configs, unfit=unfit, stats=stats,
+                         compute=_compute(options, evaluators, request.precision),
+                         recommendations=recommend(rows, unfit, spec.name, request.budget_usd))
+
+
+def _compute(options: list[PlanOption], evaluators: list[Evaluator], precision: str) -> list[dict]:
+    """Per cluster: the compute efficiency the plan used and where it comes from."""
+    out: dict = {}
+    for option, ev in zip(options, evaluators):
+        e = ev.efficiency(precision)
+        out.setdefault(option.name, {"cluster": option.name, "source": e.source, "measured": e.measured,
+                                     "value": e.value})
+    return list(out.values())
+
+
+def search(ev: Evaluator, fitted: list, request: LlmPlanRequest, progress=None) -> dict:
+    """Simulate the fitting configurations by increasing compute bound; skip one whose tighter bound
+    (`Evaluator.lower_bound_s`) reaches the best step found, stop when the compute bound does (every one with
+    `request.exhaustive`); at most `request.max_configs` simulations. Returns the (answer, bound) pairs, how
+    many the bounds skipped and whether `max_configs` cut the search."""
+    cheap = [ev.compute_bound_s(par) for par, _ in fitted]
+    order = sorted(range(len(fitted)), key=lambda i: (cheap[i], i))
+    answers, best, bounded, cut = [], math.inf, 0, False
+    for k, i in enumerate(order):
+        if not request.exhaustive and cheap[i] >= best:
+            bounded += len(order) - k
+            break
+        bound = cheap[i] if request.exhaustive else ev.lower_bound_s(fitted[i][0])
+        if not request.exhaustive and bound >= best:
+            bounded += 1
+            continue
+        if len(answers) >= request.max_configs:
+            cut = True
+            break
+        answer = ev.simulate(*fitted[i])
+        answers.append((answer, bound))
+        best = min(best, answer.step_time_s)
+        if progress:
+            progress(k + 1, len(order))
+    return {"answers": answers, "bounded": bounded, "cut": cut}
+
+
+def _config_row(answer, bound_s: float) -> dict:
+    p = answer.par
+    return {"parallel": short(p), "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "dp": p.dp,
+            "mbs": p.mbs, "zero": p.zero, "recompute": p.recompute, "step_time_s": answer.step_time_s,
+            "tokens_per_s": answer.tokens_per_s, "mfu": answer.mfu, "memory_per_gpu_bytes": answer.memory.total_bytes,
+            "lower_bound_s": bound_s}
+
+
+def _best_row(answer, option: PlanOption, fitted, found: dict) -> dict:
+    c = option.cluster
+    return {**_config_row(answer, math.nan), "description": answer.par.describe(), "gpu": answer.gpu_name,
+            "gbs": answer.par.gbs, "seq": answer.par.seq, "precision": answer.par.precision,
+            "fabric": c.network.fabric, "nic_Gbps": c.server.nic_bandwidth_Bps * 8 / 1e9,
+            "bisection": c.network.bisection, "split_s": answer.result.split_s,
+            "efficiency": answer.efficiency.value, "efficiency_source": answer.efficiency.source,
+            "efficiency_measured": answer.efficiency.measured, "num_enumerated": fitted.num_enumerated,
+            "num_fit": len(fitted.configs), "num_simulated": len(found["answers"]),
+            "num_bounded": found["bounded"], "search_cut": found["cut"]}
+
+
+def _smallest(fitted, ev: Evaluator) -> dict:
+    need, par = fitted.smallest if fitted.smallest else (math.nan, None)
+    return {"num_enumerated": fitted.num_enumerated, "smallest_need_bytes": need,
+            "gpu_memory_bytes": ev.gpu.memory_bytes, "smallest_parallel": None if par is None else par.describe()}
+
+
+def _no_rows(rows: list, unfit: list, model: str) -> None:
+    if rows:
+        return
+    if not any(u["smallest_parallel"] for u in unfit):
+        raise ValueError(f"{model}: no parallel configuration divides these GPU counts with this global batch: "
+                         f"give GPU counts that are powers of two times the GPUs per server, or another --gbs")
+    u = min((u for u in unfit if u["smallest_parallel"]),
+            key=lambda u: u["smallest_need_bytes"] / u["gpu_memory_bytes"])
+    raise ValueError(f"{model} fits no configuration on any option: the smallest need found is "
+                     f"{u['smallest_need_bytes'] / 1e9:.1f} GB per GPU of {u['gpu_memory_bytes'] / 1e9:.0f} GB "
+                     f"({u['smallest_parallel']}, {u['option']}, {u['gpus']:,} GPUs): give more GPUs, a shorter "
+                     f"--seq or a smaller --gbs")

@@ -1,0 +1,75 @@
+"""The LLM plan's judgement: the Pareto frontier of tokens/s against cost, and one recommendation per GPU count.
+
+A row (an option's best configuration at a GPU count) is on the frontier when no other row of the plan,
+at any GPU count, costs as little or less and trains as fast or faster, one of the two strictly: buying
+more GPUs is one of the choices. Per GPU count the recommendation is the row with the lowest cost per
+token/s (cluster cost / tokens/s; ties to the faster), and the fastest row when it is another; with a
+budget, the fastest row within it. Every sentence carries the compute assumption when there is one.
+
+Try it: `fabriclab plan --model llama3-8b --gpus 64,128 --clusters dgx-h100 --nic-rates 400Gbps,800Gbps`.
+"""
+
+from __future__ import annotations
+
+
+def short(par) -> str:
+    """A configuration in a table cell: `TP8 PP16 VP2 CP2 EP8 DP64 mbs1 Z1 sel`."""
+    parts = [f"TP{par.tp}", f"PP{par.pp}"] + ([f"VP{par.vp}"] if par.vp > 1 else [])
+    parts += ([f"CP{par.cp}"] if par.cp > 1 else []) + ([f"EP{par.ep}"] if par.ep > 1 else [])
+    recompute = {"none": "", "selective": " sel", "full": " full"}[par.recompute]
+    return " ".join(parts) + f" DP{par.dp} mbs{par.mbs} Z{par.zero}{recompute}"
+
+
+def mark_pareto(rows: list[dict]) -> None:
+    """Set `pareto` on each row (module doc)."""
+    for a in rows:
+        a["pareto"] = not any(
+            b is not a and b["cluster_usd"] <= a["cluster_usd"] and b["tokens_per_s"] >= a["tokens_per_s"]
+            and (b["cluster_usd"] < a["cluster_usd"] or b["tokens_per_s"] > a["tokens_per_s"]) for b in rows)
+
+
+def _money(usd: float) -> str:
+    return f"${usd / 1e6:,.2f}M" if usd >= 1e6 else f"${usd:,.0f}"
+
+
+def describe(row: dict) -> str:
+    """`dgx-h100 rail 400G with TP8 PP16 DP128 mbs1 Z1: 2,090,000 tokens/s, MFU 36.1%, $701.0M`."""
+    return (f"{row['option']} with {row['parallel']}: {row['tokens_per_s']:,.0f} tokens/s, MFU {row['mfu']:.1%}, "
+            f"{_money(row['cluster_usd'])} (${row['usd_per_token_per_s']:,.1f} per token/s)")
+
+
+def _assumed(rows: list[dict]) -> str:
+    if all(r["efficiency_measured"] for r in rows):
+        return ""
+    return (f" [compute assumed at {rows[0]['efficiency']:.0%} of peak, not measured: tokens/s scale with it]"
+            if len({r["efficiency"] for r in rows}) == 1 else " [compute partly assumed, not measured]")
+
+
+def recommend(rows: list[dict], unfit: list[dict], model: str, budget_usd: float | None) -> list[str]:
+    """One sentence per GPU count (module doc), in the order of the GPU counts."""
+    out = []
+    for gpus in sorted({*(r["gpus"] for r in rows), *(u["gpus"] for u in unfit)}):
+        group = [r for r in rows if r["gpus"] == gpus]
+        head = f"{model} at {gpus:,} GPUs: "
+        if not group:
+            out.append(head + "fits on no option (see the memory notes)")
+            continue
+        cheapest = min(group, key=lambda r: (r["usd_per_token_per_s"], -r["tokens_per_s"]))
+        fastest = max(group, key=lambda r: (r["tokens_per_s"], -r["cluster_usd"]))
+        if budget_usd is not None:
+            within = [r for r in group if r["cluster_usd"] <= budget_usd]
+            if within:
+                pick = max(within, key=lambda r: (r["tokens_per_s"], -r["cluster_usd"]))
+                text = f"the fastest within {_money(budget_usd)} is {describe(pick)}"
+            else:
+                pick = min(group, key=lambda r: r["cluster_usd"])
+                text = f"no option fits {_money(budget_usd)}; the cheapest is {describe(pick)}"
+        else:
+            text = f"the lowest cost per token/s is {describe(cheapest)}"
+            if fastest is not cheapest:
+                more = fastest["tokens_per_s"] / cheapest["tokens_per_s"] - 1
+                cost = fastest["cluster_usd"] / cheapest["cluster_usd"] - 1
+                text += (f"; the fastest is {fastest['option']} with {fastest['parallel']} "
+                         f"({more:+.1%} tokens/s for {cost:+.1%} cost)")
+        out.append(head + text + _assumed(group))
+    return out

@@ -1,0 +1,129 @@
+"""The parallel configurations an LLM plan searches, as Megatron-LM / NeMo allow them, pruned by memory.
+
+For a model on N GPUs in servers of g GPUs (`enumerate_configs`):
+
+* TP in {1, 2, 4, 8}, at most g (tensor parallelism stays on NVLink), dividing the attention heads and the
+  key/value heads (Megatron's query groups);
+* CP in {1, 2, 4, 8} for long sequences: each rank keeps at least `MIN_TOKENS_PER_CP_RANK` tokens and the
+  sequence splits into 2 x CP equal chunks (Megatron's load-balanced causal split);
+* PP in 1 .. 32 dividing N / (TP x CP), with at least `MIN_LAYERS_PER_STAGE` layers per stage; an uneven
+  split (126 layers on 16 stages, as Llama 3 405B was trained) is costed as it falls;
+* VP (interleaved 1F1B) in 2 .. 8 only when PP > 1, the layers divide into PP x VP whole chunks and the
+  micro-batches per pipeline are a multiple of PP (Megatron's conditions);
+* EP for MoE models: a divisor of the experts (at most `MAX_EP`) that divides DP x CP; 1 for dense models;
+* MBS in {1, 2, 4} with the global batch a multiple of MBS x DP;
+* ZeRO-1 (Megatron's distributed optimizer), and ZeRO-3 (FSDP) too when PP = 1 and the model has at most
+  `ZERO3_MAX_PARAMS` parameters;
+* recomputation none, selective or full; sequence parallelism whenever TP > 1.
+
+`fit_configs` keeps the configurations whose most loaded GPU fits the GPU's memory
+(`memory_needs`: `workload.memory.memory_per_gpu`, computed once for all clusters), and remembers the
+smallest need it saw for the message when none fits: memory costs ~0.2 ms a configuration, a simulation
+~50 x more, so nothing that does not fit is simulated.
+
+Try it: `python -c "from fabriclab.plan.llm_space import enumerate_configs; from fabriclab.workload.transformer
+import load_model; print(len(enumerate_configs(load_model('llama3-70b'), 1024, 8, gbs=1024, seq=8192)))"`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabriclab.workload.memory import memory_per_gpu
+from fabriclab.workload.parallel import ParallelConfig
+from fabriclab.workload.transformer import TransformerSpec
+
+TP_CHOICES = (1, 2, 4, 8)
+CP_CHOICES = (1, 2, 4, 8)
+MAX_PP = 32
+VP_CHOICES = (2, 3, 4, 6, 8)
+MBS_CHOICES = (1, 2, 4)
+RECOMPUTE_CHOICES = ("none", "selective", "full")
+# A context-parallel rank keeps at least this many tokens: below it the ring's per-step exchange is too small
+# to hide behind the attention core (Megatron-LM's CP guide recommends CP for sequences of 8K and more).
+MIN_TOKENS_PER_CP_RANK = 2048
+MIN_LAYERS_PER_STAGE = 2   # a stage of one layer is all embedding/output imbalance; no framework default
+MAX_EP = 64                # DeepSeek-V3 trained with EP 64 (DeepSeek-AI 2024, section 3.2)
+# FSDP (ZeRO-3) without pipelining is the usual way to train models up to ~70B (Llama 2 70B, torchtitan's
+# Llama 3 70B recipes); larger models shard their layers with PP instead.
+ZERO3_MAX_PARAMS = 80e9
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The configurations that fit in memory, with their memory, and the smallest need of the others."""
+
+    configs: list
+    """(ParallelConfig, MemoryBreakdown) of those that fit, in enumeration order."""
+    num_enumerated: int
+    """Configurations the frameworks allow."""
+    smallest: tuple | None
+    """(bytes per GPU, ParallelConfig) of the configuration needing the least memory, fitting or not."""
+
+
+def _divisors(n: int, most: int) -> list[int]:
+    return [d for d in range(1, min(n, most) + 1) if n % d == 0]
+
+
+def _shapes(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, seq: int):
+    """(tp, cp, pp) the model, the sequence and the servers allow."""
+    for tp in TP_CHOICES:
+        if tp > gpus_per_server or spec.num_heads % tp or spec.num_kv_heads % tp:
+            continue
+        for cp in CP_CHOICES:
+            if seq % (2 * cp if cp > 1 else 1) or seq // cp < min(seq, MIN_TOKENS_PER_CP_RANK):
+                continue
+            if num_gpus % (tp * cp):
+                continue
+            for pp in _divisors(num_gpus // (tp * cp), MAX_PP):
+                if pp == 1 or spec.num_layers >= MIN_LAYERS_PER_STAGE * pp:
+                    yield tp, cp, pp
+
+
+def _vps(spec: TransformerSpec, pp: int) -> list[int]:
+    if pp == 1:
+        return [1]
+    return [1] + [v for v in VP_CHOICES if spec.num_layers % (pp * v) == 0]
+
+
+def _eps(spec: TransformerSpec, dpcp: int) -> list[int]:
+    if not spec.is_moe:
+        return [1]
+    return [e for e in _divisors(spec.num_experts, MAX_EP) if dpcp % e == 0]
+
+
+def enumerate_configs(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, *, gbs: int, seq: int,
+                      precision: str = "bf16") -> list[ParallelConfig]:
+    """Every configuration of the module doc for `spec` on `num_gpus` GPUs (validated by ParallelConfig)."""
+    out = []
+    small = spec.num_params() <= ZERO3_MAX_PARAMS
+    for tp, cp, pp in _shapes(spec, num_gpus, gpus_per_server, seq):
+        dp = num_gpus // (tp * cp * pp)
+        for mbs in MBS_CHOICES:
+            if gbs % (mbs * dp):
+                continue
+            micro = gbs // (mbs * dp)
+            for vp in _vps(spec, pp):
+                if vp > 1 and micro % pp:
+                    continue
+                for ep in _eps(spec, dp * cp):
+                    for zero in ((1, 3) if pp == 1 and small and dp * cp > 1 else (1,)):
+                        for recompute in RECOMPUTE_CHOICES:
+                            out.append(ParallelConfig(
+                                num_gpus=num_gpus, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, mbs=mbs, gbs=gbs, seq=seq,
+                                sequence_parallel=tp > 1, zero=zero, recompute=recompute, precision=precision))
+    return out
+
+
+def memory_needs(spec: TransformerSpec, configs: list[ParallelConfig]) -> list:
+    """The memory of each configuration's most loaded GPU (`MemoryBreakdown`): the same on every cluster."""
+    return [memory_per_gpu(spec, par) for par in configs]
+
+
+def fit_configs(configs: list[ParallelConfig], needs: list, gpu_memory_bytes: float) -> Fitted:
+    """The configurations whose most loaded GPU needs at most `gpu_memory_bytes` (module doc); `needs` are
+    their `memory_needs`."""
+    fits = [(par, need) for par, need in zip(configs, needs) if need.total_bytes <= gpu_memory_bytes]
+    smallest = min(zip(configs, needs), key=lambda pn: pn[1].total_bytes, default=None)
+    return Fitted(configs=fits, num_enumerated=len(configs),
+                  smallest=None if smallest is None else (smallest[1].total_bytes, smallest[0]))
