@@ -11,7 +11,7 @@ import pytest
 from fabriclab.fabric.presets import cluster_preset
 from fabriclab.plan.llm import LlmPlanRequest, build_options, default_gbs, names_llm, run_llm_plan
 from fabriclab.plan.llm_cost import option_cost
-from fabriclab.plan.llm_eval import Evaluator, vector_groups
+from fabriclab.plan.llm_eval import Evaluator
 from fabriclab.plan.llm_space import enumerate_configs, fit_configs, memory_needs
 from fabriclab.plan.prices import EXTRA_FABRIC_PRICES, SERVER_PRICE_PER_GPU, load_prices
 from fabriclab.whatif.llm.run import simulate_llm
@@ -104,15 +104,6 @@ def test_the_evaluator_answers_what_simulate_llm_answers_and_its_bounds_hold():
             assert ours.mfu == pytest.approx(ref.mfu, rel=1e-12)
             assert ev.compute_bound_s(par) <= ev.lower_bound_s(par) * (1 + 1e-12)
             assert ev.lower_bound_s(par) <= ours.step_time_s * (1 + 1e-9)
-
-
-@pytest.mark.parametrize("kw", [dict(num_gpus=24, tp=2, pp=3), dict(num_gpus=64, tp=2, pp=2, cp=2, ep=4),
-                                dict(num_gpus=48, tp=4, cp=3, order="dp-tp-cp-pp"),
-                                dict(num_gpus=32, tp=1, pp=4, cp=2, ep=2, order="cp-tp-pp-dp")])
-def test_vector_groups_are_the_groups_rank_by_rank(kw):
-    par = ParallelConfig(gbs=48, seq=48, **kw)
-    for communicator in ("tp", "cp", "ep", "dp", "pp"):
-        assert vector_groups(par, communicator) == par.groups(communicator)
 
 
 def test_the_bounded_search_finds_the_exhaustive_best():

@@ -4,9 +4,8 @@
 does (the same `StepModel`, schedule and accounting: `tests/plan/test_plan_llm.py` checks the step times
 agree), with three savings that matter at 16,384 GPUs:
 
-* **Groups by array sort.** `ParallelConfig.groups` builds every communicator's groups rank by rank in
-  Python (~60 ms per communicator at 16,384 GPUs, five per configuration); `FastGroups` returns the same
-  groups from one numpy lexsort (`vector_groups`, checked against `groups` in the tests).
+* **Groups once per shape.** `FastGroups` keeps `ParallelConfig`'s coordinates and communicator groups
+  (one numpy sort each) per parallel shape, which the configurations of one shape share.
 * **One `CommModel` per parallel shape.** A collective's time depends on the cluster, the communicator's
   group shape and the size only, so configurations with the same (TP, CP, PP, DP, EP) share one model and
   its cache of library predictions (`nccl.predict.collective_times`, ~1.5 ms each).
@@ -39,20 +38,6 @@ from fabriclab.workload.parallel import COMMUNICATORS, DIMENSIONS, ParallelConfi
 from fabriclab.workload.transformer import TransformerSpec
 
 
-def vector_groups(par: ParallelConfig, communicator: str) -> list[list[int]]:
-    """`par.groups(communicator)` computed with one lexsort instead of a loop over the ranks."""
-    coords = par.coordinates()
-    if communicator == "ep":
-        plane = coords["dp"] * par.cp + coords["cp"]
-        keys, within, size = [coords["tp"], coords["pp"], plane // par.ep], plane % par.ep, par.ep
-    else:
-        keys = [coords[d] for d in DIMENSIONS if d != communicator]
-        within, size = coords[communicator], par.group_size(communicator)
-    ranks = np.arange(par.num_gpus)
-    order = np.lexsort((ranks, within, *reversed(keys)))  # by key, then position in the group, then rank
-    return ranks[order].reshape(-1, size).tolist()
-
-
 @dataclass(frozen=True, kw_only=True)
 class FastGroups(ParallelConfig):
     """A ParallelConfig whose `coordinates` and `groups` (the same values, in the same order) are computed by
@@ -75,7 +60,7 @@ class FastGroups(ParallelConfig):
             return super().groups(communicator)  # its error message for an unknown communicator
         key = (communicator, *self._shape())
         if key not in self.memo:
-            self.memo[key] = vector_groups(self, communicator)
+            self.memo[key] = super().groups(communicator)
         return self.memo[key]
 
 
@@ -113,9 +98,8 @@ class Evaluator:
     def model(self, par: ParallelConfig) -> StepModel:
         """The StepModel of `par` (what `simulate_llm` builds) with the shared CommModel of its shape."""
         par = fast(par, self._memo)
-        model = build_model(self.spec, par, self.cluster, self.efficiency(par.precision).value, self.options)
-        model.comm = self.comm(par)  # the same shapes: share its cache of collective times
-        return model
+        return build_model(self.spec, par, self.cluster, self.efficiency(par.precision).value, self.options,
+                           comm=self.comm(par))  # the same shapes: share its cache of collective times
 
     def compute_bound_s(self, par: ParallelConfig) -> float:
         """A cheaper, looser bound than `lower_bound_s` (~20 x faster): compute only, no StepModel."""

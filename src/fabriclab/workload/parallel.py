@@ -137,20 +137,20 @@ class ParallelConfig:
         inner); `dp` is the gradient communicator of the dense parameters (dp ranks of one cp index)."""
         if communicator not in COMMUNICATORS:
             raise ValueError(f"communicator {communicator!r}: one of {', '.join(COMMUNICATORS)}")
+        keys, within, size = self._group_keys(communicator)
+        ranks = np.arange(self.num_gpus)
+        order = np.lexsort((ranks, within, *reversed(keys)))  # by group key, then position in the group
+        return ranks[order].reshape(-1, size).tolist()
+
+    def _group_keys(self, communicator: str) -> tuple[list[np.ndarray], np.ndarray, int]:
+        """(keys that name a rank's group, its position inside the group, the group size), per rank."""
         coords = self.coordinates()
         if communicator == "ep":
             # the (dp, cp) plane flattened with cp inner, cut into runs of ep
             plane = coords["dp"] * self.cp + coords["cp"]
-            key = np.stack([coords["tp"], coords["pp"], plane // self.ep], axis=1)
-            within = plane % self.ep
-        else:
-            others = [d for d in DIMENSIONS if d != communicator]
-            key = np.stack([coords[d] for d in others], axis=1)
-            within = coords[communicator]
-        groups: dict[tuple, list[tuple[int, int]]] = {}
-        for rank, (k, w) in enumerate(zip(map(tuple, key), within)):
-            groups.setdefault(k, []).append((int(w), rank))
-        return [[r for _, r in sorted(members)] for _, members in sorted(groups.items())]
+            return [coords["tp"], coords["pp"], plane // self.ep], plane % self.ep, self.ep
+        others = [d for d in DIMENSIONS if d != communicator]
+        return [coords[d] for d in others], coords[communicator], self.group_size(communicator)
 
     def group_size(self, communicator: str) -> int:
         return {"tp": self.tp, "cp": self.cp, "ep": self.ep, "dp": self.dp, "pp": self.pp}[communicator]

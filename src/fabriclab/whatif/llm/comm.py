@@ -53,7 +53,11 @@ class GroupShape:
 def group_shape(par: ParallelConfig, communicator: str, gpus_per_server: int) -> GroupShape:
     """The shape of a communicator's first group (every group has the same shape under the frameworks'
     placements: groups differ by a rank offset that moves whole strides)."""
-    group = np.asarray(par.groups(communicator)[0])
+    return _shape(np.asarray(par.groups(communicator)[0]), gpus_per_server)
+
+
+def _shape(group: np.ndarray, gpus_per_server: int) -> GroupShape:
+    """The shape of one group of global ranks."""
     servers, counts = np.unique(group // gpus_per_server, return_counts=True)
     return GroupShape(int(group.size), int(servers.size), int(counts.max()))
 
@@ -124,10 +128,7 @@ class CommModel:
 
 def _merged_shape(par: ParallelConfig, g: int) -> GroupShape:
     coords = par.coordinates()
-    mask = (coords["tp"] == 0) & (coords["pp"] == 0)
-    group = np.flatnonzero(mask)
-    servers, counts = np.unique(group // g, return_counts=True)
-    return GroupShape(int(group.size), int(servers.size), int(counts.max()))
+    return _shape(np.flatnonzero((coords["tp"] == 0) & (coords["pp"] == 0)), g)
 
 
 def _expert_dp_shape(par: ParallelConfig, g: int) -> GroupShape:
@@ -135,7 +136,4 @@ def _expert_dp_shape(par: ParallelConfig, g: int) -> GroupShape:
     (the same position in their EP group), (dp x cp) / ep of them."""
     coords = par.coordinates()
     plane = coords["dp"] * par.cp + coords["cp"]
-    mask = (coords["tp"] == 0) & (coords["pp"] == 0) & (plane % par.ep == 0)
-    group = np.flatnonzero(mask)
-    servers, counts = np.unique(group // g, return_counts=True)
-    return GroupShape(int(group.size), int(servers.size), int(counts.max()))
+    return _shape(np.flatnonzero((coords["tp"] == 0) & (coords["pp"] == 0) & (plane % par.ep == 0)), g)

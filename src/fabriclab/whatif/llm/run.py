@@ -90,10 +90,11 @@ def efficiency_of(cluster: ClusterModel, precision: str, override: float | None 
 
 
 def build_model(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, efficiency: float,
-                options: StepOptions = StepOptions()) -> StepModel:
+                options: StepOptions = StepOptions(), *, comm=None) -> StepModel:
+    """The step model; `comm`: a CommModel of the same cluster and parallel shape to share (its cache)."""
     gpu = cluster_gpu(cluster)
     rate = roofline(gpu.peak_flops, par.precision, efficiency)
-    return StepModel(spec, par, cluster, rate, options, memory_bandwidth_Bps=gpu.memory_bandwidth_Bps)
+    return StepModel(spec, par, cluster, rate, options, memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, comm=comm)
 
 
 def simulate_llm(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, *,

@@ -91,9 +91,10 @@ class StepModel:
     """The costs of one (model, parallel configuration, cluster, roofline); `run()` simulates the step."""
 
     def __init__(self, spec: TransformerSpec, par: ParallelConfig, cluster, rate: Roofline,
-                 options: StepOptions = StepOptions(), *, memory_bandwidth_Bps: float) -> None:
+                 options: StepOptions = StepOptions(), *, memory_bandwidth_Bps: float,
+                 comm: CommModel | None = None) -> None:
         self.spec, self.par, self.rate, self.options = spec, par, rate, options
-        self.comm = CommModel(cluster, par)
+        self.comm = comm if comm is not None else CommModel(cluster, par)
         self.chunks = chunk_flops(spec, par)
         self.memory_bandwidth_Bps = memory_bandwidth_Bps
         self.tokens = par.mbs * par.seq / par.cp
