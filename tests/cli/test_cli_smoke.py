@@ -48,6 +48,7 @@ RUNS: list[tuple[str, list[str]]] = [
     ("data make", ["--out", "{tmp}/shards", "--shards", "2", "--images", "4"]),
     ("bench sim", ["--cases", "ring-256"]),
     ("bench whatif", []),
+    ("bench llm-step", ["--repeats", "1"]),
     ("bench overhead", ["--model", "googlenet", "--image-size", "32", "--batch-size", "2", "--steps", "2",
                         "--warmup", "1", "--rounds", "1"]),
     ("results list", []),

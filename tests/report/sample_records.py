@@ -140,11 +140,29 @@ def _plan():
                        {"rows": rows, "recommendations": [{"row": rows[4], "text": text}], "skipped": [], "stats": {}})
 
 
+def _llm():
+    split = {"compute": 1.9, "tp": 0.13, "cp": 0.0, "ep": 0.0, "pp": 0.02, "dp": 0.001, "optimizer": 0.001,
+             "bubble": 0.4}
+    step = sum(split.values())
+    trace = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": t, "args": {"name": n}}
+             for t, n in enumerate(("compute", "tp", "dp"))]
+    trace += [{"name": f"F mb {i}", "ph": "X", "pid": 0, "tid": i % 3, "ts": 1e5 * i, "dur": 9e4} for i in range(12)]
+    comm = [{"communicator": "tp", "collective": "allgather", "size_bytes": 6.7e7, "calls_per_step": 512.0,
+             "time_s": 1.3e-4, "group": "2 GPUs in one server", "group_size": 2, "algorithm": "ring/Simple"}]
+    links = [{"link": "s0.nic0->leaf0", "kind": "NIC-leaf", "bandwidth_Bps": 5e10, "bytes_per_step": 1.5e10,
+              "busy_s": 0.3, "share_of_step": 0.3 / step, "num_as_busy": 32, "by": {"dpcp": 1.5e10}}]
+    results = {"model": "llama3-8b", "parallel": "TP2 PP2 CP1 DP4", "num_gpus": 16, "cluster": "dgx-h100",
+               "gpu": "H100", "step_time_s": step, "tokens_per_s": 65536 / step, "mfu": 0.45, "efficiency": 0.5,
+               "efficiency_source": "not measured: 50% of peak assumed", "split_s": split, "communicators": comm,
+               "busiest_links": links, "trace": trace}
+    return make_record("whatif.llm", {"model": "llama3-8b", "gpus": 16}, results)
+
+
 def sample_records() -> list[dict]:
     """One or more records of every kind the report has a section for, plus one it has none for."""
     return [_fatness(), _whatif(), _whatif("whatif.reproduce"), _fabrics(), _train(2), _train(4), _modes(),
             _stencil("stencil.scale"), _stencil("stencil.simulate"), _stencil_run(), _validate(), collectives_check(),
-            _published(), _plan(), make_record("collectives.bench", {"algos": ["ring"]}, [{"size_bytes": 1024, "busbw_GBps": 0.1}])]
+            _published(), _plan(), _llm(), make_record("collectives.bench", {"algos": ["ring"]}, [{"size_bytes": 1024, "busbw_GBps": 0.1}])]
 
 
 def as_stored(records: list[dict]) -> list[Stored]:

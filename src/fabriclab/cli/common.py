@@ -55,8 +55,8 @@ FormatOption = Annotated[
 StoreOption = Annotated[
     Optional[Path],
     typer.Option("--store", metavar="PATH",
-                 help="Results store (SQLite) this run's record is added to (default: $FABRICLAB_STORE, "
-                      "else ~/.local/share/fabriclab/results.db)."),
+                 help="Results store (SQLite) this run's record is added to, or `off` (default: "
+                      "$FABRICLAB_STORE, else ~/.local/share/fabriclab/results.db)."),
 ]
 STDOUT = Path("-")
 
@@ -132,8 +132,11 @@ def _record_json(record: dict) -> str:
 
 
 def _store_path(store: Path | None) -> Path | None:
-    """The store this run's record goes to, or None when the store is off (FABRICLAB_STORE=off)."""
+    """The store this run's record goes to, or None when the store is off (`--store off` or
+    FABRICLAB_STORE=off; a store file named `off` is `--store ./off`)."""
     if store is None and os.environ.get("FABRICLAB_STORE", "").strip() == "off":
+        return None
+    if store is not None and str(store) == "off":
         return None
     from fabriclab.report.store import resolve_store_path
 

@@ -114,10 +114,12 @@ def register(app: typer.Typer) -> None:
         answer = simulate_llm(job.spec, job.par, the_cluster, **kwargs)
         print_answer(out, answer)
         sweep = _sweep(out, job, the_cluster, _rates(bandwidth), kwargs) if bandwidth else []
-        _write_files(out, answer, trace, chakra)
+        links = print_links(out, answer)
+        events = _write_files(out, answer, trace, chakra)
         out.record("whatif.llm", {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap},
                    {**answer.summary(), "split_s": answer.result.split_s, "communicators": answer.result.comm,
-                    "memory": answer.memory.rows(), "bandwidth_sweep": sweep},
+                    "memory": answer.memory.rows(), "bandwidth_sweep": sweep, "busiest_links": links,
+                    "trace": events},
                    top={"step_time_s": answer.step_time_s, "tokens_per_s": answer.tokens_per_s, "mfu": answer.mfu})
 
 
@@ -140,11 +142,35 @@ def _rates(text: str) -> list[float]:
     return [parse_bandwidth(t) for t in split_list(text, "--bandwidth")]
 
 
-def _write_files(out: Output, answer, trace: Path | None, chakra: Path | None) -> None:
+def print_links(out: Output, answer) -> list[dict]:
+    """The busiest link of each kind (whatif/llm/links.py); returns them as record rows."""
+    from dataclasses import asdict
+
+    from fabriclab.whatif.llm.links import busiest_links
+
+    loads = busiest_links(answer)
+    if not loads:
+        return []
+    table = Table(title="busiest links (one step, every group at once)", title_justify="left")
+    for col in ("kind", "link", "Gb/s", "GB/step", "busy s", "of step", "links", "by"):
+        table.add_column(col, justify="left" if col in ("kind", "link", "by") else "right")
+    for x in loads:
+        by = ",".join(c for c, b in sorted(x.by.items(), key=lambda kv: -kv[1]) if b >= 0.1 * x.bytes_per_step)
+        table.add_row(x.kind, x.link, f"{x.bandwidth_Bps * 8 / 1e9:.4g}", f"{x.bytes_per_step / 1e9:.4g}",
+                      f"{x.busy_s:.4g}", f"{x.share_of_step:.1%}", f"{x.num_as_busy:,}", by)
+    out.table(table)
+    _note(out, "busy s: the link's bytes over its rate; of step: busy s / step time; links: how many links of "
+               "its kind run as busy; by: communicators with 10% or more of its bytes")
+    return [asdict(x) for x in loads]
+
+
+def _write_files(out: Output, answer, trace: Path | None, chakra: Path | None) -> list | None:
+    """Write the trace and the Chakra files asked for; the trace's events (for the record) or None."""
+    events = None
     if trace is not None:
         from fabriclab.whatif.llm.trace import write_trace
 
-        write_trace(answer, trace)
+        events = write_trace(answer, trace)["traceEvents"]
         _note(out, f"trace: {trace} (open in ui.perfetto.dev or chrome://tracing)")
     if chakra is not None:
         from fabriclab.whatif.llm.export import stage_graphs
@@ -152,3 +178,4 @@ def _write_files(out: Output, answer, trace: Path | None, chakra: Path | None) -
 
         paths = write_et(stage_graphs(answer), chakra)
         _note(out, f"Chakra ET: {len(paths)} files {paths[0].parent}/{paths[0].name.rsplit('.', 2)[0]}.<rank>.et")
+    return events

@@ -113,7 +113,8 @@ def test_exports_one_graph_per_stage_and_a_trace(tmp_path):
     busy = sum(c.total_s for (st, _, _), c in a.result.passes.items() if st == s) * a.par.num_microbatches
     compute_ops = [op for op in graphs[s].ops if op.stream == "compute"]
     assert sum(op.duration_s for op in compute_ops if op.collective not in ("send", "recv")) == pytest.approx(busy)
-    trace = json.loads(write_trace(a, tmp_path / "t.json").read_text())
+    trace = write_trace(a, tmp_path / "t.json")
+    assert json.loads((tmp_path / "t.json").read_text()) == trace
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert {"compute", "tp", "dp"} <= names
     spans = [e for e in trace["traceEvents"] if e.get("tid") == 0 and e["ph"] == "X"]

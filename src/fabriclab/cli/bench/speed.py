@@ -10,6 +10,7 @@ Try it: `fabriclab bench cli`.
 from __future__ import annotations
 
 import os
+import textwrap
 from typing import Optional
 
 import typer
@@ -219,10 +220,41 @@ def plan_llm_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: 
         raise typer.Exit(EXIT_FAILED)
 
 
+@user_errors
+def llm_step_cmd(repeats: int = typer.Option(3, min=1, max=20, help="Runs of each, alternating."),
+                 fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
+    """Time and memory of one simulated Llama 3 405B step on 16,384 GPUs (whole processes), beside the same
+    step replayed op by op from its exported rank graphs, and at 1,024 GPUs."""
+    from fabriclab.bench.speed.llm_step import LLM_STEP_BUDGET_S, run
+
+    out = Output(fmt, json_path, store)
+    r = run(repeats=repeats, progress=out.note)
+    table = Table(title=f"one simulated step: {r['model']}, TP8 PP16 seq 8192 (medians of {r['repeats']} processes)")
+    for col in ("run", "GPUs", "wall (s)", "peak MB", "step (s)", "detail"):
+        table.add_column(col, justify="left" if col in ("run", "detail") else "right")
+    names = {"ours": "fabriclab", "peer": "trace replay", "small": "fabriclab"}
+    for x in r["rows"]:
+        table.add_row(names[x["run"]], f"{x['gpus']:,}", f"{x['wall_s']:.2f}", f"{x['max_rss_bytes'] / 1e6:.0f}",
+                      f"{x['step_time_s']:.4g}", x["detail"])
+    out.table(table)
+    ours = r["rows"][0]
+    ok = ours["wall_s"] < LLM_STEP_BUDGET_S
+    for text in (f"trace replay / fabriclab wall time: {r['peer_over_ours']:.2f}x; 16,384 / 1,024 GPUs: "
+                 f"{r['growth_16k_over_1k']:.2f}x; budget {LLM_STEP_BUDGET_S:g} s for the 16,384-GPU step: "
+                 f"{'met' if ok else 'MISSED'}",
+                 "trace replay: the exported rank graphs timed op by op (whatif/graph_run), ranks alone, so its "
+                 "step leaves out the pipeline's waits"):
+        out.note(textwrap.fill(text, width=80, subsequent_indent="  "))
+    out.record("bench.llm_step", {"repeats": repeats}, r, top={"wall_s": ours["wall_s"]})
+    if not ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `cli`, `sim`, `whatif`, `plan` and `plan-llm` to the `bench` group."""
+    """Add `cli`, `sim`, `whatif`, `plan`, `plan-llm` and `llm-step` to the `bench` group."""
     app.command("cli")(cli_cmd)
     app.command("sim")(sim_cmd)
     app.command("whatif")(whatif_cmd)
     app.command("plan")(plan_cmd)
     app.command("plan-llm")(plan_llm_cmd)
+    app.command("llm-step")(llm_step_cmd)

@@ -54,7 +54,8 @@ def step_trace(answer) -> dict:
                           "stage": s, "step_time_s": result.step_time_s}}
 
 
-def write_trace(answer, path: str | Path) -> Path:
-    path = Path(path)
-    path.write_text(json.dumps(step_trace(answer)) + "\n")
-    return path
+def write_trace(answer, path: str | Path) -> dict:
+    """Write the trace to `path`; returns it."""
+    trace = step_trace(answer)
+    Path(path).write_text(json.dumps(trace) + "\n")
+    return trace

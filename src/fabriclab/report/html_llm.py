@@ -1,0 +1,104 @@
+"""Report section: LLM training steps, simulated (`whatif llm`), with their Perfetto trace drawn in the page.
+
+Records of kind `whatif.llm`: the step's headline (step time, tokens/s, MFU, where compute came from), where
+the step goes (a bar of compute, exposed communication per communicator, optimizer and bubble), the
+trace of the slowest stage as a timeline (one lane per thread: compute, tp, cp, ep, pp, dp, optimizer)
+when the record holds one (`--trace`), with the trace itself as a download to open in ui.perfetto.dev,
+and the communicators and busiest links as tables. `trace_lanes` draws any Chrome/Perfetto trace of the
+same threads, simulated or measured, so two steps can be laid side by side.
+
+Try it: `fabriclab whatif llm --trace /tmp/step.json && fabriclab report --out report/`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from fabriclab.report.html_parts import Section, esc, figure, new_figure, num, safely, source, table
+
+KIND = "whatif.llm"
+PARTS = ("compute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble")
+LABELS = {"compute": "compute", "tp": "TP exposed", "cp": "CP exposed", "ep": "EP exposed", "pp": "PP exposed",
+          "dp": "DP exposed", "optimizer": "optimizer", "bubble": "pipeline bubble"}
+
+
+def trace_lanes(ax, events: list[dict], title: str) -> int:
+    """Draw a Chrome/Perfetto trace's complete events (`ph` X) as one lane per thread on `ax`, time in ms;
+    returns the number of spans drawn."""
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    spans = [e for e in events if e.get("ph") == "X"]
+    lanes = [t for t in sorted(names) if any(e["tid"] == t for e in spans)]
+    for row, tid in enumerate(lanes):
+        mine = [(e["ts"] / 1e3, max(e["dur"] / 1e3, 1e-6)) for e in spans if e["tid"] == tid]
+        ax.broken_barh(mine, (row - 0.4, 0.8), color=f"C{row % 10}")
+    ax.set_yticks(range(len(lanes)), [names[t] for t in lanes])
+    ax.invert_yaxis()
+    ax.set(xlabel="time in the step (ms)", title=title)
+    ax.title.set_fontsize(9)
+    ax.grid(True, axis="x", alpha=0.3)
+    return len(spans)
+
+
+def _split_figure(results: dict) -> str:
+    split = results["split_s"]
+    fig, ax = new_figure(7.0, 2.2)
+    left = 0.0
+    for i, part in enumerate(p for p in PARTS if split.get(p, 0) > 0):
+        ax.barh(0, split[part], left=left, color=f"C{i}", label=f"{LABELS[part]} {split[part]:.3g} s")
+        left += split[part]
+    ax.set_yticks([])
+    ax.set(xlabel="seconds of the step (slowest pipeline stage)")
+    ax.legend(fontsize=7, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 1.02), frameon=False)
+    alt = "Stacked bar chart of the step: " + ", ".join(f"{LABELS[p]} {split[p]:.3g} s" for p in PARTS if split.get(p, 0) > 0)
+    return figure(fig, alt=alt, caption=f"where the step goes: step time {results['step_time_s']:.4g} s")
+
+
+def _trace_figure(results: dict, stored) -> str:
+    events = results.get("trace")
+    if not events:
+        return (f'<p class="empty">No trace in this record: <code>fabriclab whatif llm ... --trace FILE</code> '
+                f"stores one.</p>")
+    fig, ax = new_figure(7.0, 2.8)
+    n = trace_lanes(ax, events, "simulated step, one GPU of the slowest pipeline stage")
+    data = base64.b64encode(json.dumps({"traceEvents": events}).encode()).decode("ascii")
+    link = (f'<a download="whatif-llm-{stored.id}.trace.json" href="data:application/json;base64,{data}">'
+            f"the trace (JSON)</a>")
+    return figure(fig, alt=f"Timeline chart of {n} spans in lanes per thread (compute and each communicator).",
+                  caption=f"{esc(results['parallel'])}; {link}: open it in ui.perfetto.dev or chrome://tracing")
+
+
+def _one(stored) -> str:
+    r = stored.record["results"]
+    head = (f'<p class="answer">{esc(r["model"])} on {num(r["num_gpus"], stored)} x {esc(r["gpu"])} '
+            f"({esc(r['cluster'])}), {esc(r['parallel'])}: step {num(r['step_time_s'], stored)} s, "
+            f"{num(r['tokens_per_s'], stored)} tokens/s, MFU {num(100 * r['mfu'], stored, 3, ' %')}. Compute: "
+            f"{num(100 * r['efficiency'], stored, 3, ' %')} of peak, {esc(r['efficiency_source'])}.</p>")
+    comm = [[esc(e["communicator"]), esc(e["collective"]), esc(e["group"]), num(e["size_bytes"] / 1e6, stored),
+             num(e["calls_per_step"], stored), num(e["time_s"] * 1e3, stored), esc(e["algorithm"])]
+            for e in r["communicators"]]
+    links = [[esc(x["kind"]), esc(x["link"]), num(x["bandwidth_Bps"] * 8 / 1e9, stored),
+              num(x["bytes_per_step"] / 1e9, stored), num(x["busy_s"], stored),
+              num(100 * x["share_of_step"], stored, 3, " %"), num(x["num_as_busy"], stored)]
+             for x in r.get("busiest_links", [])]
+    return (head + '<div class="pair">' + _split_figure(r) + _trace_figure(r, stored) + "</div>"
+            + '<div class="pair">'
+            + table(["comm", "collective", "group", "MB/call", "calls", "ms/call", "algorithm"], comm,
+                    caption=f"communicators, one GPU, one step: {source(stored)}")
+            + table(["kind", "link", "Gb/s", "GB/step", "busy s", "of step", "links as busy"], links,
+                    caption="the busiest link of each kind, every group's traffic at once")
+            + "</div>")
+
+
+def render(records: list) -> str:
+    return "".join(safely(_one, s) for s in records)
+
+
+SECTIONS = (
+    Section(key="llm", title="LLM training steps", kinds=(KIND,),
+            fill="fabriclab whatif llm --model llama3-70b --gpus 1024 --tp 8 --pp 4 --trace step.json",
+            intro="A transformer's training step with tensor, pipeline, context, expert and sharded data "
+                  "parallelism on a cluster, simulated: where the step goes, the slowest stage's timeline, "
+                  "what every communicator sends and which links carry it.",
+            render=render),
+)

@@ -1,0 +1,171 @@
+"""The busiest links of a simulated LLM step: every communicator's traffic of one step, all groups at once,
+routed on the whole cluster.
+
+The step model (`whatif/llm/step.py`) costs each communicator's collectives on the shape of one group; it
+does not say which cables of the real network carry the step. This module does: for every entry of the
+step's communication log (communicator, collective, bytes per call, calls per step), the groups of that
+communicator (`ParallelConfig`'s placement, all of them) send their bytes along the routes of the cluster's
+topology (`fabric/rail.py`: NVLink through the NVSwitch, PCIe to the NIC, NIC to leaf, leaf to spine, with
+PXN and D-mod-K as there), and the bytes add up per directed link. A link's busy time is its bytes over its
+rate (the NIC's payload rate for network links); its share of the step says how close the step runs it to
+saturation, averaged over the step.
+
+What each GPU sends per call (nccl-tests' buffer convention, size S, group of n):
+* all-gather and reduce-scatter: (n - 1)/n x S to the next rank of its ring; all-reduce 2 (n - 1)/n x S;
+  split over the library's channels, each a ring of the group's servers in order that leaves every
+  server from another GPU (and so, on a rail-optimised network, through another NIC), as NCCL's rings do;
+* all-to-all: S/n to every other rank of the group;
+* send/receive (pipeline): S to the next stage, half of the calls forward (activations) and half backward
+  (gradients); with virtual stages the last stage also sends to the first.
+A tree algorithm is costed as its ring here: the same bytes per GPU, on neighbour pairs; the busiest link
+of a tree differs little (every GPU sends and receives about S either way), its spread over spines does.
+
+Try it: `fabriclab whatif llm --model llama3-70b --gpus 1024 --tp 8 --pp 4` (the table "busiest links").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabriclab.nccl.links import cluster_topology
+from fabriclab.workload.parallel import ParallelConfig
+
+KINDS = ("NVLink", "PCIe", "NIC-leaf", "leaf-spine")
+ROUTE_BATCH = 1 << 15  # pairs routed at once
+NEAR = 0.99  # links this close to the busiest of their kind count as equally busy
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkLoad:
+    """One directed link's traffic in one step."""
+
+    link: str
+    """Its two ends, e.g. `s3.nic2->leaf2`."""
+    kind: str
+    """`NVLink`, `PCIe` (GPU to NIC), `NIC-leaf` or `leaf-spine` (either direction)."""
+    bandwidth_Bps: float
+    bytes_per_step: float
+    busy_s: float
+    """bytes_per_step / bandwidth_Bps."""
+    share_of_step: float
+    """busy_s / the step time."""
+    num_as_busy: int
+    """Links of its kind that carry at least `NEAR` of its bytes-time (itself included)."""
+    by: dict[str, float]
+    """Communicator -> its bytes on the link."""
+
+
+def communicator_groups(par: ParallelConfig, communicator: str) -> np.ndarray:
+    """(groups, size) global ranks of every group of `communicator`, each row in ring order: `tp`, `cp`,
+    `ep`, `dp`, `pp`, and the gradient groups `dpcp` (dense parameters: dp x cp) and `edp` (expert
+    parameters: the ranks of the dp x cp plane holding the same experts)."""
+    if communicator in ("tp", "cp", "ep", "dp", "pp"):
+        return np.asarray(par.groups(communicator), dtype=np.int64).reshape(-1, par.group_size(communicator))
+    c = par.coordinates()
+    plane = c["dp"] * par.cp + c["cp"]
+    if communicator == "dpcp":
+        keys, within, size = [c["tp"], c["pp"]], plane, par.dp * par.cp
+    elif communicator == "edp":
+        keys, within, size = [c["tp"], c["pp"], plane % par.ep], plane // par.ep, par.dp * par.cp // par.ep
+    else:
+        raise ValueError(f"communicator {communicator!r}: one of tp, cp, ep, dp, pp, dpcp, edp")
+    ranks = np.arange(par.num_gpus)
+    return ranks[np.lexsort((ranks, within, *reversed(keys)))].reshape(-1, size)
+
+
+def traffic(groups: np.ndarray, collective: str, size_bytes: float, calls: float, *, gpus_per_server: int,
+            num_channels: int = 1, wrap: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sources, destinations, bytes) of `calls` collectives of `size_bytes` on every group (module doc)."""
+    n = groups.shape[1]
+    if n == 1 or size_bytes <= 0 or calls <= 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0)
+    if collective == "alltoall":
+        a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+        keep = a != b
+        src, dst = groups[:, a[keep]].ravel(), groups[:, b[keep]].ravel()
+        return src, dst, np.full(src.size, size_bytes / n * calls)
+    if collective == "sendrecv":
+        hop = np.arange(n if wrap else n - 1)
+        fwd_src, fwd_dst = groups[:, hop].ravel(), groups[:, (hop + 1) % n].ravel()
+        src, dst = np.concatenate([fwd_src, fwd_dst]), np.concatenate([fwd_dst, fwd_src])
+        return src, dst, np.full(src.size, size_bytes * calls / 2)
+    factor = {"allgather": 1.0, "reduce_scatter": 1.0, "allreduce": 2.0}.get(collective)
+    if factor is None:
+        raise ValueError(f"collective {collective!r}: no traffic pattern for it here")
+    rings = channel_rings(groups, gpus_per_server, num_channels)
+    src, dst = rings.ravel(), np.roll(rings, -1, axis=2).ravel()
+    return src, dst, np.full(src.size, factor * (n - 1) / n * size_bytes * calls / rings.shape[0])
+
+
+def channel_rings(groups: np.ndarray, gpus_per_server: int, num_channels: int) -> np.ndarray:
+    """(channels, groups, n) the rings NCCL builds for every group: the group's servers in order and inside
+    each its GPUs from the c-th on (`nccl/links.py`'s rings), so channel c leaves a server from one GPU and
+    enters the next at another, and the channels spread the crossings over the servers' NICs. Groups that
+    do not hold the same number of GPUs in each of their servers get one ring in rank order."""
+    ranks = np.sort(groups, axis=1)
+    servers = ranks // gpus_per_server
+    per = int(np.unique(servers[0], return_counts=True)[1].max())
+    if num_channels <= 1 or per == 1 or ranks.shape[1] % per or (servers[:, ::per].repeat(per, 1) != servers).any():
+        return ranks[None]
+    c = np.arange(num_channels)[:, None, None]
+    local = (np.arange(ranks.shape[1]) // per) * per + (c + np.arange(ranks.shape[1]) % per) % per
+    return np.take_along_axis(np.broadcast_to(ranks, (num_channels, *ranks.shape)),
+                              np.broadcast_to(local, (num_channels, ranks.shape[0], ranks.shape[1])), axis=2)
+
+
+def _link_kinds(topology) -> np.ndarray:
+    """Index into KINDS of every link, from the kinds of its two ends (an end touching a spine, a leaf,
+    an NVSwitch, else PCIe)."""
+    def node_kind(name: str) -> int:
+        tail = name.rsplit(".", 1)[-1]
+        return 3 if tail.startswith("spine") else 2 if tail.startswith("leaf") else 0 if tail == "nvsw" else 1
+
+    nodes = np.array([node_kind(n) for n in topology.node_names], dtype=np.int64)
+    ends = np.stack([nodes[topology.link_src], nodes[topology.link_dst]])
+    return np.where((ends == 3).any(0), 3, np.where((ends == 2).any(0), 2, np.where((ends == 0).any(0), 0, 1)))
+
+
+def link_loads(answer):
+    """(the cluster's topology, communicator -> bytes per step on every directed link) of a simulated step."""
+    par: ParallelConfig = answer.par
+    topology = cluster_topology(answer.cluster, par.num_gpus)
+    g, channels = answer.cluster.server.gpus_per_server, answer.cluster.library.num_channels
+    loads: dict[str, np.ndarray] = {}
+    for entry in answer.result.comm:
+        name = entry["communicator"]
+        src, dst, size = traffic(communicator_groups(par, name), entry["collective"], entry["size_bytes"],
+                                 entry["calls_per_step"], gpus_per_server=g, num_channels=channels,
+                                 wrap=name == "pp" and par.vp > 1)
+        if src.size == 0:
+            continue
+        load = loads.setdefault(name, np.zeros(topology.num_links))
+        for lo in range(0, src.size, ROUTE_BATCH):  # in batches: the routes of 16,384 GPUs' rings are large
+            part = slice(lo, lo + ROUTE_BATCH)
+            offsets, hops = topology.routes(src[part], dst[part])
+            load += np.bincount(hops, weights=np.repeat(size[part], np.diff(offsets)), minlength=topology.num_links)
+    return topology, loads
+
+
+def busiest_links(answer) -> list[LinkLoad]:
+    """The busiest link of each kind in the step, busiest first (module doc)."""
+    topology, loads = link_loads(answer)
+    if not loads:
+        return []
+    total = sum(loads.values())
+    busy = total / topology.bandwidth_Bps
+    kinds = _link_kinds(topology)
+    rows = []
+    for k, kind in enumerate(KINDS):  # the busiest link of each kind, and how many run as busy
+        of_kind = np.flatnonzero((kinds == k) & (busy > 0))
+        if of_kind.size == 0:
+            continue
+        i = int(of_kind[np.argmax(busy[of_kind])])
+        rows.append(LinkLoad(link=topology.link_name(i), kind=kind, bandwidth_Bps=float(topology.bandwidth_Bps[i]),
+                             bytes_per_step=float(total[i]), busy_s=float(busy[i]),
+                             share_of_step=float(busy[i] / answer.step_time_s),
+                             num_as_busy=int((busy[of_kind] >= NEAR * busy[i]).sum()),
+                             by={c: float(v[i]) for c, v in sorted(loads.items()) if v[i] > 0}))
+    return sorted(rows, key=lambda r: -r.busy_s)
