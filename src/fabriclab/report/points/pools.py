@@ -142,7 +142,8 @@ class DaskPool:
         pending = set(futures)
         try:
             while pending:
-                done, pending = _wait_some(wait, pending, self.stall_s)
+                with self.client.as_current():  # `wait` finds the client of the futures this way
+                    done, pending = _wait_some(wait, pending, self.stall_s)
                 if not done:
                     raise ValueError(f"no point finished in {self.stall_s:g} s on {self.where}: are its workers "
                                      f"alive (`dask` dashboard, worker logs)?")

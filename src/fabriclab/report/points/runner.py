@@ -73,12 +73,13 @@ class PointRunner:
 
     def __init__(self, *, scheduler: str | None = None, workers: int = 1, resume: bool = False,
                  store: Path | None = None, what: str = "points", stream: TextIO | None = None,
-                 show_progress: bool = True) -> None:
+                 show_progress: bool = True, on_progress: Callable[[int, int], None] | None = None) -> None:
         if resume and store is None:
             raise ValueError("--resume reads finished points from the results store, which is off "
                              "(FABRICLAB_STORE=off): pass --store PATH")
         self.scheduler, self.workers, self.resume, self.store = scheduler, workers, resume, store
         self.what, self.stream, self.show_progress = what, stream or sys.stderr, show_progress
+        self.on_progress = on_progress  # (done, total) after each answer, for programs driving a run
         self.pool = None
         self.stats: list[RunStats] = []
 
@@ -131,6 +132,8 @@ class PointRunner:
                 buffer += [(point_keys[i], text) for i, text in fresh]
                 if progress:
                     progress.advance(len(fresh))
+                if self.on_progress:
+                    self.on_progress(sum(t is not None for t in texts), len(texts))
                 if len(buffer) >= FLUSH_POINTS or time.monotonic() - last >= FLUSH_EVERY_S:
                     stored += self._flush(key, buffer)
                     buffer, last = [], time.monotonic()
