@@ -1,4 +1,4 @@
-"""`--scheduler`, `--workers`, `--resume` on the command line: the same output wherever the points run,
+"""`--scheduler`, `--processes`, `--resume` on the command line: the same output wherever the points run,
 progress on stderr, finished points resumed from the store, one-line errors (report/points)."""
 
 import pytest
@@ -34,7 +34,7 @@ def answer(result) -> str:
 def test_local_processes_and_resume_give_the_same_output(tmp_path):
     store = str(tmp_path / "r.db")
     here = invoke(*SMALL, "--store", store)
-    pool = invoke(*SMALL, "--store", store, "--workers", "2")
+    pool = invoke(*SMALL, "--store", store, "--processes", "2")
     resumed = invoke(*SMALL, "--store", store, "--resume")
     assert answer(here) == answer(pool) == answer(resumed)
     assert "plan points: 6 / 6 in" in pool.stderr and "[2 local processes]" in pool.stderr
@@ -43,7 +43,7 @@ def test_local_processes_and_resume_give_the_same_output(tmp_path):
 
 def test_an_llm_plan_runs_its_points_on_local_processes(tmp_path):
     store = str(tmp_path / "l.db")
-    here, pool = invoke(*LLM, "--store", store), invoke(*LLM, "--store", store, "--workers", "2")
+    here, pool = invoke(*LLM, "--store", store), invoke(*LLM, "--store", store, "--processes", "2")
     assert answer(here) == answer(pool)
     assert "plan points: 4 / 4 in" in pool.stderr
 
@@ -61,7 +61,7 @@ def test_a_plan_on_a_dask_cluster_prints_what_the_local_run_prints(tmp_path):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (("--workers", "0"), "--workers"),
+    (("--processes", "0"), "--processes"),
     (("--scheduler", "127.0.0.1:8786"), "tcp://"),
     (("--resume",), "--store PATH"),
 ])

@@ -113,7 +113,7 @@ def run_llm(o: dict) -> None:
 
     output = Output(o["fmt"], o["json_path"], o["store"])
     request = llm_request(o)
-    with point_runner(o["scheduler"], o["workers"], o["resume"], o["store"], "plan points") as runner:
+    with point_runner(o["scheduler"], o["processes"], o["resume"], o["store"], "plan points") as runner:
         result = run_llm_plan(request, run_points=runner)
     print_llm_plan(output, request, result)
     config = {"model": request.model, "gpus": list(request.gpus), "clusters": [n for n, _ in request.clusters],

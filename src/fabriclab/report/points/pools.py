@@ -64,7 +64,7 @@ class LocalPool:
 
     def __init__(self, workers: int = 1, *, stall_s: float = DEFAULT_STALL_S) -> None:
         if not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"--workers {workers!r}: give a whole number >= 1 (processes on this machine)")
+            raise ValueError(f"--processes {workers!r}: give a whole number >= 1 (processes on this machine)")
         self.workers, self.stall_s = workers, stall_s
         self._pool = None
         self.where = "this process" if workers == 1 else f"{workers} local processes"
@@ -170,7 +170,7 @@ def make_pool(scheduler: str | None, workers: int = 1, *, stall_s: float = DEFAU
     """A DaskPool when a scheduler address is given, else a LocalPool of `workers` processes."""
     if scheduler:
         if workers != 1:
-            raise ValueError("--workers counts local processes: drop it with --scheduler (the cluster's workers "
+            raise ValueError("--processes counts local processes: drop it with --scheduler (the cluster's workers "
                              "run the points)")
         return DaskPool(scheduler, stall_s=stall_s)
     return LocalPool(workers, stall_s=stall_s)

@@ -4,7 +4,7 @@ On a terminal one live line is rewritten in place (at most every `TTY_EVERY_S`);
 plain line is written every `LOG_EVERY_S` (and at the end), so a batch job's log shows the run advancing
 without drowning in lines. Always on stderr: stdout is the answer's.
 
-Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --workers 2 2>&1 | cat`.
+Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --processes 2 2>&1 | cat`.
 """
 
 from __future__ import annotations

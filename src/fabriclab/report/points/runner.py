@@ -4,7 +4,7 @@ A command below the CLI (the plan's `run_plan`, `run_llm_plan`, the what-if swee
 as `fn(context, point)` over a list of points and takes a `run_points(fn, context, points)` that returns
 the answers in point order. `PointRunner` is that callable for the CLI:
 
-* **Where**: a `pools.LocalPool` (this process, or `--workers N` processes) or a `pools.DaskPool`
+* **Where**: a `pools.LocalPool` (this process, or `--processes N` processes) or a `pools.DaskPool`
   (`--scheduler tcp://HOST:PORT` or `FABRICLAB_SCHEDULER`). The answers are JSON on every path, so the
   result is the same, byte for byte, whichever ran it.
 * **Kept**: the client is the one writer; finished points go to the store's `points` table in batches
@@ -14,7 +14,7 @@ the answers in point order. `PointRunner` is that callable for the CLI:
 * **Resumed**: with `resume=True` the points already stored under the same key are read back, not run.
 * **Progress**: `progress.Progress` on stderr.
 
-Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --workers 2`, Ctrl-C, then the same with `--resume`.
+Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --processes 2`, Ctrl-C, then the same with `--resume`.
 """
 
 from __future__ import annotations
