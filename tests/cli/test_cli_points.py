@@ -6,6 +6,7 @@ import typer
 from typer.testing import CliRunner
 
 from fabriclab.cli import plan as plan_cli
+from fabriclab.cli import whatif as whatif_cli
 
 runner = CliRunner()
 app = typer.Typer()
@@ -17,6 +18,7 @@ def _main() -> None:
 
 
 plan_cli.register(app)
+whatif_cli.register(app)
 SMALL = ("plan", "--gpus", "16,64,128", "--fabrics", "25gbe,100gbe", "--bisection", "1,1/4")
 LLM = ("plan", "--model", "llama3-8b", "--gpus", "64,128", "--clusters", "dgx-h100", "--nic-rates", "400Gbps,800Gbps")
 
@@ -46,6 +48,14 @@ def test_an_llm_plan_runs_its_points_on_local_processes(tmp_path):
     here, pool = invoke(*LLM, "--store", store), invoke(*LLM, "--store", store, "--processes", "2")
     assert answer(here) == answer(pool)
     assert "plan points: 4 / 4 in" in pool.stderr
+
+
+@pytest.mark.parametrize("extra", [("--bandwidth", "1,25Gbps", "--compression", "1,5"),
+                                   ("--cluster", "dgx-a100")])  # a cluster: every row with its range
+def test_a_whatif_sweep_runs_its_points_on_local_processes(tmp_path, extra):
+    args = ("whatif", "--workers", "16,32", *extra, "--store", str(tmp_path / "w.db"))
+    here, pool = invoke(*args), invoke(*args, "--processes", "2")
+    assert answer(here) == answer(pool) and "[2 local processes]" in pool.stderr
 
 
 def test_a_plan_on_a_dask_cluster_prints_what_the_local_run_prints(tmp_path):
