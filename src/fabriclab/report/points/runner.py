@@ -73,13 +73,15 @@ class PointRunner:
 
     def __init__(self, *, scheduler: str | None = None, workers: int = 1, resume: bool = False,
                  store: Path | None = None, what: str = "points", stream: TextIO | None = None,
-                 show_progress: bool = True, on_progress: Callable[[int, int], None] | None = None) -> None:
+                 show_progress: bool = True, on_progress: Callable[[int, int], None] | None = None,
+                 on_answer: Callable[[int, object], None] | None = None) -> None:
         if resume and store is None:
             raise ValueError("--resume reads finished points from the results store, which is off "
                              "(FABRICLAB_STORE=off): pass --store PATH")
         self.scheduler, self.workers, self.resume, self.store = scheduler, workers, resume, store
         self.what, self.stream, self.show_progress = what, stream or sys.stderr, show_progress
         self.on_progress = on_progress  # (done, total) after each answer, for programs driving a run
+        self.on_answer = on_answer  # (point index, answer) of each point run now, as it finishes
         self.pool = None
         self.stats: list[RunStats] = []
 
@@ -129,6 +131,8 @@ class PointRunner:
                 fresh = [(i, text) for i, text in answers if texts[i] is None]  # nothing counted twice
                 for i, text in fresh:
                     texts[i] = text
+                    if self.on_answer:
+                        self.on_answer(i, json.loads(text))
                 buffer += [(point_keys[i], text) for i, text in fresh]
                 if progress:
                     progress.advance(len(fresh))
