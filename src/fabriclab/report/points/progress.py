@@ -2,7 +2,8 @@
 
 On a terminal one live line is rewritten in place (at most every `TTY_EVERY_S`); in a pipe or a log file a
 plain line is written every `LOG_EVERY_S` (and at the end), so a batch job's log shows the run advancing
-without drowning in lines. Always on stderr: stdout is the answer's.
+without drowning in lines. Always on stderr: stdout is the answer's. The last line sums the run up; a quick
+run in this process that showed nothing says nothing (`summary=False`).
 
 Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --processes 2 2>&1 | cat`.
 """
@@ -31,12 +32,14 @@ class Progress:
     """Counts finished points and says so (module doc). `resumed` points count as done from the start."""
 
     def __init__(self, what: str, total: int, *, resumed: int = 0, where: str = "",
-                 stream: TextIO | None = None, clock=time.monotonic) -> None:
+                 stream: TextIO | None = None, clock=time.monotonic, summary: bool = True) -> None:
         self.what, self.total, self.resumed, self.where = what, total, resumed, where
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.clock, self.start = clock, clock()
         self.done = resumed
+        self.summary = summary  # False: no last line unless a progress line was shown (a quick local run)
+        self.shown = False
         self._last = -float("inf") if self.tty else self.start  # a log: the first line after LOG_EVERY_S
 
     def line(self) -> str:
@@ -62,6 +65,8 @@ class Progress:
 
     def close(self) -> None:
         """The last line (on a terminal the live line is cleared, then the summary is written once)."""
+        if not (self.summary or self.shown):
+            return
         elapsed = self.clock() - self.start
         text = f"{self.what}: {self.done:,} / {self.total:,} in {_duration(elapsed)}"
         if self.resumed:
@@ -72,6 +77,7 @@ class Progress:
         self.stream.flush()
 
     def _show(self) -> None:
+        self.shown = True
         if self.tty:
             self.stream.write("\r\033[K" + self.line())
         else:

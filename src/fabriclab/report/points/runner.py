@@ -114,8 +114,9 @@ class PointRunner:
         resumed = len(points) - len(todo)
         size = chunk_size(len(todo), self.pool.slots)
         chunks = [todo[j:j + size] for j in range(0, len(todo), size)]
-        progress = Progress(self.what, len(points), resumed=resumed, where=self.pool.where,
-                            stream=self.stream) if self.show_progress else None
+        summary = self.scheduler is not None or self.workers > 1 or resumed > 0
+        progress = Progress(self.what, len(points), resumed=resumed, where=self.pool.where, stream=self.stream,
+                            summary=summary) if self.show_progress else None
         stored_now = self._run(fn, digest, blob, chunks, key, point_keys, texts, progress)
         if progress:
             progress.close()
