@@ -2,6 +2,7 @@
 through them, one worker killed in the middle; the answer must equal the local run's, byte for byte, with
 every point stored once (report/points). Needs the `distributed` package (the `test` and `cluster` extras)."""
 
+import functools
 import json
 import sqlite3
 import time
@@ -25,16 +26,52 @@ def plan_spec() -> PlanSpec:
                     bisections=(Fraction(1), Fraction(1, 2), Fraction(1, 4)), prices=load_prices())
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    """`dask scheduler` and two `dask worker` processes on 127.0.0.1 (free ports), killed at the end."""
-    with LoopbackCluster(2, log_dir=tmp_path) as c:
+@functools.cache
+def local_answer() -> tuple[str, int]:
+    """The plan run here, without a runner: its answer as JSON text, and its simulator runs."""
+    result = run_plan(plan_spec())
+    return dump(result), result.stats["num_simulations"]
+
+
+def dump(result) -> str:
+    return json.dumps([result.rows, result.recommendations, result.skipped])
+
+
+def stored_keys(store) -> list[str]:
+    with sqlite3.connect(store) as conn:
+        return [k for (k,) in conn.execute("SELECT point_key FROM points")]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """`dask scheduler` and two `dask worker` processes on 127.0.0.1 (free ports), killed at the end; the
+    tests below share it in file order (the last one kills a worker)."""
+    with LoopbackCluster(2, log_dir=tmp_path_factory.mktemp("dask")) as c:
         yield c
+
+
+def test_a_plan_interrupted_on_dask_resumes_from_the_store(cluster, tmp_path):
+    store, total = tmp_path / "resume.db", len(plan_points(plan_spec()))
+
+    def interrupt(done: int, total: int) -> None:
+        if done >= total // 2:
+            raise KeyboardInterrupt  # what Ctrl-C raises in the client
+
+    with pytest.raises(KeyboardInterrupt):
+        with PointRunner(scheduler=cluster.address, store=store, show_progress=False, on_progress=interrupt) as runner:
+            run_plan(plan_spec(), run_points=runner)
+    kept = len(stored_keys(store))
+    assert total // 2 <= kept < total
+    with PointRunner(scheduler=cluster.address, store=store, resume=True, show_progress=False) as runner:
+        resumed = run_plan(plan_spec(), run_points=runner)
+    assert (runner.stats[-1].resumed, runner.stats[-1].computed) == (kept, total - kept)
+    assert sorted(stored_keys(store)) == sorted(repr(p) for p in plan_points(plan_spec()))
+    assert dump(resumed) == local_answer()[0]
 
 
 def test_a_plan_on_a_dask_cluster_survives_a_dead_worker_and_equals_the_local_run(cluster, tmp_path):
     address, workers = cluster.address, cluster.workers
-    local = run_plan(plan_spec())
+    local, num_simulations = local_answer()
     store, killed = tmp_path / "cluster.db", {}
 
     def kill_one(done: int, total: int) -> None:
@@ -56,10 +93,8 @@ def test_a_plan_on_a_dask_cluster_survives_a_dead_worker_and_equals_the_local_ru
     assert killed["at"] < total  # in the middle, not after the end
     stats = runner.stats[-1]
     assert (stats.total, stats.computed, stats.resumed, stats.stored) == (total, total, 0, total)
-    with sqlite3.connect(store) as conn:  # every point stored once, none twice, none lost
-        keys = [k for (k,) in conn.execute("SELECT point_key FROM points")]
-    assert sorted(keys) == sorted(repr(p) for p in plan_points(plan_spec()))
-    dump = lambda r: json.dumps([r.rows, r.recommendations, r.skipped])  # noqa: E731
-    assert dump(remote) == dump(local)
-    assert remote.stats["num_simulations"] == local.stats["num_simulations"]
+    # every point stored once, none twice, none lost
+    assert sorted(stored_keys(store)) == sorted(repr(p) for p in plan_points(plan_spec()))
+    assert dump(remote) == local
+    assert remote.stats["num_simulations"] == num_simulations
     assert time.monotonic() - t0 < 120
