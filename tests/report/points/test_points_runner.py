@@ -136,3 +136,20 @@ def test_progress_on_a_terminal_rewrites_one_line():
     assert out.getvalue().count("\r\033[K") == 2 and "\n" not in out.getvalue()
     p.close()
     assert out.getvalue().endswith("\r\033[Kpoints: 2 / 4 in 2 s\n")
+
+
+def die_on_three(context, point):
+    """A point function whose process dies at point 3 (as one killed for memory)."""
+    if point == 3:
+        import os
+
+        os._exit(9)
+    return point
+
+
+def test_a_local_process_that_dies_is_an_error_that_says_to_resume(tmp_path):
+    store, err = tmp_path / "d.db", io.StringIO()
+    with pytest.raises(ValueError, match="died .*--resume"):
+        with PointRunner(workers=2, store=store, stream=err) as runner:
+            runner(die_on_three, None, list(range(8)))
+    assert "--resume" in err.getvalue()

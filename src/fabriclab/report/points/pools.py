@@ -82,6 +82,7 @@ class LocalPool:
             return
         import concurrent.futures as cf
         import multiprocessing
+        from concurrent.futures.process import BrokenProcessPool
 
         if self._pool is None:  # forkserver: no fork of a process that holds threads (rich, sqlite)
             self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"))
@@ -91,7 +92,12 @@ class LocalPool:
             if not done:
                 raise ValueError(f"no point finished in {self.stall_s:g} s on {self.where}: a point hangs")
             for future in done:
-                yield future.result()
+                try:
+                    answers = future.result()
+                except BrokenProcessPool:
+                    raise ValueError(f"a process of {self.where} died (out of memory? killed?): rerun with "
+                                     f"--resume, with fewer --processes") from None
+                yield answers
 
     def close(self) -> None:
         """Stop the processes (work not started is dropped)."""
@@ -148,7 +154,7 @@ class DaskPool:
                     raise ValueError(f"no point finished in {self.stall_s:g} s on {self.where}: are its workers "
                                      f"alive (`dask` dashboard, worker logs)?")
                 for future in done:
-                    yield future.result()
+                    yield _answers(future)
         finally:
             if pending:
                 self.client.cancel(list(pending))
@@ -156,6 +162,17 @@ class DaskPool:
     def close(self) -> None:
         """Disconnect (the cluster keeps running)."""
         self.client.close(timeout=CONNECT_TIMEOUT_S)
+
+
+def _answers(future) -> list:
+    """A finished chunk's answers; a chunk that killed its workers again and again is a ValueError."""
+    from distributed import KilledWorker
+
+    try:
+        return future.result()
+    except KilledWorker as exc:
+        raise ValueError(f"Dask gave up on a chunk of points after it lost the workers that ran it ({exc}): "
+                         f"a point may need more memory than a worker has; rerun with --resume") from None
 
 
 def _wait_some(wait, pending: set, timeout_s: float) -> tuple[set, set]:
