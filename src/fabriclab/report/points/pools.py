@@ -1,9 +1,9 @@
 """Where points run: this process, a local process pool, or an existing Dask distributed cluster.
 
 Every pool runs *chunks*: lists of (index, point) that `run_chunk` evaluates with the same function and
-context, answering (index, result as JSON text). The context travels pickled as bytes with each chunk and
-is unpickled once per process (`_CONTEXTS`), so a worker that joins late or replaces a dead one needs
-nothing scattered beforehand. Results are JSON text on every path (the same bytes whichever pool ran them,
+context, answering (index, result as JSON text). The context travels pickled as bytes (on Dask: one task
+whose result each worker fetches once, remade if lost with its worker) and is unpickled once per process
+(`_CONTEXTS`). Results are JSON text on every path (the same bytes whichever pool ran them,
 and what the store keeps).
 
 * `LocalPool(workers=1)` runs in this process; `workers > 1` starts a `concurrent.futures` process pool.
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
+import uuid
 from typing import Callable, Iterator
 
 CONNECT_TIMEOUT_S = 30.0
@@ -100,7 +100,8 @@ class LocalPool:
                 yield answers
 
     def close(self) -> None:
-        """Stop the processes (work not started is dropped)."""
+        """Stop the processes (work not started is dropped); forget the context kept here."""
+        _CONTEXTS.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
@@ -143,8 +144,14 @@ class DaskPool:
         """Each chunk's answers as it finishes (any order); chunks of a dead worker run again elsewhere."""
         from distributed import wait
 
-        futures = [self.client.submit(run_chunk, fn, digest, blob, c, pure=False,
-                                      key=f"fabriclab-{digest[:12]}-{os.getpid()}-{c[0][0]}") for c in chunks]
+        if not chunks:
+            return
+        token = uuid.uuid4().hex[:16]
+        # The context once, as a task of its own: each worker fetches it once, and one lost with its worker
+        # is made again from the task (data scattered instead would be lost for good).
+        context = self.client.submit(_same, blob, key=f"fabriclab-context-{token}", pure=False)
+        futures = [self.client.submit(run_chunk, fn, digest, context, c, pure=False,
+                                      key=f"fabriclab-{fn.__name__}-{token}-{k}") for k, c in enumerate(chunks)]
         pending = set(futures)
         try:
             while pending:
@@ -158,10 +165,15 @@ class DaskPool:
         finally:
             if pending:
                 self.client.cancel(list(pending))
+            context.release()
 
     def close(self) -> None:
         """Disconnect (the cluster keeps running)."""
         self.client.close(timeout=CONNECT_TIMEOUT_S)
+
+
+def _same(blob: bytes) -> bytes:
+    return blob
 
 
 def _answers(future) -> list:
