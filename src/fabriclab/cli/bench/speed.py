@@ -237,9 +237,9 @@ def cluster_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: S
         table.add_row(row["where"], str(row["points"]), f"{row['wall_s']:.2f}", f"{row['points_per_s']:.1f}",
                       f"{row['points_per_s'] / base:.2f}")
     out.table(table)
-    out.note(f"dask / local pool: {r['dask_vs_pool']:.2f}x the points per second ({r['overhead_s_per_point'] * 1e3:+.1f} "
-             f"ms per point); the cluster took {r['cluster_start_s']:.1f} s to start (not timed); same answer on "
-             f"all three: {'yes' if r['same_answer'] else 'NO'}")
+    out.note(f"dask / local pool: {r['dask_vs_pool']:.2f}x the points per second "
+             f"({r['overhead_s_per_point'] * 1e3:+.1f} ms per point); the cluster took {r['cluster_start_s']:.1f} s "
+             f"to start (not timed); same answer on all three: {'yes' if r['same_answer'] else 'NO'}")
     out.record("bench.cluster", {"workers": r["workers"], "plan": r["plan"]}, r)
     if not r["same_answer"]:
         raise typer.Exit(EXIT_FAILED)

@@ -127,6 +127,7 @@ class PointRunner:
     def _run(self, fn, digest, blob, chunks, key, point_keys, texts, progress) -> int:
         """Run the chunks, fill `texts`, store as they finish; returns the points newly stored."""
         buffer, stored, last = [], 0, time.monotonic()
+        done = sum(t is not None for t in texts)
         try:
             for answers in self.pool.run(fn, digest, blob, chunks):
                 fresh = [(i, text) for i, text in answers if texts[i] is None]  # nothing counted twice
@@ -135,17 +136,17 @@ class PointRunner:
                     if self.on_answer:
                         self.on_answer(i, json.loads(text))
                 buffer += [(point_keys[i], text) for i, text in fresh]
+                done += len(fresh)
                 if progress:
                     progress.advance(len(fresh))
                 if self.on_progress:
-                    self.on_progress(sum(t is not None for t in texts), len(texts))
+                    self.on_progress(done, len(texts))
                 if len(buffer) >= FLUSH_POINTS or time.monotonic() - last >= FLUSH_EVERY_S:
                     stored += self._flush(key, buffer)
                     buffer, last = [], time.monotonic()
         except BaseException:
             kept = self._flush(key, buffer)  # what finished is kept (one transaction), then the error
             if self.store is not None:
-                done = sum(t is not None for t in texts)
                 self.stream.write(f"\n{self.what}: stopped with {done:,} of {len(texts):,} done ({stored + kept:,} "
                                   f"added to the store now); run the same command with --resume to go on\n")
                 self.stream.flush()
@@ -158,12 +159,6 @@ class PointRunner:
         if self.store is None or not buffer:
             return 0
         return results_store.add_points(key, buffer, self.store)
-
-    def summary(self) -> dict:
-        """Totals over the runs so far, for a command's record."""
-        return {"points": sum(s.total for s in self.stats), "resumed": sum(s.resumed for s in self.stats),
-                "computed": sum(s.computed for s in self.stats), "stored": sum(s.stored for s in self.stats),
-                "where": self.stats[-1].where if self.stats else "", "wall_s": sum(s.wall_s for s in self.stats)}
 
 
 def _first_twice(keys: list[str]) -> str:
