@@ -82,3 +82,10 @@ def test_bad_options_are_one_line_errors(args, fragment):
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+
+
+def test_a_calibrated_cluster_plan_refuses_the_point_options():
+    result = invoke("plan", "--cluster", "dgx-a100", "--gpus", "64", "--processes", "2", FABRICLAB_STORE="off")
+    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
+        "error: --cluster plans one calibrated cluster here in a moment (no simulations): drop --scheduler, "
+        "--processes and --resume"]

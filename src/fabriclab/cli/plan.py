@@ -157,6 +157,9 @@ def _plan_cnn(o: dict) -> None:
     output, out = Output(o["fmt"], o["json_path"], o["store"]), o["out"]
     request = plan_request(o)
     spec = planning.plan_spec(request)
+    if request.cluster is not None and (o["scheduler"] or o["processes"] or o["resume"]):
+        raise ValueError("--cluster plans one calibrated cluster here in a moment (no simulations): drop "
+                         "--scheduler, --processes and --resume")
     with point_runner(o["scheduler"], o["processes"], o["resume"], o["store"], "plan points") as runner:
         result = planning.run(spec, request, run_points=runner)
     _print_plan(output, spec, request, result)
