@@ -80,7 +80,7 @@ def test_bad_runner_options_say_what_to_change():
         PointRunner(resume=True, store=None)
     with pytest.raises(ValueError, match="whole number"):
         make_pool(None, 0)
-    with pytest.raises(ValueError, match="drop it with --scheduler"):
+    with pytest.raises(ValueError, match="drop one of the two"):
         make_pool("tcp://127.0.0.1:1", 2)
     pytest.importorskip("distributed")
     with pytest.raises(ValueError, match="tcp://"):

@@ -199,7 +199,7 @@ def make_pool(scheduler: str | None, workers: int = 1, *, stall_s: float = DEFAU
     """A DaskPool when a scheduler address is given, else a LocalPool of `workers` processes."""
     if scheduler:
         if workers != 1:
-            raise ValueError("--processes counts local processes: drop it with --scheduler (the cluster's workers "
-                             "run the points)")
+            raise ValueError(f"--processes counts local processes, but the points go to the Dask scheduler {scheduler} "
+                             f"(--scheduler or FABRICLAB_SCHEDULER), whose workers run them: drop one of the two")
         return DaskPool(scheduler, stall_s=stall_s)
     return LocalPool(workers, stall_s=stall_s)
