@@ -74,6 +74,8 @@ SKIPS: dict[str, str] = {
     "validate collectives": "needs root and minutes of emulated 2-4 host runs; "
                             "tests/bench/test_validate_collectives_root.py covers it",
     "bench cli": "times 20 fresh processes (~15 s); `fabriclab bench cli` is the benchmark itself",
+    "bench cluster": "plans 500 points three times and starts a Dask cluster (~1 min); tests/report/points covers "
+                     "the cluster",
     "bench plan": "plans 375 options (~10 s, the benchmark's own budget)",
     "bench plan-llm": "plans llama3-405b on 16,384 GPUs twice and runs its peer (~25 s); tests/plan/test_plan_llm.py "
                       "covers the search",

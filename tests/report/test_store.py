@@ -117,7 +117,7 @@ def test_an_older_store_is_migrated_when_opened(tmp_path):
     conn.close()
     [got] = store.list_records(path)
     assert got.id == 1 and got.record == old and got.nulled_keys == ()
-    assert store.schema_version(path) == store.SCHEMA_VERSION == 2
+    assert store.schema_version(path) == store.SCHEMA_VERSION == 3
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT git_revision, hostname FROM records").fetchone() == (
         (old["git"] or {}).get("revision"), old["host"]["hostname"])

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -158,34 +159,75 @@ def repair_csv(csv_path: Path) -> list[str]:
     return notes
 
 
-def run_points_progress(points: list[Point], csv_path: Path) -> Iterator[tuple[Point, dict | None]]:
-    """(point, its new row or None when it was already done) for every point, simulating those not yet
-    in `csv_path` and appending each result as soon as it is known."""
+class FatnessWork:
+    """The topology of the points running in one process: one alive at a time (2048 hosts is large);
+    pickled empty."""
+
+    def __init__(self) -> None:
+        self.topologies: dict = {}
+
+    def __getstate__(self) -> dict:
+        return {}
+
+    def __setstate__(self, state: dict) -> None:
+        self.topologies = {}
+
+
+def simulate_point(work: FatnessWork, point: Point) -> dict:
+    """The CSV row of one point (values as the CSV holds them)."""
+    spec = point.topology_spec()
+    if spec not in work.topologies:
+        work.topologies = {spec: build_topology(spec)}
+    t0 = time.perf_counter()
+    result = simulate("allreduce", point.algo(), work.topologies[spec], point.hosts, SIZE_BYTES)
+    return {"layers": point.layers, "hosts": point.hosts, "bisection": point.bisection,
+            "link_GBps": f"{point.link_GBps:g}", "latency_us": f"{point.latency_us:g}",
+            "method": point.method, "algo": point.algo(), "time_s": repr(result.time_s),
+            "engine": result.engine, "exact": result.exact, "wall_s": f"{time.perf_counter() - t0:.3f}"}
+
+
+def todo_points(points: list[Point], csv_path: Path) -> list[Point]:
+    """The points not yet finished in `csv_path` (repaired first, see `repair_csv`)."""
     repair_csv(csv_path)
     done = {_key_of_row(r) for r in load_rows(csv_path)}
+    return [p for p in points if p.key not in done]
+
+
+@contextmanager
+def csv_appender(csv_path: Path) -> Iterator[Callable[[dict], None]]:
+    """`append(row)`: one finished row written and flushed at once (the header first in a new file)."""
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     new_file = not csv_path.exists() or csv_path.stat().st_size == 0
-    topologies: dict[TopologySpec, object] = {}
     with csv_path.open("a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
         if new_file:
             writer.writeheader()
-        for point in points:
-            if point.key in done:
-                yield point, None
-                continue
-            spec = point.topology_spec()
-            if spec not in topologies:
-                topologies = {spec: build_topology(spec)}  # one alive at a time: 2048 hosts is large
-            t0 = time.perf_counter()
-            result = simulate("allreduce", point.algo(), topologies[spec], point.hosts, SIZE_BYTES)
-            row = {"layers": point.layers, "hosts": point.hosts, "bisection": point.bisection,
-                   "link_GBps": f"{point.link_GBps:g}", "latency_us": f"{point.latency_us:g}",
-                   "method": point.method, "algo": point.algo(), "time_s": repr(result.time_s),
-                   "engine": result.engine, "exact": result.exact,
-                   "wall_s": f"{time.perf_counter() - t0:.3f}"}
+            f.flush()
+
+        def append(row: dict) -> None:
             writer.writerow(row)
             f.flush()
+        yield append
+
+
+def in_point_order(rows: list[dict], points: list[Point]) -> list[dict]:
+    """CSV rows in the order of `points` (whoever finished first), rows of other points after them."""
+    order = {p.key: i for i, p in enumerate(points)}
+    return sorted(rows, key=lambda r: order.get(_key_of_row(r), len(order)))
+
+
+def run_points_progress(points: list[Point], csv_path: Path) -> Iterator[tuple[Point, dict | None]]:
+    """(point, its new row or None when it was already done) for every point, simulating those not yet
+    in `csv_path` and appending each result as soon as it is known."""
+    todo = {p.key for p in todo_points(points, csv_path)}
+    work = FatnessWork()
+    with csv_appender(csv_path) as append:
+        for point in points:
+            if point.key not in todo:
+                yield point, None
+                continue
+            row = simulate_point(work, point)
+            append(row)
             yield point, row
 
 

@@ -27,6 +27,7 @@ from rich.table import Table
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_dir, split_list,
                                   user_errors)
 from fabriclab.cli.options import load_cluster_option, parse_bisection
+from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
 from fabriclab.cli.plan_llm import (ClustersOption, ExhaustiveOption, GbsOption, MaxConfigsOption, NicRatesOption,
                                     PrecisionOption, SeqOption, check_cnn_options, run_llm)
 from fabriclab.units import parse_int_list, parse_time
@@ -128,6 +129,7 @@ def plan(
     clusters: ClustersOption = None, nic_rates: NicRatesOption = None, gbs: GbsOption = None,
     seq: SeqOption = None, precision: PrecisionOption = None, max_configs: MaxConfigsOption = None,
     exhaustive: ExhaustiveOption = False,
+    scheduler: SchedulerOption = None, processes: ProcessesOption = None, resume: ResumeOption = False,
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
                                        help="Write the plot (scaling factor vs cost) and the rows here (LLM: the "
                                             "record and every simulated configuration)."),
@@ -155,7 +157,11 @@ def _plan_cnn(o: dict) -> None:
     output, out = Output(o["fmt"], o["json_path"], o["store"]), o["out"]
     request = plan_request(o)
     spec = planning.plan_spec(request)
-    result = planning.run(spec, request)
+    if request.cluster is not None and (o["scheduler"] or o["processes"] or o["resume"]):
+        raise ValueError("--cluster plans one calibrated cluster here in a moment (no simulations): drop "
+                         "--scheduler, --processes and --resume")
+    with point_runner(o["scheduler"], o["processes"], o["resume"], o["store"], "plan points") as runner:
+        result = planning.run(spec, request, run_points=runner)
     _print_plan(output, spec, request, result)
     config = {"model": o["model"], "gpus": o["gpus"], "gpus_per_server": spec.node.gpus_per_server,
               "fabrics": o["fabrics"] if request.cluster is None or o["fabrics"] else ",".join(spec.fabrics),

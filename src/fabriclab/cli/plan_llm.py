@@ -13,7 +13,6 @@ Try it: `fabriclab plan --model llama3-70b --gpus 1024,4096 --clusters dgx-h100 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -106,22 +105,16 @@ def _budget(text: str | None) -> float | None:
     return value
 
 
-def _progress(text: str) -> None:
-    """One updating line on a terminal's stderr while the plan searches."""
-    sys.stderr.write(f"\r\033[K{text}"[:200])
-    sys.stderr.flush()
-
-
 def run_llm(o: dict) -> None:
     """`plan` for an LLM: request, search, tables, notes, record (module doc)."""
     from fabriclab.plan.llm import run_llm_plan
 
+    from fabriclab.cli.points_options import point_runner
+
     output = Output(o["fmt"], o["json_path"], o["store"])
     request = llm_request(o)
-    tty = sys.stderr.isatty()
-    result = run_llm_plan(request, progress=_progress if tty else None)
-    if tty:
-        sys.stderr.write("\r\033[K")  # clear the progress line before the tables
+    with point_runner(o["scheduler"], o["processes"], o["resume"], o["store"], "plan points") as runner:
+        result = run_llm_plan(request, run_points=runner)
     print_llm_plan(output, request, result)
     config = {"model": request.model, "gpus": list(request.gpus), "clusters": [n for n, _ in request.clusters],
               "nic_rates_Gbps": [r * 8 / 1e9 for r in request.nic_rates_Bps], "fabrics": list(request.fabrics),

@@ -51,6 +51,7 @@ from fabriclab.cli.options import (
     parse_count,
     parse_number,
 )
+from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
 
 app = typer.Typer(help="Simulate collectives on modelled fabrics (flow-level, max-min sharing).",
                   no_args_is_help=True, rich_markup_mode=None)
@@ -229,6 +230,7 @@ def sweep_cmd(
     out: Path = typer.Option(Path("results/fatness"), help="Folder for the CSV, plots and summary."),
     hosts: Optional[str] = typer.Option(None, help="Only these host counts, e.g. 128,256."),
     methods: Optional[str] = typer.Option(None, help="Only these methods, e.g. ring,butterfly-near."),
+    scheduler: SchedulerOption = None, processes: ProcessesOption = None, resume: ResumeOption = False,
     fmt: FormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
@@ -258,15 +260,11 @@ def sweep_cmd(
     for line in fatness.repair_csv(csv_path):
         output.note(line)
     t0 = time.perf_counter()
-    skipped = 0
-    for i, (point, row) in enumerate(fatness.run_points_progress(points, csv_path), 1):
-        skipped += row is None
-        if row is not None:
-            output.note(f"[{i}/{len(points)}] {point.layers}L {point.hosts} hosts, bisection {point.bisection}, "
-                        f"{point.link_GBps:g} GB/s, {point.latency_us:g} us, {point.method}")
+    with point_runner(scheduler, processes, resume, store, "sweep points") as runner:
+        skipped = _run_fatness(runner, points, csv_path)
     from fabriclab.report.fatness import plot_figures, summary
 
-    rows = fatness.load_rows(csv_path)
+    rows = fatness.in_point_order(fatness.load_rows(csv_path), fatness.fatness_points())
     figures = plot_figures(rows, out)
     text = summary(rows)
     (out / "summary.md").write_text(text)
@@ -275,6 +273,24 @@ def sweep_cmd(
                 f"CSV {csv_path}; figures: {', '.join(str(f) for f in figures) or 'none (points missing)'}")
     output.record("simulate.sweep", {"preset": preset, "out": str(out), "hosts": hosts, "methods": methods},
                   rows)
+
+
+def _run_fatness(runner, points: list, csv_path: Path) -> int:
+    """Run the points not yet in the CSV, each row appended as it finishes; returns how many were done."""
+    from fabriclab.bench import fatness
+
+    todo = fatness.todo_points(points, csv_path)
+    written: set[int] = set()
+    with fatness.csv_appender(csv_path) as append:
+        def write(i: int, row: dict) -> None:
+            append(row)
+            written.add(i)
+        runner.on_answer = write
+        rows = runner(fatness.simulate_point, fatness.FatnessWork(), todo)
+        for i, row in enumerate(rows):  # points read back from the store (--resume) are not in the CSV yet
+            if i not in written:
+                append(row)
+    return len(points) - len(todo)
 
 
 def register(main_app: typer.Typer) -> None:

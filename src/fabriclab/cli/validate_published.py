@@ -11,8 +11,6 @@ Try it: `fabriclab validate published --models both --format plain`.
 
 from __future__ import annotations
 
-import sys
-
 from typing import Optional
 
 import typer
@@ -24,6 +22,7 @@ from fabriclab.cli.common import (
     split_list,
     user_errors,
 )
+from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
 
 MODEL_CHOICES = {"baseline": ("baseline",), "mechanisms": ("mechanisms",), "both": ("baseline", "mechanisms")}
 
@@ -31,12 +30,6 @@ MODEL_CHOICES = {"baseline": ("baseline",), "mechanisms": ("mechanisms",), "both
 def register(validate_app: typer.Typer) -> None:
     """Add `published` to the `validate` group."""
     validate_app.command("published")(published)
-
-
-def _progress(i: int, n: int, key: str) -> None:
-    """One updating line on a terminal's stderr while the rows are predicted (a few seconds)."""
-    sys.stderr.write(f"\r\033[Kpredicting row {i + 1}/{n}: {key}")
-    sys.stderr.flush()
 
 
 @user_errors
@@ -47,6 +40,7 @@ def published(
                                        "separated, e.g. zhang-,awan- (default: all)."),
     details: bool = typer.Option(True, help="Also print what each row is, how each prediction was made and "
                                  "every input with its source."),
+    scheduler: SchedulerOption = None, processes: ProcessesOption = None, resume: ResumeOption = False,
     fmt: FormatOption = None,
     json_path: JsonOption = None,
 ) -> None:
@@ -59,9 +53,8 @@ def published(
     model_sets = MODEL_CHOICES[models]
     keys = tuple(split_list(rows, "row list")) if rows else None
     out = Output(fmt, json_path)
-    comparisons = compare(model_sets, keys, progress=_progress if sys.stderr.isatty() else None)
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\033[K")  # clear the progress line before the table
+    with point_runner(scheduler, processes, resume, None, "published rows") as runner:
+        comparisons = compare(model_sets, keys, run_points=runner)
     out.table(report.comparison_table(comparisons, model_sets))
     for line in report.summary_lines(comparisons, model_sets):
         out.note(line)

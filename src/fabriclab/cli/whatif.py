@@ -47,6 +47,8 @@ from fabriclab.cli.options import (
     parse_number,
 )
 
+from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
+
 app = typer.Typer(help="What-if: scaling factor from a profile, a fusion policy and a collective cost.",
                   invoke_without_command=True, rich_markup_mode=None)
 
@@ -149,6 +151,7 @@ def whatif(
     csv_path: Optional[Path] = typer.Option(None, "--csv", help="Write all rows to this CSV."),
     plots: Optional[Path] = typer.Option(None, help="Write plots of scaling factor vs "
                                          "bandwidth, workers and compression (Zhang et al.'s Figures 6-8) here."),
+    scheduler: SchedulerOption = None, processes: ProcessesOption = None, resume: ResumeOption = False,
     fmt: FormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
@@ -163,7 +166,8 @@ def whatif(
     check_output_dir(plots, "--plots")
     request = whatif_request(locals())
     t0 = time.perf_counter()
-    answer = run_whatif(request)
+    with point_runner(scheduler, processes, resume, store, "what-if points") as runner:
+        answer = run_whatif(request, run_points=runner)
     wall = time.perf_counter() - t0
     _print_whatif(out, answer, request, wall, csv_path, plots)
     algo = ",".join(answer.algos) if answer.cost == "cluster" else algo

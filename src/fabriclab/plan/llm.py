@@ -179,48 +179,86 @@ def _check_gpus(request: LlmPlanRequest, options: list[PlanOption]) -> None:
                              f"and a plan fills whole servers; give e.g. --gpus {max(g, bad[0] // g * g)}")
 
 
-def run_llm_plan(request: LlmPlanRequest, progress=None) -> LlmPlanResult:
-    """Search, price and rank every option (module doc); `progress(text)` is told what runs now."""
+class LlmPlanWork:
+    """What every point of an LLM plan needs (pickled once per run); the caches it fills are per process."""
+
+    def __init__(self, spec, request: LlmPlanRequest, options: list[PlanOption], gbs: int, seq: int) -> None:
+        self.spec, self.request, self.options, self.gbs, self.seq = spec, request, options, gbs, seq
+        self.table, self.shipped = load_prices(request.prices_path), request.prices_path is None
+        self.progress = None
+        self._caches()
+
+    def _caches(self) -> None:
+        self.memo: dict = {}  # communicator groups per parallel shape: the same on every cluster
+        self.evaluators: dict = {}
+        self.enumerated: dict = {}  # (GPUs, GPUs per server) -> the configurations and their memory
+
+    def __getstate__(self) -> dict:
+        return {k: self.__dict__[k] for k in ("spec", "request", "options", "gbs", "seq", "table", "shipped")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, progress=None)
+        self._caches()
+
+    def evaluator(self, k: int) -> Evaluator:
+        """The Evaluator of option `k`, built once per process."""
+        if k not in self.evaluators:
+            self.evaluators[k] = Evaluator(self.spec, self.options[k].cluster, memo=self.memo)
+        return self.evaluators[k]
+
+
+def llm_points(request: LlmPlanRequest, options: list[PlanOption]) -> list[tuple[int, int]]:
+    """The plan's points: (GPU count, option index), GPU counts first."""
+    return [(gpus, k) for gpus in request.gpus for k in range(len(options))]
+
+
+def llm_point(work: LlmPlanWork, point: tuple[int, int]) -> dict:
+    """One option at one GPU count: the configurations that fit, searched (`search`), the best priced."""
+    gpus, k = point
+    option, ev, request, progress = work.options[k], work.evaluator(k), work.request, work.progress
+    g = option.cluster.server.gpus_per_server
+    if progress:
+        progress(f"{option.label}, {gpus:,} GPUs: memory and lower bounds of the configurations")
+    if (gpus, g) not in work.enumerated:
+        space = enumerate_configs(work.spec, gpus, g, gbs=work.gbs, seq=work.seq, precision=request.precision)
+        work.enumerated[(gpus, g)] = (space, memory_needs(work.spec, space))
+    fitted = fit_configs(*work.enumerated[(gpus, g)], ev.gpu.memory_bytes)
+    counts = {"enumerated": fitted.num_enumerated, "fit": len(fitted.configs), "simulated": 0, "bounded": 0}
+    where = {"option": option.label, "cluster": option.name, "gpus": gpus}
+    if not fitted.configs:
+        return {"rows": [], "configs": [], "unfit": [{**where, **_smallest(fitted, ev)}], "counts": counts}
+    found = search(ev, fitted.configs, request, lambda i, n: progress and progress(
+        f"{option.label}, {gpus:,} GPUs: configuration {i:,} of {n:,} that fit"))
+    counts["simulated"], counts["bounded"] = len(found["answers"]), found["bounded"]
+    best = min(found["answers"], key=lambda ab: (ab[0].step_time_s, ab[0].memory.total_bytes))[0]
+    row = {**where, **_best_row(best, option, fitted, found),
+           **option_cost(option.cluster, gpus, work.table, shipped=work.shipped)}
+    return {"rows": [row], "configs": [{**where, **_config_row(a, b)} for a, b in found["answers"]], "unfit": [],
+            "counts": counts}
+
+
+def run_llm_plan(request: LlmPlanRequest, progress=None, run_points=None) -> LlmPlanResult:
+    """Search, price and rank every option (module doc); `progress(text)` is told what runs now (here only).
+    `run_points(fn, work, points)` returns `[fn(work, p) for p in points]` in order, wherever it runs them."""
     t0 = time.perf_counter()
     spec = load_model(request.model)
     seq = request.seq or spec.seq_length
     gbs = request.gbs or default_gbs(seq)
     options = build_options(request)
     _check_gpus(request, options)
-    table, shipped = load_prices(request.prices_path), request.prices_path is None
-    memo: dict = {}  # communicator groups per parallel shape: the same on every cluster
-    evaluators = [Evaluator(spec, o.cluster, memo=memo) for o in options]
-    rows, configs, unfit, counts = [], [], [], {"enumerated": 0, "fit": 0, "simulated": 0, "bounded": 0}
-    for gpus in request.gpus:
-        enumerated: dict = {}  # per GPUs per server: the configurations and their memory (the same for all)
-        for option, ev in zip(options, evaluators):
-            g = option.cluster.server.gpus_per_server
-            if progress:
-                progress(f"{option.label}, {gpus:,} GPUs: memory and lower bounds of the configurations")
-            if g not in enumerated:
-                space = enumerate_configs(spec, gpus, g, gbs=gbs, seq=seq, precision=request.precision)
-                enumerated[g] = (space, memory_needs(spec, space))
-            fitted = fit_configs(*enumerated[g], ev.gpu.memory_bytes)
-            counts["enumerated"] += fitted.num_enumerated
-            counts["fit"] += len(fitted.configs)
-            where = {"option": option.label, "cluster": option.name, "gpus": gpus}
-            if not fitted.configs:
-                unfit.append({**where, **_smallest(fitted, ev)})
-                continue
-            found = search(ev, fitted.configs, request, lambda k, n: progress and progress(
-                f"{option.label}, {gpus:,} GPUs: configuration {k:,} of {n:,} that fit"))
-            counts["simulated"] += len(found["answers"])
-            counts["bounded"] += found["bounded"]
-            configs += [{**where, **_config_row(a, b)} for a, b in found["answers"]]
-            best = min(found["answers"], key=lambda ab: (ab[0].step_time_s, ab[0].memory.total_bytes))[0]
-            rows.append({**where, **_best_row(best, option, fitted, found),
-                         **option_cost(option.cluster, gpus, table, shipped=shipped)})
+    work = LlmPlanWork(spec, request, options, gbs, seq)
+    work.progress = progress if run_points is None else None
+    run_points = run_points or (lambda fn, context, points: [fn(context, p) for p in points])
+    parts = run_points(llm_point, work, llm_points(request, options))
+    rows, configs, unfit = ([x for part in parts for x in part[key]] for key in ("rows", "configs", "unfit"))
+    counts = {k: sum(part["counts"][k] for part in parts) for k in ("enumerated", "fit", "simulated", "bounded")}
     _no_rows(rows, unfit, spec.name)
     for r in rows:
         r["usd_per_token_per_s"] = r["cluster_usd"] / r["tokens_per_s"]
     mark_pareto(rows)
     stats = {**{f"num_{k}": v for k, v in counts.items()}, "num_options": len(options), "model": spec.name,
              "gbs": gbs, "seq": seq, "wall_s": time.perf_counter() - t0}
+    evaluators = [work.evaluator(k) for k in range(len(options))]
     return LlmPlanResult(rows=rows, configs=configs, unfit=unfit, stats=stats,
                          compute=_compute(options, evaluators, request.precision),
                          recommendations=recommend(rows, unfit, spec.name, request.budget_usd))

@@ -74,11 +74,12 @@ def plan_spec(request: PlanRequest) -> PlanSpec:
         budget_usd=request.budget_usd, prices=prices)
 
 
-def run(spec: PlanSpec, request: PlanRequest) -> PlanResult:
-    """Plan the cluster when there is one (its servers, network and library model), else the grid."""
+def run(spec: PlanSpec, request: PlanRequest, run_points=None) -> PlanResult:
+    """Plan the cluster when there is one (its servers, network and library model), else the grid, its
+    points run by `run_points` (`search.run_plan`)."""
     if request.cluster is not None:
         return run_cluster_plan(spec, request.cluster, request.cluster_name)
-    return run_plan(spec)
+    return run_plan(spec, run_points=run_points)
 
 
 def prices_used(spec: PlanSpec) -> dict:

@@ -148,67 +148,82 @@ def _network(spec: PlanSpec, fabric: str, levels: int, ratio: Fraction, gpus: in
     return fat_tree(levels=levels, hosts=hosts, hosts_per_leaf=spec.hosts_per_leaf, bisection=ratio, **common)
 
 
-def run_plan(spec: PlanSpec, costs: CollectiveCosts | None = None) -> PlanResult:
-    """Evaluate every option of `spec` (module doc)."""
+def plan_points(spec: PlanSpec) -> list[tuple[int, str]]:
+    """The plan's points: (GPU count, fabric), each the options of that pair (levels x bisections x algos x
+    models); no simulation is shared between two points (their topologies differ in ranks or links)."""
+    return [(gpus, fabric) for gpus in spec.gpus for fabric in dict.fromkeys(link_preset(f).name for f in spec.fabrics)]
+
+
+def run_plan(spec: PlanSpec, run_points=None) -> PlanResult:
+    """Evaluate every option of `spec` (module doc). `run_points(fn, spec, points)` returns
+    `[fn(spec, p) for p in points]`, in order, wherever it runs them (default: here, one after another)."""
     _check(spec)
     t0 = time.perf_counter()
-    costs = costs or CollectiveCosts(gamma_s_per_byte=spec.node.gamma_s_per_byte)
-    rows, skipped, built, seen = [], [], 0, set()
-    server = spec.prices.gpu_server_per_gpu
-    for gpus in spec.gpus:
-        for fabric in (link_preset(f).name for f in spec.fabrics):
-            prices = spec.prices.fabric(fabric)
-            for levels in spec.levels:
-                for ratio in spec.bisections:
-                    one_switch = gpus // spec.node.gpus_per_server <= spec.hosts_per_leaf
-                    key = (gpus, fabric) + (() if one_switch else (levels, ratio))
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    try:
-                        topo = _network(spec, fabric, levels, ratio, gpus)
-                    except ValueError as exc:
-                        skipped.append(f"{fabric}, {levels}-level, bisection {ratio}, {gpus} GPUs: {exc}")
-                        continue
-                    built += 1
-                    bill = count_network(topo.router.shape)
-                    network_usd = bill.cost_usd(prices)
-                    servers_usd = None if server is None else gpus * server.usd
-                    placement = place(gpus, topo, spec.placement)
-                    for algo in spec.algos:
-                        cost = costs.cost(topo, algo, gpus, placement)
-                        for profile in spec.profiles:
-                            it = simulate_iteration(profile, spec.fusion, cost)
-                            images = gpus * profile.batch_size / it.iteration_s
-                            cluster = network_usd + (servers_usd or 0.0)
-                            rows.append({
-                                "model": profile.model, "fabric": fabric,
-                                "topology": "1 switch" if one_switch else f"{levels}-level fat tree",
-                                "levels": 1 if one_switch else levels,
-                                "bisection": "1" if one_switch else str(ratio), "gpus": gpus,
-                                "servers": bill.num_nics, "algo": algo, "placement": spec.placement,
-                                "scaling_factor": it.scaling_factor, "images_per_s": images,
-                                "iteration_s": it.iteration_s, "overhead_s": it.overhead_s,
-                                "comm_s": it.comm_s, "num_buckets": it.num_buckets,
-                                "allreduce_intercept_s": cost.intercept_s,
-                                "allreduce_s_per_byte": cost.slope_s_per_byte, "sim_exact": cost.exact,
-                                "network_usd": network_usd, **bill.breakdown_usd(prices),
-                                "num_switches": bill.num_switches, "num_switch_ports": bill.num_switch_ports,
-                                "num_host_cables": bill.num_host_cables,
-                                "num_switch_cables": bill.num_switch_cables,
-                                "servers_usd": servers_usd,
-                                "cluster_usd": None if servers_usd is None else cluster,
-                                "network_share": (network_usd / cluster if servers_usd is not None
-                                                  and cluster > 0 else None),
-                                "usd_per_image_per_s": cluster / images,
-                            })
+    run_points = run_points or (lambda fn, context, points: [fn(context, p) for p in points])
+    parts = run_points(plan_point, spec, plan_points(spec))
+    rows = [row for part in parts for row in part["rows"]]
+    skipped = [why for part in parts for why in part["skipped"]]
     if not rows:
         raise ValueError("no option could be built: " + "; ".join(skipped[:3]))
     mark_pareto(rows)
     recs = recommend(rows, spec.target, spec.budget_usd)
-    stats = {"num_options": len(rows), "num_topologies": built, "num_simulations": costs.num_simulations,
-             "wall_s": time.perf_counter() - t0}
+    stats = {"num_options": len(rows), "num_topologies": sum(p["num_topologies"] for p in parts),
+             "num_simulations": sum(p["num_simulations"] for p in parts), "wall_s": time.perf_counter() - t0}
     return PlanResult(rows=rows, recommendations=recs, skipped=skipped, stats=stats)
+
+
+def plan_point(spec: PlanSpec, point: tuple[int, str]) -> dict:
+    """The rows of one (GPU count, fabric) point, the options it could not build, and what it took."""
+    gpus, fabric = point
+    costs = CollectiveCosts(gamma_s_per_byte=spec.node.gamma_s_per_byte)
+    rows, skipped, built, seen = [], [], 0, set()
+    server = spec.prices.gpu_server_per_gpu
+    prices = spec.prices.fabric(fabric)
+    for levels in spec.levels:
+        for ratio in spec.bisections:
+            one_switch = gpus // spec.node.gpus_per_server <= spec.hosts_per_leaf
+            key = () if one_switch else (levels, ratio)
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                topo = _network(spec, fabric, levels, ratio, gpus)
+            except ValueError as exc:
+                skipped.append(f"{fabric}, {levels}-level, bisection {ratio}, {gpus} GPUs: {exc}")
+                continue
+            built += 1
+            bill = count_network(topo.router.shape)
+            network_usd = bill.cost_usd(prices)
+            servers_usd = None if server is None else gpus * server.usd
+            placement = place(gpus, topo, spec.placement)
+            for algo in spec.algos:
+                cost = costs.cost(topo, algo, gpus, placement)
+                for profile in spec.profiles:
+                    it = simulate_iteration(profile, spec.fusion, cost)
+                    images = gpus * profile.batch_size / it.iteration_s
+                    cluster = network_usd + (servers_usd or 0.0)
+                    rows.append({
+                        "model": profile.model, "fabric": fabric,
+                        "topology": "1 switch" if one_switch else f"{levels}-level fat tree",
+                        "levels": 1 if one_switch else levels,
+                        "bisection": "1" if one_switch else str(ratio), "gpus": gpus,
+                        "servers": bill.num_nics, "algo": algo, "placement": spec.placement,
+                        "scaling_factor": it.scaling_factor, "images_per_s": images,
+                        "iteration_s": it.iteration_s, "overhead_s": it.overhead_s,
+                        "comm_s": it.comm_s, "num_buckets": it.num_buckets,
+                        "allreduce_intercept_s": cost.intercept_s,
+                        "allreduce_s_per_byte": cost.slope_s_per_byte, "sim_exact": cost.exact,
+                        "network_usd": network_usd, **bill.breakdown_usd(prices),
+                        "num_switches": bill.num_switches, "num_switch_ports": bill.num_switch_ports,
+                        "num_host_cables": bill.num_host_cables,
+                        "num_switch_cables": bill.num_switch_cables,
+                        "servers_usd": servers_usd,
+                        "cluster_usd": None if servers_usd is None else cluster,
+                        "network_share": (network_usd / cluster if servers_usd is not None
+                                          and cluster > 0 else None),
+                        "usd_per_image_per_s": cluster / images,
+                    })
+    return {"rows": rows, "skipped": skipped, "num_topologies": built, "num_simulations": costs.num_simulations}
 
 
 def _groups(rows: list) -> dict:

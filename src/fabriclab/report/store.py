@@ -17,6 +17,10 @@ runs (or ranks) may write at once. The schema is versioned in the `meta` table: 
 when opened, a newer one is refused. A file that is not a store (not SQLite, damaged, or another
 program's database) gives a ValueError that names the file and what to do.
 
+Points: a plan or sweep run by `report/points` keeps each finished point in the `points` table, keyed by
+the run's configuration digest and the point's key (`add_points`, `stored_points`): one transaction per
+batch, `INSERT OR IGNORE`, so a point is stored once whoever computed it, and `--resume` reads them back.
+
 Try it: `fabriclab results list --store /tmp/results.db`.
 """
 
@@ -35,7 +39,7 @@ from typing import Any, Iterator
 
 from fabriclab.report.store_views import Stored, diff, export, parse_since  # noqa: F401 (part of this API)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION = "fabriclab"
 ENV_VAR = "FABRICLAB_STORE"
 OFF = "off"  # FABRICLAB_STORE=off: runs add no record (cli.common); reading commands need --store
@@ -134,6 +138,32 @@ def list_records(store: Path | None = None, *, command: str | None = None, since
     return found
 
 
+def add_points(run_key: str, items: list[tuple[str, str]], store: Path | None = None) -> int:
+    """Keep the finished points `(point key, result JSON)` of the run `run_key` in one transaction; a point
+    already stored is left as it was. Returns how many were new."""
+    if not items:
+        return 0
+    path = resolve_store_path(store)
+    stamp = _utc_text(None)
+    with _connect(path, create=True) as conn:
+        def insert() -> int:
+            before = conn.total_changes
+            conn.executemany("INSERT OR IGNORE INTO points (run_key, point_key, created_utc, result_json) "
+                             "VALUES (?, ?, ?, ?)", [(run_key, k, stamp, text) for k, text in items])
+            return conn.total_changes - before
+        return _transaction(conn, path, insert)
+
+
+def stored_points(run_key: str, store: Path | None = None) -> dict[str, str]:
+    """The points stored for `run_key`: point key -> result JSON (empty when there is no store yet)."""
+    path = resolve_store_path(store)
+    if not path.exists():
+        return {}
+    with _connect(path, create=False) as conn:
+        rows = _read(conn, path, "SELECT point_key, result_json FROM points WHERE run_key = ?", [run_key])
+    return dict(rows)
+
+
 def get_record(record_id: int, store: Path | None = None) -> Stored:
     """The record with this id; ValueError if there is none."""
     return list_records(store, ids=[record_id])[0]
@@ -173,8 +203,14 @@ def _v2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX records_time ON records (created_utc)")
 
 
+def _v3(conn: sqlite3.Connection) -> None:
+    """Schema 3: the finished points of plans and sweeps, per run configuration (`add_points`)."""
+    conn.execute("CREATE TABLE points (run_key TEXT NOT NULL, point_key TEXT NOT NULL, created_utc TEXT NOT NULL, "
+                 "result_json TEXT NOT NULL, PRIMARY KEY (run_key, point_key))")
+
+
 # MIGRATIONS[i] takes a store from schema i to i + 1 (0: an empty file).
-MIGRATIONS = (_v1, _v2)
+MIGRATIONS = (_v1, _v2, _v3)
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

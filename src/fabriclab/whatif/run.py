@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from fabriclab.whatif.bucket_time import ALIASES, COST_MODELS, CostModel
 from fabriclab.whatif.fusion import FusionPolicy
-from fabriclab.whatif.sweep import SweepAxes, run_sweep
+from fabriclab.whatif.sweep import SweepAxes, sweep_points, sweep_row
 from fabriclab.workload.addcost import AddCost
 from fabriclab.workload.profile import Profile
 
@@ -138,17 +138,50 @@ def bucket_time_factory(request: WhatifRequest, cluster=None):
     return make
 
 
-def run_whatif(request: WhatifRequest) -> WhatifAnswer:
-    """Resolve the request, run the sweep and, on a cluster, the range of every row."""
+class WhatifWork:
+    """What every point of a resolved what-if needs (pickled once per run); the cost models it builds
+    (with their topologies and caches) are per process."""
+
+    def __init__(self, request: WhatifRequest) -> None:
+        self.request, self._makes = request, None
+
+    def __getstate__(self) -> dict:
+        return {"request": self.request}
+
+    def __setstate__(self, state: dict) -> None:
+        self.request, self._makes = state["request"], None
+
+    def makes(self) -> list:
+        """The cost factory of the request's machine, then those of its moved clusters (the range)."""
+        if self._makes is None:
+            request = self.request
+            self._makes = [bucket_time_factory(request, request.cluster)]
+            if request.cluster is not None:
+                from fabriclab.nccl.band import moved_clusters
+
+                self._makes += [bucket_time_factory(request, c) for c in moved_clusters(request.cluster)]
+        return self._makes
+
+
+def whatif_point(work: WhatifWork, point: tuple) -> dict:
+    """The row of one point (`sweep.sweep_points`), with its range on a cluster."""
+    request = work.request
+    profile, (make, *ends) = request.profiles[point[0]], work.makes()
+    row = sweep_row(profile, request.fusion, make, point)
+    if ends:
+        low, high = (sweep_row(profile, request.fusion, end, point)["scaling_factor"] for end in ends)
+        row["scaling_low"], row["scaling_high"] = min(low, row["scaling_factor"]), max(high, row["scaling_factor"])
+    return row
+
+
+def run_whatif(request: WhatifRequest, run_points=None) -> WhatifAnswer:
+    """Resolve the request, run the sweep and, on a cluster, the range of every row. `run_points(fn, work,
+    points)` returns `[fn(work, p) for p in points]` in order, wherever it runs them (default: here)."""
     request = resolve(request)
     axes = SweepAxes(profiles=request.profiles, workers=request.workers, bandwidths_Bps=request.bandwidths_Bps,
                      compression=request.compression, algos=request.algos)
-    rows = list(run_sweep(axes, request.fusion, bucket_time_factory(request, request.cluster)))
-    if request.cluster is not None:
-        from fabriclab.nccl.band import moved_clusters
-
-        ends = [bucket_time_factory(request, c) for c in moved_clusters(request.cluster)]
-        low, high = ([r["scaling_factor"] for r in run_sweep(axes, request.fusion, make)] for make in ends)
-        for r, lo, hi in zip(rows, low, high):
-            r["scaling_low"], r["scaling_high"] = min(lo, r["scaling_factor"]), max(hi, r["scaling_factor"])
+    work = WhatifWork(request)
+    work.makes()  # every worker count checked against the machine here, before the work
+    run_points = run_points or (lambda fn, context, points: [fn(context, p) for p in points])
+    rows = run_points(whatif_point, work, sweep_points(axes))
     return WhatifAnswer(rows=rows, cost=request.cost, algos=request.algos, ranged=request.cluster is not None)

@@ -37,18 +37,29 @@ class SweepAxes:
     """Algorithms (closed-form and simulated cost models)."""
 
 
+def sweep_points(axes: SweepAxes) -> list[tuple[int, str, float, int, float]]:
+    """The sweep's points in row order: (profile index, algorithm, bandwidth, workers, compression)."""
+    return list(itertools.product(range(len(axes.profiles)), axes.algos, axes.bandwidths_Bps, axes.workers,
+                                  axes.compression))
+
+
+def sweep_row(profile: Profile, fusion: FusionPolicy, make_cost: Callable[..., CostModel], point: tuple) -> dict:
+    """The row of one point of `sweep_points` (its profile given)."""
+    _, algo, bw, n, comp = point
+    model = make_cost(num_workers=n, bandwidth_Bps=bw, compression=comp, algo=algo)
+    r = simulate_iteration(profile, fusion, model)
+    return {"model": profile.model, "device": profile.device, "workers": n, "bandwidth_Gbps": bw * 8 / 1e9,
+            "compression": comp, "fusion": fusion.name, "cost": model.kind, "algo": algo,
+            "iteration_s": r.iteration_s, "t_batch_s": r.t_batch_s, "t_back_s": r.t_back_s,
+            "t_sync_s": r.t_sync_s, "overhead_s": r.overhead_s, "comm_s": r.comm_s,
+            "exposed_comm_s": r.overhead_s, "exposed_fraction": r.exposed_fraction,
+            "scaling_factor": r.scaling_factor, "num_buckets": r.num_buckets}
+
+
 def run_sweep(axes: SweepAxes, fusion: FusionPolicy, make_cost: Callable[..., CostModel]) -> Iterator[dict]:
     """One row per point. `make_cost(num_workers=, bandwidth_Bps=, compression=, algo=)` -> CostModel."""
-    for profile, algo, bw, n, comp in itertools.product(axes.profiles, axes.algos, axes.bandwidths_Bps,
-                                                        axes.workers, axes.compression):
-        model = make_cost(num_workers=n, bandwidth_Bps=bw, compression=comp, algo=algo)
-        r = simulate_iteration(profile, fusion, model)
-        yield {"model": profile.model, "device": profile.device, "workers": n, "bandwidth_Gbps": bw * 8 / 1e9,
-               "compression": comp, "fusion": fusion.name, "cost": model.kind, "algo": algo,
-               "iteration_s": r.iteration_s, "t_batch_s": r.t_batch_s, "t_back_s": r.t_back_s,
-               "t_sync_s": r.t_sync_s, "overhead_s": r.overhead_s, "comm_s": r.comm_s,
-               "exposed_comm_s": r.overhead_s, "exposed_fraction": r.exposed_fraction,
-               "scaling_factor": r.scaling_factor, "num_buckets": r.num_buckets}
+    for point in sweep_points(axes):
+        yield sweep_row(axes.profiles[point[0]], fusion, make_cost, point)
 
 
 def compression_needed(profile: Profile, fusion: FusionPolicy, cost: CostModel, target: float,

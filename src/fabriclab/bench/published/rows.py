@@ -113,17 +113,24 @@ def predictors() -> dict[str, dict[str, Predictor]]:
 
 
 def compare(model_sets: tuple[str, ...] = MODEL_SETS, keys: tuple[str, ...] | None = None,
-            progress: Callable[[int, int, str], None] | None = None) -> list[Comparison]:
+            progress: Callable[[int, int, str], None] | None = None, run_points=None) -> list[Comparison]:
     """One Comparison per published row (all, or those whose key starts with one of `keys`);
-    `progress(i, n, key)` is called before row i of n is predicted."""
+    `progress(i, n, key)` is called before row i of n is predicted (here only). `run_points(fn, model_sets,
+    row keys)` returns `[fn(model_sets, key) ...]` in order, wherever it runs them (then the predictions
+    travel as JSON, `published_point`)."""
     for name in model_sets:
         if name not in MODEL_SETS:
             raise ValueError(f"unknown model set {name!r}: use baseline, mechanisms or both")
-    table = predictors()
     rows = [r for r in PUBLISHED if keys is None or any(r.key.startswith(k) for k in keys)]
     if not rows:
         raise ValueError(f"no published row starts with {', '.join(keys or ())}; "
                          f"rows: {', '.join(r.key for r in PUBLISHED)}")
+    if run_points is not None:
+        answers = run_points(published_point, tuple(model_sets), [r.key for r in rows])
+        return [Comparison(row=row, predictions={name: Prediction(value=a[name]["value"], note=a[name]["note"],
+                                                                  inputs=tuple(Input(**i) for i in a[name]["inputs"]))
+                                                 for name in model_sets}) for row, a in zip(rows, answers)]
+    table = predictors()
     out = []
     for i, row in enumerate(rows):
         if progress is not None:
@@ -131,3 +138,10 @@ def compare(model_sets: tuple[str, ...] = MODEL_SETS, keys: tuple[str, ...] | No
         funcs = next(f for prefix, f in table.items() if row.key.startswith(prefix))
         out.append(Comparison(row=row, predictions={name: funcs[name](row) for name in model_sets}))
     return out
+
+
+def published_point(model_sets: tuple[str, ...], key: str) -> dict:
+    """The predictions of the row `key` by each model set, as JSON types (`compare`)."""
+    row = next(r for r in PUBLISHED if r.key == key)
+    funcs = next(f for prefix, f in predictors().items() if key.startswith(prefix))
+    return {name: asdict(funcs[name](row)) for name in model_sets}

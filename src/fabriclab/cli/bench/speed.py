@@ -1,5 +1,6 @@
-"""`fabriclab bench cli|sim|whatif|plan|plan-llm`: how fast fabriclab itself is, against a budget or a peer.
+"""`fabriclab bench cli|sim|whatif|plan|plan-llm|cluster`: how fast fabriclab itself is, against a budget or a peer.
 
+`cluster` a plan's points per second here against a loopback Dask cluster (`report/points/speed.py`);
 `cli` times whole commands against their start-up budgets, `sim` the simulator on its speed cases and cluster
 predictions at 100,000 GPUs (`--scale`: their growth with the GPUs), `whatif` the what-if sweep of Zhang et
 al. (NetAI'20) against its real-time replay, `plan` the network planner, `plan-llm` its LLM search.
@@ -250,11 +251,37 @@ def llm_step_cmd(repeats: int = typer.Option(3, min=1, max=20, help="Runs of eac
         raise typer.Exit(EXIT_FAILED)
 
 
+@user_errors
+def cluster_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
+    """Points per second of a 500-point plan in this process, on 2 local processes and on a loopback Dask
+    cluster of 2 workers, and the ratio (the overhead of the cluster per point)."""
+    from fabriclab.report.points.speed import run
+
+    out = Output(fmt, json_path, store)
+    out.note("planning 500 points three times: this process, 2 local processes, 2 Dask workers (~1 min) ...")
+    r = run()
+    table = Table(title=f"plan points per second: {r['plan']}")
+    for col in ("where", "points", "wall (s)", "points/s", "x this process"):
+        table.add_column(col, justify="left" if col == "where" else "right")
+    base = r["rows"][0]["points_per_s"]
+    for row in r["rows"]:
+        table.add_row(row["where"], str(row["points"]), f"{row['wall_s']:.2f}", f"{row['points_per_s']:.1f}",
+                      f"{row['points_per_s'] / base:.2f}")
+    out.table(table)
+    out.note(f"dask / local pool: {r['dask_vs_pool']:.2f}x the points per second "
+             f"({r['overhead_s_per_point'] * 1e3:+.1f} ms per point); the cluster took {r['cluster_start_s']:.1f} s "
+             f"to start (not timed); same answer on all three: {'yes' if r['same_answer'] else 'NO'}")
+    out.record("bench.cluster", {"workers": r["workers"], "plan": r["plan"]}, r)
+    if not r["same_answer"]:
+        raise typer.Exit(EXIT_FAILED)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `cli`, `sim`, `whatif`, `plan`, `plan-llm` and `llm-step` to the `bench` group."""
+    """Add `cli`, `sim`, `whatif`, `plan`, `plan-llm`, `llm-step` and `cluster` to the `bench` group."""
     app.command("cli")(cli_cmd)
     app.command("sim")(sim_cmd)
     app.command("whatif")(whatif_cmd)
     app.command("plan")(plan_cmd)
     app.command("plan-llm")(plan_llm_cmd)
     app.command("llm-step")(llm_step_cmd)
+    app.command("cluster")(cluster_cmd)
