@@ -3,12 +3,15 @@
 Commands build their tables as `rich.table.Table` (title, column headers, cell strings) and hand them to
 `render`, which writes one of five formats:
 
-* `table`: rich's boxed table for a terminal. No cell is shortened: every column keeps its full width;
-  when the whole table is wider than the terminal, it is printed *stacked* instead (one block per row,
-  `header: value` per line; or as `plain` text where that fits), so an 80-column terminal still shows
-  every digit.
-* `plain`: fixed-width text like nccl-tests (`# title`, a header line, right-aligned columns), the
-  default when stdout is not a terminal: a log of a run is readable and greppable at any width.
+* `table`: rich's boxed table for a terminal. No number is ever shortened. When the whole table is wider
+  than the terminal, it is made narrower step by step: columns whose value is the same in every row move
+  into one `column: value` line above the table; then long text cells wrap inside their column (numbers
+  never wrap); then the unboxed `plain` form; only a table that still does not fit is printed *stacked*
+  (one block per row, `header: value` per line), so an 80-column terminal still shows every digit.
+* `plain`: fixed-width text like nccl-tests (`# title`, a header line, numbers right-aligned, text
+  left-aligned), the default when stdout is not a terminal: a log of a run is readable and greppable at
+  any width. A text cell longer than `TEXT_CAP` characters does not widen its column for every row: it
+  runs on in its own line only.
 * `csv`: a header row and the rows (several tables are separated by a blank line).
 * `json`: one JSON object per table and line: `{"title", "columns", "rows": [{column: cell}]}`.
 * `markdown`: a GitHub table under a `### title` line.
@@ -20,6 +23,7 @@ Try it: `fabriclab models --format plain`.
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
@@ -33,6 +37,13 @@ from rich.text import Text
 FORMATS = ("table", "plain", "csv", "json", "markdown")
 
 _MARKUP = re.compile(r"\[/?[a-z0-9 #_.,=-]*\]")
+# A cell that reads as a number: `0.750`, `-2.6 pt *`, `12.78 %`, `1.00x`, `8.309 s`, `1,024`, `1e-05`, `16 MB`.
+_NUMBER = re.compile(r"^[<>~≈]?\s?[+-]?(\d[\d,]*(\.\d*)?|\.\d+)([eE][+-]?\d+)?(\s?[A-Za-zµ%/]{1,6})?(\s?\*)?$")
+_BLANK = ("", "-", "n/a", "—", "none")
+# Text cells longer than this do not set their column's width in `plain` (no line padded to 500 characters).
+TEXT_CAP = 40
+# On a narrow terminal a text cell's word longer than this may be folded (not the first column's).
+FOLD_WORD = 12
 
 
 def check_format(fmt: str) -> str:
@@ -75,12 +86,44 @@ def render(table: Table, fmt: str, file: TextIO, *, width: int | None = None) ->
     file.write(writer(title, columns, rows))
 
 
+def is_number(text: str) -> bool:
+    """Whether a cell reads as a number (with its unit or mark), so that it aligns right and never wraps."""
+    return bool(_NUMBER.match(text.strip()))
+
+
+def numeric_columns(columns: list[str], rows: list[list[str]]) -> list[bool]:
+    """Per column: every cell that is not blank (`-`, `n/a`) is a number, and at least one is."""
+    out = []
+    for i in range(len(columns)):
+        cells = [r[i].strip() for r in rows if r[i].strip() not in _BLANK]
+        out.append(bool(cells) and all(is_number(c) for c in cells))
+    return out
+
+
+def constant_columns(columns: list[str], rows: list[list[str]]) -> list[int]:
+    """Indices of the columns with one value in every row (of two rows or more)."""
+    if len(rows) < 2:
+        return []
+    return [i for i in range(len(columns)) if len({r[i] for r in rows}) == 1]
+
+
 def plain_text(title: str, columns: list[str], rows: list[list[str]]) -> str:
-    """Fixed-width text: `# title`, a `# `-prefixed header, rows indented two spaces, right-aligned."""
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(columns)]
+    """Fixed-width text: `# title`, a `# `-prefixed header, rows indented two spaces; numbers right-aligned,
+    text left-aligned (a text cell beyond TEXT_CAP runs on in its own line and widens no other)."""
+    numeric = numeric_columns(columns, rows)
+    widths = []
+    for i, h in enumerate(columns):
+        cells = [len(r[i]) for r in rows]
+        if not numeric[i]:
+            cells = [n for n in cells if n <= TEXT_CAP]
+        widths.append(max([len(h)] + cells))
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if right else c.ljust(w) for c, w, right in zip(cells, widths, numeric))
+
     lines = [f"# {title}"] if title else []
-    lines.append("# " + "  ".join(h.rjust(w) for h, w in zip(columns, widths)))
-    lines += ["  " + "  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.append("# " + line(columns))
+    lines += ["  " + line(r) for r in rows]
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
@@ -120,18 +163,64 @@ def stacked_text(title: str, columns: list[str], rows: list[list[str]]) -> str:
 
 
 def _render_rich(table: Table, file: TextIO, width: int | None) -> None:
-    """Rich's table when it fits the width uncut, else the stacked form (never an ellipsis)."""
+    """Rich's table when it fits the width uncut; else narrower forms in turn (constant columns in a line
+    above, text wrapped, plain, stacked), never an ellipsis and never a number split."""
     for column in table.columns:
         column.no_wrap = True
     console = Console(file=file, width=width, highlight=False)
-    # measured without the console's width cap: the width the table needs to show every cell whole
-    needed = console.measure(table, options=console.options.update_width(10**6)).maximum
-    if needed <= console.width:
+    if _needed(console, table) <= console.width:
         console.print(table)
         return
     title, columns, rows = table_data(table)
-    text = plain_text(title, columns, rows)
+    numeric = numeric_columns(columns, rows)
+    same = constant_columns(columns, rows)
+    kept = [i for i in range(len(columns)) if i not in same]
+    narrow = copy.copy(table)
+    narrow.columns = [copy.copy(table.columns[i]) for i in kept]
+    header = "; ".join(f"{columns[i]}: {rows[0][i]}" for i in same)
+    if _needed(console, narrow) <= console.width or _wrap_text(console, narrow, kept, columns, rows, numeric):
+        if header:  # the title, then the constant columns, then the table
+            console.print(Text(f"{title}\n{header}" if title else header))
+            narrow.title = None
+        console.print(narrow)
+        return
+    k_rows = [[r[i] for i in kept] for r in rows]
+    k_title = "\n".join(t for t in (title, header) if t)
+    text = plain_text(k_title.replace("\n", "\n# "), [columns[i] for i in kept], k_rows)
     if max(len(line) for line in text.splitlines()) <= console.width:
         file.write(text)  # the unboxed fixed-width form fits: columns stay side by side
     else:
-        file.write(stacked_text(title, columns, rows))
+        file.write(stacked_text(k_title, [columns[i] for i in kept], k_rows))
+
+
+def _wrap_text(console: Console, table: Table, kept: list[int], columns: list[str], rows: list[list[str]],
+               numeric: list[bool]) -> bool:
+    """Give the text columns of `table` fixed widths, no narrower than their longest word, so that it fits
+    the console (the widest text column gives way first); False (table unchanged) where it cannot."""
+    full = [max([len(columns[i])] + [len(r[i]) for r in rows]) for i in kept]
+    words = [max(len(word) for text in [columns[i]] + [r[i] for r in rows] for word in (text.split() or [""]))
+             for i in kept]
+    # numbers whole; the first column (the row's name) with its words whole; other text may fold a word
+    # longer than FOLD_WORD characters
+    # numbers whole (their header may break between words)
+    least = [max([len(r[i]) for r in rows] + [len(w) for w in columns[i].split()]) if numeric[i]
+             else longest if j == 0 else min(longest, max(FOLD_WORD, len(columns[i])))
+             for j, (w, i, longest) in enumerate(zip(full, kept, words))]
+    widths, over = list(full), _needed(console, table) - console.width
+    while over > 0:
+        # headers of numbers break first, then the widest text column gives way
+        slack = [(numeric[kept[j]], widths[j], j) for j, (w, m) in enumerate(zip(widths, least)) if w > m]
+        if not slack:
+            return False
+        j = max(slack)[2]
+        widths[j] -= 1
+        over -= 1
+    for column, w, f in zip(table.columns, widths, full):
+        if w < f:
+            column.width, column.no_wrap, column.overflow = w, False, "fold"
+    return True
+
+
+def _needed(console: Console, table: Table) -> int:
+    """The width `table` needs to show every cell whole (measured without the console's width cap)."""
+    return console.measure(table, options=console.options.update_width(10**6)).maximum

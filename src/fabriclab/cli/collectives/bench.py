@@ -142,8 +142,9 @@ def _printer(out: Output, config: BenchConfig, num_ranks: int) -> RowStream:
     headers = [h for h in HEADERS if h != "vs native" or NATIVE in config.algos]
     biggest = max(config.sizes_bytes)
     widths = {"algo": max(map(len, config.algos)), "size(B)": len(str(biggest)), "type": len(config.dtype),
-              "redop": max(len(config.redop), len("none")), "time(us)": 10, "algbw(GB/s)": 8, "busbw(GB/s)": 8}
-    return RowStream(out, title, headers, widths=widths, left=("algo", "type", "redop"))
+              "redop": max(len(config.redop), len("none")), "time(us)": 9, "algbw(GB/s)": 8, "busbw(GB/s)": 8}
+    return RowStream(out, title, headers, widths=widths, left=("algo", "type", "redop"),
+                     constant=("type", "redop", "root"))
 
 
 def _cells(row: dict, with_ratio: bool) -> list:
