@@ -148,6 +148,62 @@ def result_rows(results: Any) -> list[dict]:
     return [flat] if flat and flat != {"": None} else []
 
 
+# A list of numbers longer than this is summarised (count, min, median, max), not shown value by value.
+LONG_LIST = 8
+
+
+def summarise_numbers(values: list) -> dict | None:
+    """`{count, min, median, max}` of a list of numbers (None entries skipped); None if it is not one."""
+    nums = sorted(v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool))
+    if not nums or len(nums) != sum(v is not None for v in values):
+        return None
+    mid = len(nums) // 2
+    median = nums[mid] if len(nums) % 2 else (nums[mid - 1] + nums[mid]) / 2
+    return {"count": len(nums), "min": nums[0], "median": median, "max": nums[-1]}
+
+
+def _scalar(value: Any) -> Any:
+    """A value for a key/value table: a long list of numbers as its summary text, others as they are."""
+    if isinstance(value, list) and len(value) > LONG_LIST:
+        summary = summarise_numbers(value)
+        if summary:
+            return (f"{summary['count']} values: min {summary['min']:.6g}, median {summary['median']:.6g}, "
+                    f"max {summary['max']:.6g}")
+    return value
+
+
+def result_tables(results: Any) -> list[tuple[str, list[dict]]]:
+    """A record's results as named tables for people: a list of rows (or `rows`, or the rows of `runs`)
+    as one table; else each list of dicts and each dict of dicts as a table of its own (a `name` column
+    for the dict's keys), and the remaining values as one `key` / `value` table, long lists of numbers
+    summarised (count, min, median, max)."""
+    if isinstance(results, list) or (isinstance(results, dict) and ("rows" in results or "runs" in results)):
+        rows = result_rows(results)
+        if rows or not isinstance(results, dict):
+            return [("", [{k: _scalar(v) for k, v in r.items()} for r in rows])] if rows else []
+    if not isinstance(results, dict):
+        return [("", [{"value": results}])] if results is not None else []
+    tables, pairs = [], []
+    for key, value in results.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            tables.append((key, [{k: _scalar(x) for k, x in flatten(v).items()} for v in value]))
+        elif (isinstance(value, dict) and len(value) > 1 and all(isinstance(v, dict) for v in value.values())):
+            tables.append((key, [{"name": name} | {k: _scalar(x) for k, x in flatten(v).items()}
+                                 for name, v in value.items()]))
+        elif isinstance(value, list) and not value:
+            continue
+        else:
+            pairs += [{"key": k, "value": _scalar(v)} for k, v in flatten(_summarised(value), key).items()]
+    return ([("", pairs)] if pairs else []) + tables
+
+
+def _summarised(value: Any) -> Any:
+    """`value` with every long list of numbers inside it replaced by its summary text."""
+    if isinstance(value, dict):
+        return {k: _summarised(v) for k, v in value.items()}
+    return _scalar(value) if isinstance(value, list) else value
+
+
 def export(records: list[Stored], fmt: str) -> str:
     """The records as CSV (one line per result row) or JSON (a list of records with their ids)."""
     if fmt == "json":

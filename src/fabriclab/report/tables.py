@@ -28,6 +28,7 @@ import csv
 import io
 import json
 import re
+import textwrap
 from typing import TextIO
 
 from rich.console import Console
@@ -152,17 +153,27 @@ def markdown_text(title: str, columns: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def stacked_text(title: str, columns: list[str], rows: list[list[str]]) -> str:
-    """One block per row, `header: value` per line (headers padded): for tables wider than the screen."""
+def stacked_text(title: str, columns: list[str], rows: list[list[str]], *, width: int | None = None) -> str:
+    """One block per row, `header: value` per line (headers padded): for tables wider than the screen.
+    With `width`, a long header puts its value on the next line and long text wraps (numbers never)."""
     pad = max((len(h) for h in columns), default=0)
+    if width:
+        pad = min(pad, width // 3)
     lines = [title] if title else []
     for i, r in enumerate(rows):
         lines.append(f"-- row {i + 1} of {len(rows)}")
-        lines += [f"  {h.ljust(pad)}  {c}" for h, c in zip(columns, r)]
+        for h, c in zip(columns, r):
+            if not width or len(h) <= pad and 4 + pad + len(c) <= width or is_number(c):
+                lines.append(f"  {h.ljust(pad)}  {c}" if len(h) <= pad or not width else f"  {h}\n      {c}")
+                continue
+            indent = 4 + pad if len(h) <= pad else 6
+            body = textwrap.wrap(c, width - indent, break_on_hyphens=False) or [""]
+            first = f"  {h.ljust(pad)}  " if len(h) <= pad else f"  {h}\n{' ' * indent}"
+            lines.append(first + ("\n" + " " * indent).join(body))
     return "\n".join(lines) + "\n"
 
 
-def _render_rich(table: Table, file: TextIO, width: int | None) -> None:
+def _render_rich(table: Table, file: TextIO, width: int | None, stacked: tuple | None = None) -> None:
     """Rich's table when it fits the width uncut; else narrower forms in turn (constant columns in a line
     above, text wrapped, plain, stacked), never an ellipsis and never a number split."""
     for column in table.columns:
@@ -177,6 +188,9 @@ def _render_rich(table: Table, file: TextIO, width: int | None) -> None:
     kept = [i for i in range(len(columns)) if i not in same]
     narrow = copy.copy(table)
     narrow.columns = [copy.copy(table.columns[i]) for i in kept]
+    for column, i in zip(narrow.columns, kept):
+        if numeric[i]:
+            column.justify = "right"
     header = "; ".join(f"{columns[i]}: {rows[0][i]}" for i in same)
     if _needed(console, narrow) <= console.width or _wrap_text(console, narrow, kept, columns, rows, numeric):
         if header:  # the title, then the constant columns, then the table
@@ -185,12 +199,56 @@ def _render_rich(table: Table, file: TextIO, width: int | None) -> None:
         console.print(narrow)
         return
     k_rows = [[r[i] for i in kept] for r in rows]
+    k_columns = [columns[i] for i in kept]
     k_title = "\n".join(t for t in (title, header) if t)
-    text = plain_text(k_title.replace("\n", "\n# "), [columns[i] for i in kept], k_rows)
+    text = plain_text(k_title.replace("\n", "\n# "), k_columns, k_rows)
     if max(len(line) for line in text.splitlines()) <= console.width:
         file.write(text)  # the unboxed fixed-width form fits: columns stay side by side
-    else:
-        file.write(stacked_text(k_title, [columns[i] for i in kept], k_rows))
+        return
+    if len(rows) == 1 and not stacked:  # one row: a key / value table, its values wrapped
+        pairs = Table(title=k_title or None, title_justify="left")
+        pairs.add_column("key")
+        pairs.add_column("value")
+        for c, v in zip(k_columns, k_rows[0]):
+            pairs.add_row(Text(c), Text(v))
+        _render_rich(pairs, file, width, stacked=(k_title, k_columns, k_rows))
+        return
+    if stacked:  # the key / value table of one row did not fit: that row, one line per value
+        k_title, k_columns, k_rows = stacked
+    groups = None if stacked else _column_groups(console, narrow, len(rows))
+    if groups:
+        if k_title:
+            console.print(Text(k_title))
+        for n, group in enumerate(groups):
+            part = copy.copy(narrow)
+            part.columns = [copy.copy(narrow.columns[j]) for j in group]
+            part.title, part.title_justify = (f"columns {group[1] + 1}-{group[-1] + 1} of {len(kept)} "
+                                              f"(with {k_columns[0]})" if n else None), "left"
+            console.print(part)
+        return
+    file.write(stacked_text(k_title, k_columns, k_rows, width=console.width))
+
+
+def _column_groups(console: Console, table: Table, num_rows: int) -> list[list[int]] | None:
+    """The columns of `table` in groups that each fit the console beside the first column (repeated in
+    every group), in order; None where one column does not fit or the groups would print more lines
+    than one block per row."""
+    groups: list[list[int]] = []
+    current = [0]
+    for j in range(1, len(table.columns)):
+        trial = copy.copy(table)
+        trial.columns = [table.columns[i] for i in current + [j]]
+        if _needed(console, trial) <= console.width:
+            current.append(j)
+        elif len(current) == 1:
+            return None
+        else:
+            groups.append(current)
+            current = [0, j]
+    groups.append(current)
+    if len(groups) * (num_rows + 5) >= num_rows * (len(table.columns) + 1):
+        return None
+    return groups
 
 
 def _wrap_text(console: Console, table: Table, kept: list[int], columns: list[str], rows: list[list[str]],
@@ -203,7 +261,7 @@ def _wrap_text(console: Console, table: Table, kept: list[int], columns: list[st
     # numbers whole; the first column (the row's name) with its words whole; other text may fold a word
     # longer than FOLD_WORD characters
     # numbers whole (their header may break between words)
-    least = [max([len(r[i]) for r in rows] + [len(w) for w in columns[i].split()]) if numeric[i]
+    least = [max([len(r[i]) for r in rows] + [min(len(w), FOLD_WORD) for w in columns[i].split()]) if numeric[i]
              else longest if j == 0 else min(longest, max(FOLD_WORD, len(columns[i])))
              for j, (w, i, longest) in enumerate(zip(full, kept, words))]
     widths, over = list(full), _needed(console, table) - console.width
