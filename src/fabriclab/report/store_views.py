@@ -177,7 +177,14 @@ def result_tables(results: Any) -> list[tuple[str, list[dict]]]:
     as one table; else each list of dicts and each dict of dicts as a table of its own (a `name` column
     for the dict's keys), and the remaining values as one `key` / `value` table, long lists of numbers
     summarised (count, min, median, max)."""
-    if isinstance(results, list) or (isinstance(results, dict) and ("rows" in results or "runs" in results)):
+    if isinstance(results, list) and results and all(isinstance(r, dict) for r in results):
+        return _row_tables("", results)
+    if isinstance(results, dict) and isinstance(results.get("rows"), list) and results["rows"] and all(
+            isinstance(r, dict) for r in results["rows"]):
+        rest = {k: v for k, v in results.items() if k != "rows"}
+        return _row_tables("", results["rows"]) + [t for t in result_tables(rest) if t[1]] if rest else \
+            _row_tables("", results["rows"])
+    if isinstance(results, list) or (isinstance(results, dict) and "runs" in results):
         rows = result_rows(results)
         if rows or not isinstance(results, dict):
             return [("", [{k: _scalar(v) for k, v in r.items()} for r in rows])] if rows else []
@@ -195,6 +202,22 @@ def result_tables(results: Any) -> list[tuple[str, list[dict]]]:
         else:
             pairs += [{"key": k, "value": _scalar(v)} for k, v in flatten(_summarised(value), key).items()]
     return ([("", pairs)] if pairs else []) + tables
+
+
+def _row_tables(name: str, rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """Rows as a table of their plain fields, and each field holding a list of dicts as a table of its own
+    whose first column names the row it belongs to."""
+    nested = [k for k in dict.fromkeys(k for r in rows for k in r)
+              if any(isinstance(r.get(k), list) and r[k] and all(isinstance(x, dict) for x in r[k]) for r in rows)]
+    labels = row_labels(rows)
+    main = [{k: _scalar(v) for k, v in flatten({k: v for k, v in r.items() if k not in nested}).items()}
+            for r in rows]
+    tables = [(name, main)]
+    for key in nested:
+        child = [{"row": label} | {k: _scalar(v) for k, v in flatten(item).items()}
+                 for label, r in zip(labels, rows) for item in (r.get(key) or [])]
+        tables.append((f"{name}.{key}" if name else key, child))
+    return tables
 
 
 def _summarised(value: Any) -> Any:
