@@ -172,49 +172,51 @@ def _scalar(value: Any) -> Any:
     return value
 
 
-def result_tables(results: Any) -> list[tuple[str, list[dict]]]:
+def result_tables(results: Any, *, summarise: bool = True) -> list[tuple[str, list[dict]]]:
     """A record's results as named tables for people: a list of rows (or `rows`, or the rows of `runs`)
     as one table; else each list of dicts and each dict of dicts as a table of its own (a `name` column
     for the dict's keys), and the remaining values as one `key` / `value` table, long lists of numbers
-    summarised (count, min, median, max)."""
+    summarised (count, min, median, max; with `summarise=False` kept as lists, for a figure)."""
+    cell = _scalar if summarise else (lambda v: v)
     if isinstance(results, list) and results and all(isinstance(r, dict) for r in results):
-        return _row_tables("", results)
+        return _row_tables("", results, cell)
     if isinstance(results, dict) and isinstance(results.get("rows"), list) and results["rows"] and all(
             isinstance(r, dict) for r in results["rows"]):
         rest = {k: v for k, v in results.items() if k != "rows"}
-        return _row_tables("", results["rows"]) + [t for t in result_tables(rest) if t[1]] if rest else \
-            _row_tables("", results["rows"])
+        more = [t for t in result_tables(rest, summarise=summarise) if t[1]] if rest else []
+        return _row_tables("", results["rows"], cell) + more
     if isinstance(results, list) or (isinstance(results, dict) and "runs" in results):
         rows = result_rows(results)
         if rows or not isinstance(results, dict):
-            return [("", [{k: _scalar(v) for k, v in r.items()} for r in rows])] if rows else []
+            return [("", [{k: cell(v) for k, v in r.items()} for r in rows])] if rows else []
     if not isinstance(results, dict):
         return [("", [{"value": results}])] if results is not None else []
     tables, pairs = [], []
     for key, value in results.items():
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            tables.append((key, [{k: _scalar(x) for k, x in flatten(v).items()} for v in value]))
+            tables.append((key, [{k: cell(x) for k, x in flatten(v).items()} for v in value]))
         elif (isinstance(value, dict) and len(value) > 1 and all(isinstance(v, dict) for v in value.values())):
-            tables.append((key, [{"name": name} | {k: _scalar(x) for k, x in flatten(v).items()}
+            tables.append((key, [{"name": name} | {k: cell(x) for k, x in flatten(v).items()}
                                  for name, v in value.items()]))
         elif isinstance(value, list) and not value:
             continue
         else:
-            pairs += [{"key": k, "value": _scalar(v)} for k, v in flatten(_summarised(value), key).items()]
+            flat = flatten(_summarised(value) if summarise else value, key)
+            pairs += [{"key": k, "value": cell(v)} for k, v in flat.items()]
     return ([("", pairs)] if pairs else []) + tables
 
 
-def _row_tables(name: str, rows: list[dict]) -> list[tuple[str, list[dict]]]:
+def _row_tables(name: str, rows: list[dict], cell) -> list[tuple[str, list[dict]]]:
     """Rows as a table of their plain fields, and each field holding a list of dicts as a table of its own
     whose first column names the row it belongs to."""
     nested = [k for k in dict.fromkeys(k for r in rows for k in r)
               if any(isinstance(r.get(k), list) and r[k] and all(isinstance(x, dict) for x in r[k]) for r in rows)]
     labels = row_labels(rows)
-    main = [{k: _scalar(v) for k, v in flatten({k: v for k, v in r.items() if k not in nested}).items()}
+    main = [{k: cell(v) for k, v in flatten({k: v for k, v in r.items() if k not in nested}).items()}
             for r in rows]
     tables = [(name, main)]
     for key in nested:
-        child = [{"row": label} | {k: _scalar(v) for k, v in flatten(item).items()}
+        child = [{"row": label} | {k: cell(v) for k, v in flatten(item).items()}
                  for label, r in zip(labels, rows) for item in (r.get(key) or [])]
         tables.append((f"{name}.{key}" if name else key, child))
     return tables
