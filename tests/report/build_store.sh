@@ -15,12 +15,12 @@ f simulate collective --cluster "$TMP/a100.json" --gpus 128 --sizes 32KB,256KB,1
 f plan --model resnet50 --gpus 64,256,512
 f plan --cluster "$TMP/a100.json" --model resnet50 --gpus 64,256
 f whatif
-f whatif --cluster "$TMP/a100.json" --model resnet50
+f whatif --cluster "$TMP/a100.json" --profile resnet50
 f whatif reproduce
 f validate published
 f simulate sweep --preset fatness --hosts 128
 f stencil simulate --ranks 64,256,1024,4096
-f run
+echo "+ fabriclab run" >&2; python -m fabriclab run > /dev/null  # the main job (no options)
 f collectives bench --np 2 --algo ring,butterfly,native --sizes 1KB:1MB --iters 3
 f train --np 1 --steps 3 --warmup 1 --model resnet50 --image-size 32 --batch-size 8 --no-baseline
 f train --np 2 --steps 3 --warmup 1 --model resnet50 --image-size 32 --batch-size 8

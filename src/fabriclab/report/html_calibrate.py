@@ -13,23 +13,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fabriclab.report.calibrate import band_table_rows, measured_busbw, switch_notes
+from fabriclab.report.calibrate import band_summary, band_table_rows, measured_busbw, switch_notes
 from fabriclab.report.html_parts import (Section, esc, figure, log_axis, new_figure, num, pct, safely, series_style,
                                          source, table)
 from fabriclab.report.store_views import Stored
 
 
-def _quantity(name: str, value) -> str:
-    """A parameter in its unit: GB/s, us, ps/B, or a plain factor."""
-    if not isinstance(value, (int, float)):
+def _quantity(name: str, value, stored: Stored) -> str:
+    """A parameter in its unit (GB/s, us, ps/B, or a plain factor), linked to its record."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
         return esc(value)
     if name.endswith("_Bps"):
-        return f"{value / 1e9:.4g} GB/s"
+        return num(value / 1e9, stored, 4, " GB/s")
     if name.endswith("per_byte_s"):
-        return f"{value * 1e12:.4g} ps/B"
+        return num(value * 1e12, stored, 4, " ps/B")
     if name.endswith("_s"):
-        return f"{value * 1e6:.4g} us"
-    return f"{value:.4g}"
+        return num(value * 1e6, stored, 4, " us")
+    return num(value, stored, 4)
 
 
 def _calibrate_one(stored: Stored) -> str:
@@ -56,17 +56,25 @@ def _calibrate_one(stored: Stored) -> str:
     alt = (f"Log-log chart: bus bandwidth in GB/s against message size for {len(logs)} nccl-tests logs "
            f"({', '.join(f'{g} GPUs' for _, g, _ in logs)}), measured as points and the fitted model as lines.")
     params = results.get("parameters") or {}
-    prow = [[esc(name.replace("library.", "").replace("server.", "")), _quantity(name, p.get("value")),
-             _quantity(name, p.get("prior")), esc(("fit, at bound" if p.get("at_bound") else "fit")
+    prow = [[esc(name.replace("library.", "").replace("server.", "")), _quantity(name, p.get("value"), stored),
+             _quantity(name, p.get("prior"), stored), esc(("fit, at bound" if p.get("at_bound") else "fit")
                                                    if p.get("fitted") else "prior")]
             for name, p in params.items() if isinstance(p, dict)]
-    headers, bands = band_table_rows(residuals)
+    headers, _ = band_table_rows(residuals)
+    summary = band_summary(residuals)
+    several = len({b["collective"] for b in summary}) > 1
+    bands = []
+    for key in dict.fromkeys((b["num_gpus"], b["collective"]) for b in summary):
+        cells = {b["band"]: f"{num(b['median_abs_error_pct'], stored, 3)} / {num(b['max_abs_error_pct'], stored, 3)}"
+                 for b in summary if (b["num_gpus"], b["collective"]) == key}
+        bands.append([num(key[0], stored), *([esc(key[1])] if several else []),
+                      *(cells.get(h, "-") for h in headers[2 if several else 1:])])
     notes = "".join(f'<p class="note">{esc(n)}.</p>' for n in switch_notes(residuals))
     rows = [[esc(Path(r["source"]).name), num(r["num_gpus"], stored), num(r["size_bytes"], stored), esc(r["choice"]),
              num(measured_busbw(r), stored), num(r["predicted_busbw_GBps"], stored), pct(r["error_pct"], stored),
              "held out" if r["held_out"] else "fitted"] for r in residuals]
     return ('<div class="pair">' + figure(fig, alt=alt, caption=f"Fitted by fabriclab: {source(stored)}")
-            + table(headers, [[esc(c) for c in b] for b in bands],
+            + table(headers, bands,
                     caption="|error| of busbw per size band, median / max (%)") + "</div>" + notes
             + table(["parameter", "value", "prior", "from"], prow, fold=True,
                     caption=f"the {len(prow)} parameters of the fitted cluster")

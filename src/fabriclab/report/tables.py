@@ -189,8 +189,7 @@ def _render_rich(table: Table, file: TextIO, width: int | None, stacked: tuple |
     narrow = copy.copy(table)
     narrow.columns = [copy.copy(table.columns[i]) for i in kept]
     for column, i in zip(narrow.columns, kept):
-        if numeric[i]:
-            column.justify = "right"
+        column.justify = "right" if numeric[i] else "left"
     header = "; ".join(f"{columns[i]}: {rows[0][i]}" for i in same)
     if _needed(console, narrow) <= console.width or _wrap_text(console, narrow, kept, columns, rows, numeric):
         if header:  # the title, then the constant columns, then the table
