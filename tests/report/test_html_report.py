@@ -147,8 +147,9 @@ def check_figure(fig, alt: str) -> None:
                   if not str(a.get_label()).startswith("_")]
         # panels of one figure share the legend of one of them
         legend = ax.get_legend() or next((a.get_legend() for a in fig.axes if a.get_legend()), None)
-        if len(series) >= 2 or legend is not None:
+        if len(series) >= 2:
             assert legend is not None and len(legend.get_texts()) >= 2, alt
+        if legend is not None:
             assert all(t.get_text() for t in legend.get_texts()), alt
         if ax.get_ylabel().startswith("scaling factor"):
             low, high = ax.get_ylim()

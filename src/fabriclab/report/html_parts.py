@@ -97,6 +97,8 @@ def error_pct(predicted: Any, measured: Any) -> float | None:
     return (predicted - measured) / measured * 100 if measured else None
 
 
+# A record's table of more columns than this and at most 6 rows is shown sideways (a row per column).
+WIDE_COLUMNS = 8
 # Tables longer than this fold into a <details> under their caption: the figure above says it first.
 FOLD_ROWS = 12
 
@@ -158,6 +160,12 @@ def rows_table(stored: Stored, *, limit: int = 60, caption: str = "") -> str:
         for row in rows:
             columns.update(dict.fromkeys(row))
         shown = [[value_cell(r.get(c), stored) for c in columns] for r in rows[:limit]]
+        if len(columns) > WIDE_COLUMNS and len(rows) <= 6:  # a few wide rows read better turned sideways
+            heads = ["", *(f"row {i + 1}" for i in range(len(shown)))]
+            sideways = [[esc(c.replace("_", " "))] + [row[j] for row in shown] for j, c in enumerate(columns)]
+            title = (caption + (f" {esc(name)}" if name else "")).strip() or "results"
+            out.append(table(heads, sideways, caption=title))
+            continue
         more = (f" First {limit} of {len(rows)} rows; all: <code>fabriclab results show {stored.id}</code>."
                 if len(rows) > limit else "")
         title = (caption + (f" {esc(name)}" if name else "")).strip() or "results"
