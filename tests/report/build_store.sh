@@ -12,7 +12,6 @@ f() { echo "+ fabriclab $*" >&2; python -m fabriclab "$@" --format plain > /dev/
 f calibrate nccl-tests "$LOGS"/nccl_1.log "$LOGS"/nccl_2.log "$LOGS"/nccl_4.log "$LOGS"/nccl_8.log "$LOGS"/nccl_16.log --out "$TMP/a100.json"
 f calibrate nccl-tests "$LOGS"/nccl_2.log "$LOGS"/nccl_4.log --check "$LOGS"/nccl_8.log --out "$TMP/a24.json"
 f simulate collective --cluster "$TMP/a100.json" --gpus 128 --sizes 32KB,256KB,1MB,4MB,16MB,64MB
-f plan --model resnet50 --gpus 64,256,512
 f plan --cluster "$TMP/a100.json" --model resnet50 --gpus 64,256
 f whatif
 f whatif --cluster "$TMP/a100.json" --profile resnet50
@@ -28,4 +27,5 @@ f train --np 1 --steps 3 --warmup 1 --replay resnet50 --dilation 10 --batch-size
 f train --np 2 --steps 3 --warmup 1 --replay resnet50 --dilation 10 --batch-size 32 --no-baseline
 f bench overhead --model resnet50 --image-size 32 --batch-size 8 --steps 3 --warmup 1 --rounds 1
 f bench train --modes allreduce:ring/backward,reduce:cb/none,reduce:cb/forward --np 2 --steps 3 --warmup 1 --model resnet50 --batch-size 8
+f plan --model resnet50 --gpus 64,256,512  # last: the newest plan (the summary's recommendation) compares fabrics
 rm -rf "$TMP"

@@ -63,7 +63,9 @@ def _plan_one(stored: Stored) -> str:
         front = sorted((r for r in mine if r.get("pareto")), key=lambda r: r[cost])
         ax.plot([r[cost] for r in front], [r["scaling_factor"] for r in front], color="0.35", lw=1.0,
                 ls=("-", "--", ":", "-.")[i % 4])
-    target = config.get("target")
+    recs = [r for r in results.get("recommendations") or [] if isinstance(r, dict)]
+    target = config.get("target") if _finite(config.get("target")) else next(
+        (r["target"] for r in recs if _finite(r.get("target"))), None)  # the default target lives in them
     if _finite(target):
         ax.axhline(target, color="grey", ls="--", lw=0.8)
     values = [r.get(cost) for r in rows]
