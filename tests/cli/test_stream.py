@@ -51,3 +51,9 @@ def test_json_prints_the_table_once_and_no_progress_rows_outside_a_terminal(caps
 
     lines = _print("json", capsys)
     assert len(lines) == 1 and len(json.loads(lines[0])["rows"]) == 3
+
+
+def test_a_small_bandwidth_keeps_its_digits():
+    cells = bench._cells(ROW | {"algbw_GBps": 0.0000312, "busbw_GBps": 0.0000468}, True)
+    assert cells[7:9] == ["0.0000312", "0.0000468"]
+    assert bench._cells(ROW, True)[7:9] == ["12.345", "23.456"]
