@@ -310,3 +310,18 @@ def test_chromium_every_section_of_a_realistic_report(tmp_path):
     summary = text.split('id="summary"', 1)[1].split("</section>", 1)[0]
     assert "Measured" in summary and "Predicted" in summary and "Recommendation" in summary
     assert "Worst errors" in summary and "not predicted" in summary
+
+
+def test_the_summary_and_the_published_counts_say_what_the_commands_say():
+    text = report_html.build_html(realistic_records(), store="realistic.db")
+    summary = text.split('id="summary"', 1)[1].split("</section>", 1)[0]
+    assert "<b>Measured</b>: 2 <code>calibrate.nccl-tests</code>" in summary
+    assert "<b>Predicted</b>: 3 <code>plan</code>" in summary
+    assert "the cheapest option that reaches 0.90 is 25GbE" in summary  # the newest plan's recommendation
+    assert "26 of 33 predicted rows within the goal, 2 not predicted; worst: awan-cc8-speedup +104.6 %" in summary
+    assert "largest busbw errors 2 GPUs 16-512 KB" in summary
+    published = text.split('id="published"', 1)[1].split("</section>", 1)[0]
+    words = re.sub(r"<[^>]+>", "", published)
+    # `validate published` prints: before (baseline): 0 of 21 rows ..., 14 not predicted; after: 26 of 33, 2
+    assert "baseline model: 0 of 21 within the goal, 14 not predicted" in words
+    assert "with mechanisms: 26 of 33 within the goal, 2 not predicted" in words
