@@ -275,6 +275,8 @@ SECTIONS_JS = """JSON.stringify({
       caption: (f.querySelector('figcaption') || {}).textContent || '',
       alt: (f.querySelector('img') || {}).alt || ''})),
     tables: s.querySelectorAll('table').length,
+    headless: [...s.querySelectorAll('table')].filter(t => !t.querySelector('thead th')).length,
+    cells: [...s.querySelectorAll('td')].filter(td => td.textContent.trim() === '').length,
     widest: Math.max(0, ...[...s.querySelectorAll('figure, .tbl, table')].map(e => e.getBoundingClientRect().right)),
   })),
   nav: [...document.querySelectorAll('nav a')].map(a => a.getAttribute('href')),
@@ -302,6 +304,7 @@ def test_chromium_every_section_of_a_realistic_report(tmp_path):
     for s in seen["sections"]:
         assert s["title"] and s["height"] <= MAX_SECTION_PX, (s["id"], s["height"])
         assert s["widest"] <= 1280, (s["id"], s["widest"])  # nothing runs off the page
+        assert s["headless"] == 0 and s["cells"] == 0, s["id"]  # every table has headers, every cell a value
     for s in drawn:
         assert s["figures"], s["id"]  # each question answered by a figure first
         for f in s["figures"]:

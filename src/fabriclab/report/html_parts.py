@@ -144,8 +144,8 @@ def value_cell(value: Any, stored: Stored) -> str:
                     + histogram_svg([v for v in value if v is not None]))
         return esc(f"{len(value)} items: " + ", ".join(map(str, value[:4])) + ", ...")
     if isinstance(value, list):
-        return esc(", ".join(fmt(v) for v in value))
-    return num(value, stored)
+        return esc(", ".join(fmt(v) for v in value)) or "-"
+    return num(value, stored) if value != "" else "-"
 
 
 def rows_table(stored: Stored, *, limit: int = 60, caption: str = "") -> str:
