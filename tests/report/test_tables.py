@@ -72,3 +72,22 @@ def test_numbers_with_units_and_marks_read_as_numbers():
                                       "16 MB", "+24.8 pt"))
     assert not any(is_number(t) for t in ("resnet50", "ring-addest", "Sec. 2.2", "2 x 8 V100", ""))
     assert plain_text("", ["a"], [["z" * (TEXT_CAP + 5)], ["b"]]).splitlines()[2] == "  b"  # not padded
+
+
+def test_a_first_column_repeated_in_runs_becomes_headings_and_gives_its_width_to_the_text():
+    table = Table(title="inputs of every prediction")
+    for name in ("row", "model", "input", "value", "source"):
+        table.add_column(name)
+    for k in range(5):
+        for m in ("before", "after"):
+            for inp in ("profile", "workers", "link"):
+                table.add_row(f"zhang-r{k}-2srv-100g", m, inp, f"resnet50 on V100, batch 32: {k} gradients, 102.23 MB",
+                              f"paper's repository: V100 logs (PyTorch 1.3, batch {k}) and the section " * 2)
+    text = _render(table)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert [line.strip() for line in lines if line.startswith("row: ")] == [f"row: zhang-r{k}-2srv-100g"
+                                                                            for k in range(5)]
+    assert sum(line.split() == ["model", "input", "value", "source"] for line in lines) == 1  # one header
+    assert "zhang-r1-2srv-100g" not in "\n".join(line for line in lines if not line.startswith("row: "))
+    assert len(lines) < 30 * 5  # 30 rows whose ~150-character source wraps in its column

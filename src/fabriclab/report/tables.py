@@ -191,11 +191,17 @@ def _render_rich(table: Table, file: TextIO, width: int | None, stacked: tuple |
     for column, i in zip(narrow.columns, kept):
         column.justify = "right" if numeric[i] else "left"
     header = "; ".join(f"{columns[i]}: {rows[0][i]}" for i in same)
-    if _needed(console, narrow) <= console.width or _wrap_text(console, narrow, kept, columns, rows, numeric):
-        if header:  # the title, then the constant columns, then the table
-            console.print(Text(f"{title}\n{header}" if title else header))
-            narrow.title = None
-        console.print(narrow)
+    if _needed(console, narrow) <= console.width:
+        _print_narrow(console, narrow, title, header)
+        return
+    groups = _grouped(console, narrow, kept, columns, rows, numeric)
+    if groups:
+        console.print(Text("\n".join(t for t in (title, header) if t)))
+        for part in groups:
+            console.print(part)
+        return
+    if _wrap_text(console, narrow, kept, columns, rows, numeric):
+        _print_narrow(console, narrow, title, header)
         return
     k_rows = [[r[i] for i in kept] for r in rows]
     k_columns = [columns[i] for i in kept]
@@ -228,6 +234,13 @@ def _render_rich(table: Table, file: TextIO, width: int | None, stacked: tuple |
     file.write(stacked_text(k_title, k_columns, k_rows, width=console.width))
 
 
+def _print_narrow(console: Console, narrow: Table, title: str, header: str) -> None:
+    if header:  # the title, then the constant columns, then the table
+        console.print(Text(f"{title}\n{header}" if title else header))
+        narrow.title = None
+    console.print(narrow)
+
+
 def _column_groups(console: Console, table: Table, num_rows: int) -> list[list[int]] | None:
     """The columns of `table` in groups that each fit the console beside the first column (repeated in
     every group), in order; None where one column does not fit or the groups would print more lines
@@ -251,7 +264,7 @@ def _column_groups(console: Console, table: Table, num_rows: int) -> list[list[i
 
 
 def _wrap_text(console: Console, table: Table, kept: list[int], columns: list[str], rows: list[list[str]],
-               numeric: list[bool]) -> bool:
+               numeric: list[bool], fix_all: bool = False) -> bool:
     """Give the text columns of `table` fixed widths, no narrower than their longest word, so that it fits
     the console (the widest text column gives way first); False (table unchanged) where it cannot."""
     full = [max([len(columns[i])] + [len(r[i]) for r in rows]) for i in kept]
@@ -263,19 +276,60 @@ def _wrap_text(console: Console, table: Table, kept: list[int], columns: list[st
     least = [max([len(r[i]) for r in rows] + [min(len(w), FOLD_WORD) for w in columns[i].split()]) if numeric[i]
              else longest if j == 0 else min(longest, max(FOLD_WORD, len(columns[i])))
              for j, (w, i, longest) in enumerate(zip(full, kept, words))]
+    # a column's share follows its usual cell (the 90th percentile), not its one longest note
+    typical = [max(1, sorted(len(r[i]) for r in rows)[int(0.9 * (len(rows) - 1))]) for i in kept]
     widths, over = list(full), _needed(console, table) - console.width
     while over > 0:
-        # headers of numbers break first, then the widest text column gives way
-        slack = [(numeric[kept[j]], widths[j], j) for j, (w, m) in enumerate(zip(widths, least)) if w > m]
+        # headers of numbers break first, then text columns shrink in proportion to their full width
+        slack = [(numeric[kept[j]], w / typical[j], w, j) for j, (w, m) in enumerate(zip(widths, least)) if w > m]
         if not slack:
             return False
-        j = max(slack)[2]
+        j = max(slack)[3]
         widths[j] -= 1
         over -= 1
     for column, w, f in zip(table.columns, widths, full):
         if w < f:
             column.width, column.no_wrap, column.overflow = w, False, "fold"
+        elif fix_all:
+            column.width = w
     return True
+
+
+def _grouped(console: Console, narrow: Table, kept: list[int], columns: list[str], rows: list[list[str]],
+             numeric: list[bool]) -> list[Table] | None:
+    """Where the first column repeats in runs (a row name over several lines of inputs), its value as a
+    heading above each run and the other columns as one table per run, all of the same column widths
+    (fitted, text wrapped): the width the first column took goes to the text. None where it does not
+    apply or fit."""
+    first = kept[0]
+    runs: list[tuple[str, list[int]]] = []
+    for i, r in enumerate(rows):
+        if runs and runs[-1][0] == r[first]:
+            runs[-1][1].append(i)
+        else:
+            runs.append((r[first], [i]))
+    if numeric[first] or len(kept) < 3 or len(runs) * 2.5 > len(rows):
+        return None
+    template = copy.copy(narrow)
+    template.columns = [copy.copy(c) for c in narrow.columns[1:]]
+    template.box, template.title, template.show_edge = None, None, False
+    for column in template.columns:
+        column.width, column.no_wrap = None, True
+    rest = kept[1:]
+    # fixed widths, the same in every group's table (text wrapped where the whole does not fit)
+    if not _wrap_text(console, template, rest, columns, rows, numeric, fix_all=True):
+        return None
+    tables = []
+    for n, (label, members) in enumerate(runs):
+        part = Table(box=None, show_header=n == 0, pad_edge=False, title=f"{columns[first]}: {label}",
+                     title_justify="left", title_style="bold", header_style="bold")
+        for column in template.columns:
+            part.add_column(column.header, justify=column.justify, width=column.width, no_wrap=column.no_wrap,
+                            overflow=column.overflow)
+        for i in members:
+            part.add_row(*(rows[i][j] for j in rest))
+        tables.append(part)
+    return tables
 
 
 def _needed(console: Console, table: Table) -> int:
