@@ -30,6 +30,14 @@ def test_calibrate_writes_a_cluster_and_prints_residuals(tmp_path):
     assert "nic_efficiency" in result.output and "nccl_16.log" in result.output
     assert "1 rank moves no data" in result.output
     assert "fitted rows: 16 GPUs, >= 64 MB" in result.output
+    rows = [line.split() for line in result.output.splitlines() if line.startswith("  nccl_")]
+    assert len(rows) == 28 * 3 + 25 and all(float(r[4]) > 0 for r in rows)  # no `measured 0` for 8 B
+    assert next(r for r in rows if r[:3] == ["nccl_2.log", "2", "8B"])[4] == "0.0009249"
+    bands = result.output.split("# |error| per size band", 1)[1].splitlines()
+    assert bands[1].split() == ["#", "GPUs", "<=", "8", "KB", "16-512", "KB", "1-32", "MB", ">=", "64", "MB"]
+    assert bands[2].split() == ["2", "4.4", "/", "7.0", "29.2", "/", "40.5", "2.5", "/", "5.4", "1.2", "/", "4.6"]
+    assert ("note: 2 GPUs, 512KB -> 1MB: the model's time falls (82.4 -> 60.76 us) where NCCL's tuning "
+            "switches ring/LL -> ring/LL128") in result.output
     record = json.loads((tmp_path / "rec.json").read_text())
     assert record["results"]["fitted_rows"]
 

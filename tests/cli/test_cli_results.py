@@ -52,3 +52,23 @@ def test_results_commands_list_show_export_and_diff(tmp_path):
     assert "+5.56%" in diffed.output and "created_utc" in diffed.output
     missing = runner.invoke(app, ["results", "diff", "1", "7", "--store", str(path)])
     assert missing.exit_code == 2 and "no record 7" in missing.output
+
+
+def test_show_at_80_columns_prints_tables_not_one_block_per_value(tmp_path, monkeypatch):
+    """A calibrate-shaped record (parameters, 60 residual rows, a 2,048-value list) at COLUMNS=80."""
+    path = tmp_path / "r.db"
+    residuals = [{"source": "nccl_8.log", "num_gpus": 8, "size_bytes": 1 << (i % 34), "measured_busbw_GBps": 1.5 * i,
+                  "predicted_busbw_GBps": 1.4 * i + 0.01, "error_pct": -6.5 + i / 10} for i in range(60)]
+    record = store_record("calibrate.nccl-tests", residuals=residuals, nccl_version="2.7.8",
+                          rank_finish_s=[1.0 + i / 1000 for i in range(2048)],
+                          parameters={"library.launch_s": {"value": 3.8e-06, "prior": 4e-06, "fitted": True},
+                                      "server.nic_efficiency": {"value": 0.74, "prior": 0.99, "fitted": True}})
+    store.add_record(record, path)
+    monkeypatch.setenv("COLUMNS", "80")
+    shown = CliRunner().invoke(app, ["results", "show", "1", "--store", str(path), "--format", "table"])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert max(map(len, lines)) <= 80 and "-- row" not in shown.output
+    assert len(lines) < 120  # 60 residual rows, one line each, the parameters, the metadata
+    assert "2048 values: min 1, median 2.0235, max 3.047" in shown.output
+    assert "results: residuals (60 rows)" in shown.output and "source: nccl_8.log; num_gpus: 8" in shown.output

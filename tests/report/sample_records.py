@@ -158,11 +158,38 @@ def _llm():
     return make_record("whatif.llm", {"model": "llama3-8b", "gpus": 16}, results)
 
 
+def _bench():
+    rows = [{"algo": algo, "op": "allreduce", "size_bytes": size, "time_us": size / bw / 1e3, "algbw_GBps": bw / 1.5,
+             "busbw_GBps": bw, "busbw_vs_native": None, "num_wrong": 0}
+            for algo, k in (("ring", 1.0), ("butterfly", 0.8)) for size, bw in ((1024, 0.1 * k), (1 << 20, 2.0 * k))]
+    return make_record("collectives.bench", {"algos": ["ring", "butterfly"], "num_ranks": 4}, rows)
+
+
+def _calibrate():
+    def row(gpus, size, predicted, error):
+        return {"source": f"/logs/nccl_{gpus}.log", "num_gpus": gpus, "size_bytes": size, "choice": "ring/LL",
+                "measured_busbw_GBps": round(predicted / (1 + error / 100), 2), "predicted_busbw_GBps": predicted,
+                "error_pct": error, "inplace_error_pct": None, "held_out": gpus == 8, "collective": "allreduce",
+                "busbw_low_GBps": None, "busbw_high_GBps": None}
+    residuals = [row(g, 8 << (3 * i), 0.001 * 8 ** i * g, (-1) ** i * (2.0 + i)) for g in (2, 8) for i in range(9)]
+    params = {"server.nic_efficiency": {"value": 0.74, "prior": 0.99, "fitted": True, "at_bound": False},
+              "library.launch_s": {"value": 3.8e-6, "prior": 4e-6, "fitted": False, "at_bound": False}}
+    return make_record("calibrate.nccl-tests", {"logs": ["/logs/nccl_2.log"], "nic": "HDR"},
+                       {"parameters": params, "residuals": residuals, "fitted_rows": [], "held_out_rows": [],
+                        "held_out_coverage": [], "nccl_version": "2.7.8"})
+
+
+def _no_section():
+    """A record no section draws, with a 2,048-value list (as `bench overhead`'s rank times would be)."""
+    return make_record("bench.overhead", {"model": "resnet50"},
+                       {"ratio": 0.871, "goal_ratio": 0.97, "rank_finish_s": [1.0 + (i % 97) / 1000 for i in range(2048)]})
+
+
 def sample_records() -> list[dict]:
     """One or more records of every kind the report has a section for, plus one it has none for."""
     return [_fatness(), _whatif(), _whatif("whatif.reproduce"), _fabrics(), _train(2), _train(4), _modes(),
             _stencil("stencil.scale"), _stencil("stencil.simulate"), _stencil_run(), _validate(), collectives_check(),
-            _published(), _plan(), _llm(), make_record("collectives.bench", {"algos": ["ring"]}, [{"size_bytes": 1024, "busbw_GBps": 0.1}])]
+            _published(), _plan(), _bench(), _calibrate(), _llm(), _no_section()]
 
 
 def as_stored(records: list[dict]) -> list[Stored]:

@@ -4,7 +4,8 @@ Builds the report with `fabriclab report`, opens it, refuses to shoot a page wit
 image that did not load, and writes a PNG of the page from a section on (default: the first section that
 has a figure), `--height` pixels tall.
 
-Run: `python tests/report/screenshot.py --store results.db --out docs/report.png`.
+Run: `python tests/report/screenshot.py --store results.db --out docs/report.png --section top` (the README's
+from the store `tests/report/build_store.sh` fills).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cdp import Browser  # noqa: E402
 
-TOP_OF = """(() => { const key = %s; const all = [...document.querySelectorAll('section')];
+TOP_OF = """(() => { const key = %s; if (key === 'top') return 0; const all = [...document.querySelectorAll('section')];
   const s = key ? document.getElementById(key) : all.find(x => x.querySelector('img'));
   return s ? s.getBoundingClientRect().top + window.scrollY : 0; })()"""
 
@@ -28,7 +29,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--section", default="", help="Section id to start from (default: first with a figure).")
+    parser.add_argument("--section", default="", help="Section id to start from, or top (default: first with a figure).")
     parser.add_argument("--height", type=int, default=1500, help="Pixels of page in the shot.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

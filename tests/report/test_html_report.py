@@ -80,7 +80,10 @@ def test_every_section_draws_its_records_as_inline_figures(page_text):
         assert len(img["alt"]) > 40 and "chart" in img["alt"]
     assert set(per_section) == {s.key for s in report_html.SECTIONS}
     assert "could not be drawn" not in page_text  # every sample is shaped as its command writes it
-    assert "Other runs" in page_text and "fabriclab collectives bench" in page_text  # no section for it
+    other = page_text.split('id="other"', 1)[1].split("</section>", 1)[0]
+    assert "fabriclab bench overhead" in other  # no section for it
+    assert "2048 values: min" in other and "<svg" in other  # its long list summarised, with a histogram
+    assert other.count("1.0") < 50  # not one value per line
     assert "the cheapest option that reaches 0.90 is 100g-opa" in page_text
     assert "baseline model: <a" in page_text and "within the goal" in page_text
 
@@ -112,7 +115,12 @@ def test_nothing_is_fetched_from_the_network(page_text):
     assert "@import" not in page_text and "url(" not in page_text
 
 
-def test_figures_have_titles_and_labelled_axes(monkeypatch):
+FIGURE_MODULES = ("html_sim", "html_train", "html_hpc", "html_collectives", "html_plan", "html_calibrate")
+UNIT = re.compile(r"\(.+\)|/")  # `time per step (ms)`, `busbw (GB/s)`, `images/sec`
+
+
+def drawn_figures(records, monkeypatch) -> list:
+    """Every matplotlib figure the report draws for `records`, with its alt text."""
     drawn = []
     original = html_parts.figure
 
@@ -121,15 +129,38 @@ def test_figures_have_titles_and_labelled_axes(monkeypatch):
         return original(fig, **kwargs)
 
     monkeypatch.setattr(html_parts, "figure", keep)
-    for module in ("html_sim", "html_train", "html_hpc", "html_collectives"):
+    for module in FIGURE_MODULES:
         monkeypatch.setattr(f"fabriclab.report.{module}.figure", keep)
-    report_html.build_html(as_stored(sample_records()), store="x.db")
-    assert len(drawn) >= 12
+    report_html.build_html(records, store="x.db")
+    return drawn
+
+
+def check_figure(fig, alt: str) -> None:
+    """Readable on its own: a title, both axes labelled with their unit (or categories on y), a legend
+    naming the series wherever there are two or more, and a scaling-factor axis spanning >= 0.1."""
+    for ax in fig.axes:
+        assert ax.get_title() or fig._suptitle is not None, alt
+        assert UNIT.search(ax.get_xlabel()), (ax.get_xlabel(), alt)
+        categories = any(t.get_text() for t in ax.get_yticklabels()) and not ax.get_ylabel()
+        assert categories or UNIT.search(ax.get_ylabel()), (ax.get_ylabel(), alt)
+        series = [a for a in ax.lines + ax.collections + ax.containers
+                  if not str(a.get_label()).startswith("_")]
+        # panels of one figure share the legend of one of them
+        legend = ax.get_legend() or next((a.get_legend() for a in fig.axes if a.get_legend()), None)
+        if len(series) >= 2:
+            assert legend is not None and len(legend.get_texts()) >= 2, alt
+        if legend is not None:
+            assert all(t.get_text() for t in legend.get_texts()), alt
+        if ax.get_ylabel().startswith("scaling factor"):
+            low, high = ax.get_ylim()
+            assert high - low >= 0.099, (ax.get_ylim(), alt)  # 0.001 differences are not magnified
+
+
+def test_figures_have_titles_labelled_axes_and_legends(monkeypatch):
+    drawn = drawn_figures(as_stored(sample_records()), monkeypatch)
+    assert len(drawn) >= 15
     for fig, alt in drawn:
-        for ax in fig.axes:
-            assert ax.get_title() or fig._suptitle is not None, alt
-            assert ax.get_xlabel(), alt
-            assert ax.get_ylabel() or any(t.get_text() for t in ax.get_yticklabels()), alt
+        check_figure(fig, alt)
 
 
 def test_a_section_without_records_names_the_command_that_fills_it():
@@ -199,3 +230,102 @@ def test_the_browser_check_catches_a_missing_image_and_a_console_error(tmp_path)
     assert images == [{"complete": True, "width": 0, "alt": "gone"}]
     assert any("boom" in p for p in problems) and any("missing.png" in p or "ERR_FILE_NOT_FOUND" in p
                                                      for p in problems)
+
+
+# -- a realistic store: the export of tests/report/build_store.sh (real runs of the commands) ----------
+
+REALISTIC = Path(__file__).resolve().parent / "data" / "realistic_records.json.gz"
+# Bounds that keep the page readable: the whole page and any one section, in CSS pixels at 1280 wide.
+MAX_PAGE_PX = 16000
+MAX_SECTION_PX = 3000
+
+
+def realistic_records():
+    import gzip
+    import json
+
+    from fabriclab.report.store_views import Stored
+
+    exported = json.loads(gzip.decompress(REALISTIC.read_bytes()))
+    return [Stored(id=r.pop("id"), nulled_keys=tuple(r.pop("nulled_keys", ())), record=r) for r in exported]
+
+
+def test_the_realistic_store_is_real_runs_of_every_drawn_kind():
+    kinds = {s.kind for s in realistic_records()}
+    assert {"calibrate.nccl-tests", "plan", "whatif", "whatif.reproduce", "validate.published", "simulate.sweep",
+            "stencil.simulate", "collectives.bench", "train.bench", "bench.train"} <= kinds
+    assert len(realistic_records()) >= 18
+
+
+def test_realistic_figures_are_readable_on_their_own(monkeypatch):
+    drawn = drawn_figures(realistic_records(), monkeypatch)
+    assert len(drawn) >= 14
+    for fig, alt in drawn:
+        check_figure(fig, alt)
+
+
+SECTIONS_JS = """JSON.stringify({
+  height: document.documentElement.scrollHeight,
+  sections: [...document.querySelectorAll('body > section')].map(s => ({
+    id: s.id, title: (s.querySelector('h2') || {}).textContent || '',
+    height: Math.round(s.getBoundingClientRect().height),
+    empty: !!s.querySelector('p.empty'),
+    figures: [...s.querySelectorAll('figure')].map(f => ({
+      loaded: [...f.querySelectorAll('img')].every(i => i.complete && i.naturalWidth > 0),
+      caption: (f.querySelector('figcaption') || {}).textContent || '',
+      alt: (f.querySelector('img') || {}).alt || ''})),
+    tables: s.querySelectorAll('table').length,
+    headless: [...s.querySelectorAll('table')].filter(t => !t.querySelector('thead th')).length,
+    cells: [...s.querySelectorAll('td')].filter(td => td.textContent.trim() === '').length,
+    widest: Math.max(0, ...[...s.querySelectorAll('figure, .tbl, table')].map(e => e.getBoundingClientRect().right)),
+  })),
+  nav: [...document.querySelectorAll('nav a')].map(a => a.getAttribute('href')),
+})"""
+
+
+@needs_chromium
+def test_chromium_every_section_of_a_realistic_report(tmp_path):
+    import json
+
+    records = realistic_records()
+    page = report_html.write_report(tmp_path / "site", records, store="realistic.db")
+    with Browser(timeout_s=90) as browser:
+        browser.open(page.as_uri())
+        seen = json.loads(browser.evaluate(SECTIONS_JS))
+        problems = browser.problems()
+    assert problems == []
+    sections = {s["id"]: s for s in seen["sections"]}
+    assert seen["sections"][0]["id"] == "summary"
+    assert [f"#{k}" for k in sections] == seen["nav"]  # every section is in the table of contents, in order
+    assert seen["height"] <= MAX_PAGE_PX, seen["height"]
+    drawn = [s for s in seen["sections"] if s["id"] not in ("summary", "records", "other") and not s["empty"]]
+    assert {s["id"] for s in drawn} >= {"plan", "calibrate", "main-job", "fatness", "whatif", "throughput", "scaffe",
+                                          "stencil", "published"}
+    for s in seen["sections"]:
+        assert s["title"] and s["height"] <= MAX_SECTION_PX, (s["id"], s["height"])
+        assert s["widest"] <= 1280, (s["id"], s["widest"])  # nothing runs off the page
+        assert s["headless"] == 0 and s["cells"] == 0, s["id"]  # every table has headers, every cell a value
+    for s in drawn:
+        assert s["figures"], s["id"]  # each question answered by a figure first
+        for f in s["figures"]:
+            assert f["loaded"] and "record" in f["caption"] and len(f["alt"]) > 40, (s["id"], f)
+    text = page.read_text()
+    summary = text.split('id="summary"', 1)[1].split("</section>", 1)[0]
+    assert "Measured" in summary and "Predicted" in summary and "Recommendation" in summary
+    assert "Worst errors" in summary and "not predicted" in summary
+
+
+def test_the_summary_and_the_published_counts_say_what_the_commands_say():
+    text = report_html.build_html(realistic_records(), store="realistic.db")
+    assert "could not be drawn" not in text  # every real record is drawn as its command writes it
+    summary = text.split('id="summary"', 1)[1].split("</section>", 1)[0]
+    assert "<b>Measured</b>: 2 <code>calibrate.nccl-tests</code>" in summary
+    assert "<b>Predicted</b>: 3 <code>plan</code>" in summary
+    assert "the cheapest option that reaches 0.90 is 25GbE" in summary  # the newest plan's recommendation
+    assert "26 of 33 predicted rows within the goal, 2 not predicted; worst: awan-cc8-speedup +104.6 %" in summary
+    assert "largest busbw errors 2 GPUs 16-512 KB" in summary
+    published = text.split('id="published"', 1)[1].split("</section>", 1)[0]
+    words = re.sub(r"<[^>]+>", "", published)
+    # `validate published` prints: before (baseline): 0 of 21 rows ..., 14 not predicted; after: 26 of 33, 2
+    assert "baseline model: 0 of 21 within the goal, 14 not predicted" in words
+    assert "with mechanisms: 26 of 33 within the goal, 2 not predicted" in words

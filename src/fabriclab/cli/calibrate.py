@@ -32,6 +32,7 @@ from fabriclab.fabric.cluster import save_cluster
 from fabriclab.fabric.links import parse_link
 from fabriclab.nccl.logs import read_runs
 from fabriclab.units import format_size, parse_size_range
+from fabriclab.report.calibrate import band_table_rows, measured_busbw, switch_notes
 
 app = typer.Typer(help="Fit a cluster model to real measurements (nccl-tests output, a training step).",
                   no_args_is_help=True)
@@ -106,7 +107,8 @@ def _print_calibration(output, cal, request) -> None:
     output.note(f"library model: {cal.version_note}")
     output.table(_params_table(cal.params, cal.cluster.library.nccl_version))
     output.table(_residual_table([r for r in residuals if not r.held_out],
-                                 "fit: busbw per row (GB/s), measured vs model; error = model / measured - 1"))
+                                 "fit: busbw per row (GB/s, measured from the log's time), measured vs model; "
+                                 "error = model / measured - 1"))
     if any(r.held_out for r in residuals):
         output.table(_residual_table([r for r in residuals if r.held_out],
                                      "held out (never fitted): busbw per row (GB/s), measured vs model"))
@@ -114,6 +116,9 @@ def _print_calibration(output, cal, request) -> None:
         where = "all held-out rows" if c["num_gpus"] is None else f"held-out rows, {c['num_gpus']} GPUs"
         output.note(f"{where}: measured busbw inside the printed range in {c['inside']} of {c['rows']} "
                     f"({c['share'] * 100:.0f} %)")
+    output.table(_band_table(residuals))
+    for note in switch_notes(residuals):
+        output.note(f"note: {note}")
     for title, rows in (("fitted rows", cal.fitted_summary), ("held-out rows", cal.held_summary)):
         for s in rows:
             output.note(f"{title}: {s['num_gpus']} GPUs, {s['band']}: max |error| {s['max_abs_error_pct']:.1f} % "
@@ -147,6 +152,16 @@ def _params_table(params, version: str) -> Table:
     return table
 
 
+def _band_table(residuals) -> Table:
+    headers, rows = band_table_rows(residuals)
+    table = Table(title="|error| per size band, median / max (%), fitted and held-out rows")
+    for h in headers:
+        table.add_column(h, justify="left" if h == "collective" else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def _residual_table(residuals, title: str) -> Table:
     table = Table(title=title)
     from fabriclab.nccl.calibration import inside
@@ -162,6 +177,6 @@ def _residual_table(residuals, title: str) -> Table:
         span = ("-" if r.busbw_low_GBps is None else
                 f"{r.busbw_low_GBps:.3g}-{r.busbw_high_GBps:.3g}{'' if inside(r) else ' out'}")
         table.add_row(Path(r.source.split(" (")[0].split(" [")[0]).name, *([r.collective] if several else []),
-                      str(r.num_gpus), format_size(r.size_bytes), r.choice, f"{r.measured_busbw_GBps:.4g}",
+                      str(r.num_gpus), format_size(r.size_bytes), r.choice, f"{measured_busbw(r):.4g}",
                       f"{r.predicted_busbw_GBps:.4g}", *([span] if ranged else []), f"{r.error_pct:+.1f}", in_err)
     return table

@@ -226,7 +226,7 @@ class Output:
         """Render a table on stdout (stderr when `--json -` owns stdout and the format is human)."""
         human_to_stderr = self.json_path == STDOUT
         file = sys.stderr if human_to_stderr else sys.stdout
-        render(table, self.fmt, file, width=_terminal_width(file))
+        render(table, self.fmt, file, width=terminal_width(file))
         file.flush()
 
     def note(self, text: str) -> None:
@@ -241,7 +241,7 @@ class Output:
         return save_record(self.json_path, kind, config, results, self.store, top)
 
 
-def _terminal_width(file) -> int | None:
+def terminal_width(file) -> int | None:
     """The width rich should use: the terminal's (COLUMNS wins), or None for a pipe (then unused)."""
     if "COLUMNS" in os.environ:
         try:

@@ -26,10 +26,20 @@ except ImportError:  # pragma: no cover
     import click
     from click import exceptions as click_errors
     from click.exceptions import Abort
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 import fabriclab
 from fabriclab.cli.common import print_error, user_errors
+
+_type_of = TyperOption.display_type_rich
+
+
+def _flag_type(self: TyperOption, ctx: click.Context) -> str | None:
+    """The value type help shows beside an option; none beside a flag (`--baseline`, not `<bool>`)."""
+    return None if self.is_flag else _type_of(self, ctx)
+
+
+TyperOption.display_type_rich = _flag_type
 
 # name -> (module, one-line help); the module's `register(app)` adds the command or group `name`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -79,7 +89,7 @@ def load_command(name: str) -> click.Command:
     if name == "run":
         return typer.main.get_command(_run_app)
     module = importlib.import_module(COMMANDS[name][0])
-    holder = typer.Typer()
+    holder = typer.Typer(add_completion=False)
     holder.callback()(lambda: None)  # a callback keeps the holder a group even with one command
     module.register(holder)
     group = typer.main.get_command(holder)
@@ -158,6 +168,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
+    add_completion=False,  # shell completion is not offered: `--install-completion` edits the user's rc file
 )
 
 
@@ -175,7 +186,7 @@ def main(
     """Run, simulate and compare collectives and data-parallel training on network fabrics."""
 
 
-_run_app = typer.Typer()
+_run_app = typer.Typer(add_completion=False)
 
 
 @_run_app.command("run")

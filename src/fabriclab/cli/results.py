@@ -19,7 +19,8 @@ from rich.table import Table
 
 from fabriclab.cli.common import FormatOption, Output, check_output_path, user_errors
 from fabriclab.report import store as results_store
-from fabriclab.report.store_views import EXPORT_FORMATS, ROW_PRESENT, command_of, export, flatten, result_rows
+from fabriclab.report.store_views import (EXPORT_FORMATS, ROW_PRESENT, command_of, export, flatten, result_rows,
+                                           result_tables)
 
 app = typer.Typer(help="The results store: list, show, export and diff the records of past runs.",
                   no_args_is_help=True)
@@ -89,12 +90,12 @@ def show_cmd(record_id: Annotated[int, typer.Argument(metavar="ID", help="Record
     for k, v in facts.items():
         meta.add_row(escape(k), escape(v))
     out.table(meta)
-    rows = result_rows(r.get("results"))
-    if rows:
+    for name, rows in result_tables(r.get("results")):
         columns: dict[str, None] = {}
         for row in rows:
             columns.update(dict.fromkeys(row))
-        results = Table(title=f"record {s.id}: results ({len(rows)} rows)")
+        what = f"results: {name}" if name else "results"
+        results = Table(title=f"record {s.id}: {what} ({len(rows)} rows)")
         for col in columns:
             results.add_column(escape(col or "value"))
         for row in rows:

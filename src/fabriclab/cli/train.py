@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 import typer
@@ -115,6 +116,8 @@ def execute(config: TrainBenchConfig, trace_path: Path | None = None, out: Outpu
         for line in total_lines(summary["step_s"], config.batch_size):
             out.note(line)
     out.table(result_table(result, config))
+    for line in run_notes(result, config, _cores()):
+        out.note(line)
     code = 0
     if trace is not None and trace_path is not None:
         code = _write_trace(trace, trace_path, config)
@@ -185,9 +188,36 @@ def describe(config: TrainBenchConfig, runtime: str) -> str:
             + (f", compression {t.compression}" if t.compression != "none" else ""))
 
 
+def _cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def run_notes(result: dict, config: TrainBenchConfig, cores: int) -> list[str]:
+    """What the reader must know to read the table: ranks sharing cores, a replay's dilation."""
+    notes = []
+    n = result["num_ranks"]
+    device = config.trainer.device if config.trainer is not None else "cpu"
+    if device == "cpu" and n > cores:
+        scaling = [s.get("scaling_factor") for s in result["runtimes"].values() if s.get("scaling_factor")]
+        said = f" ({', '.join(f'{v:.3f}' for v in scaling)})" if scaling else ""
+        notes.append(f"note: {n} ranks share {cores} CPU core{'s' if cores > 1 else ''}: each rank computes "
+                     f"slower than one rank alone, so the scaling factor{said} measures this machine's cores, "
+                     f"not the algorithm or the network")
+    if config.replay:
+        notes.append(f"note: dilated replay: every compute time is {config.replay}'s profiled time x"
+                     f"{config.dilation:g}, no model runs; images/sec are of the dilated run (x{config.dilation:g} "
+                     f"for the un-dilated rate), not a measurement of {config.replay}")
+    return notes
+
+
 def result_table(result: dict, config: TrainBenchConfig) -> Table:
     n = result["num_ranks"]
-    title = (f"{n} ranks, global batch {result['global_batch']} ({result['per_rank_batch']} per rank), "
+    dilated = f"dilated replay of {config.replay} x{config.dilation:g}, " if config.replay else ""
+    title = (f"{dilated}{n} ranks, global batch {result['global_batch']} ({result['per_rank_batch']} per rank), "
              f"{config.steps} steps (+{config.warmup} warm-up); times per iteration, bytes per rank")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     headers = ("runtime", "images/sec", "vs ddp", "scaling", "iter ms", "compute ms", "comm ms",

@@ -74,6 +74,8 @@ class Algorithm:
     params: tuple[Param, ...] = ()
     param_names: dict[str, str] = field(default_factory=dict)
     """spec key -> keyword argument of the builder functions (where they differ)."""
+    docs: dict[str, str] = field(default_factory=dict)
+    """collective -> what the algorithm does for it, where the builder's docstring does not say it."""
 
 
 CHUNKS = Param(key="chunks", default=lambda p: 4, doc="pipeline chunks")
@@ -83,7 +85,9 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm(name="ring", doc="Ring reduce-scatter + allgather (Patarasuk & Yuan 2009)",
               builders={ALLREDUCE: ring.ring_allreduce, REDUCE_SCATTER: ring.ring_reduce_scatter,
                         ALLGATHER: ring.ring_allgather, REDUCE: ring.ring_reduce,
-                        BROADCAST: ring.ring_broadcast}),
+                        BROADCAST: ring.ring_broadcast},
+              docs={REDUCE_SCATTER: "Ring reduce-scatter: P-1 steps of S/P, rank i ends with block i reduced",
+                    ALLGATHER: "Ring allgather: P-1 steps of S/P, each rank forwards the block it received"}),
     Algorithm(name="butterfly", doc="Recursive halving-doubling, Rabenseifner (MPICH)",
               builders={ALLREDUCE: recursive.butterfly_allreduce, REDUCE: recursive.butterfly_reduce,
                         BROADCAST: recursive.butterfly_broadcast},
@@ -216,6 +220,16 @@ def describe(collective: str) -> list[tuple[str, str, str]]:
         params = " ".join(f"{p.key}={'|'.join(p.choices) if p.choices else p.doc}"
                           f" (default {p.default(8) if p.key != 'servers' else 'P/8'})"
                           for p in algo.params)
-        rows.append((name, params, algo.doc))
+        rows.append((name, params, algo.doc if collective == ALLREDUCE else _builder_doc(algo, collective)))
     return rows
+
+
+def _builder_doc(algo: Algorithm, collective: str) -> str:
+    """What the algorithm does for this collective: the first line of its builder's docstring (a ring
+    broadcast scatters and allgathers, it does not reduce-scatter), with `ranks[0]` said as the root."""
+    if collective in algo.docs:
+        return algo.docs[collective]
+    doc = (algo.builders[collective].__doc__ or "").strip().splitlines()
+    line = doc[0].rstrip(".") if doc else algo.doc
+    return line.replace("`ranks[0]`", "the root").replace("`ranks[i]`", "rank i")
 

@@ -16,14 +16,18 @@ import json
 from pathlib import Path
 
 import fabriclab
-from fabriclab.report import html_collectives, html_hpc, html_llm, html_plan, html_sim, html_train
+from fabriclab.report import html_calibrate, html_collectives, html_hpc, html_llm, html_plan, html_sim, html_train
 from fabriclab.report.html_parts import Section, anchor, esc, rows_table, source
+from fabriclab.report.html_summary import summary
 from fabriclab.report.store_views import Stored, command_of
 
 _BY_KEY = {s.key: s for s in html_sim.SECTIONS + html_train.SECTIONS + html_hpc.SECTIONS + html_plan.SECTIONS
-           + html_collectives.SECTIONS + html_llm.SECTIONS}
-# Reading order: the answer first, then the studies as the papers present them, then the checks.
-ORDER = ("plan", "llm", "fatness", "whatif", "throughput", "scaffe", "stencil", "validate", "collectives-check", "published")
+           + html_collectives.SECTIONS + html_calibrate.SECTIONS
+           + html_llm.SECTIONS}
+# Reading order: the answer first, the cluster it rests on, then the studies as the papers present them,
+# then the checks.
+ORDER = ("plan", "llm", "calibrate", "main-job", "fatness", "whatif", "throughput", "scaffe", "stencil", "validate",
+         "collectives-check", "published")
 SECTIONS: tuple[Section, ...] = tuple(_BY_KEY[k] for k in ORDER)
 
 CSS = """
@@ -40,7 +44,9 @@ th,td{border-bottom:1px solid #e3e3ea;padding:.15em .5em;text-align:left;max-wid
 td.num{text-align:right;white-space:nowrap}th{background:#f3f3f6;white-space:nowrap}a.n{color:inherit;text-decoration:none;border-bottom:1px dotted #99a}
 a.bad{color:#b00020}a.ok{color:#106010}.empty{color:#666;font-style:italic}
 .note{color:#8a5a00}.answer{font-size:1.1em;background:#eef6ee;padding:.5em .8em;border-left:4px solid #3a3}
-.rec{border-top:1px solid #dde;padding:.4em 0}.rec dl{display:grid;grid-template-columns:max-content auto;
+.rec{border-top:1px solid #dde;padding:.2em 0}.rec summary,details.tbl>summary{cursor:pointer;color:#224}
+details.tbl{margin:.5em 0}details.rec:target{background:#fff8dc}.summary li{margin:.2em 0}svg.hist{vertical-align:middle;fill:#6a7fb0;margin-left:.4em}
+.rec dl{display:grid;grid-template-columns:max-content auto;
 gap:.1em 1em;margin:.3em 0;font-size:13px}.rec dt{color:#555}.rec dd{margin:0}
 pre{font-size:11px;background:#f7f7f9;padding:.5em;overflow-x:auto;max-height:24em}
 """
@@ -72,7 +78,7 @@ def build_html(records: list[Stored], *, store: Path | str, now: datetime.dateti
     """The whole page for `records`."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     per, other = assign(records)
-    body, toc = [], []
+    body, toc = [], ['<li><a href="#summary">Summary</a></li>']
     for section in SECTIONS:
         mine = per[section.key]
         toc.append(f'<li><a href="#{section.key}">{esc(section.title)}</a> ({len(mine)})</li>')
@@ -90,8 +96,9 @@ def build_html(records: list[Stored], *, store: Path | str, now: datetime.dateti
     if other:
         toc.append(f'<li><a href="#other">Other runs</a> ({len(other)})</li>')
         body.append('<section id="other"><h2>Other runs</h2><p>Records no section above draws, with their '
-                    "numbers.</p>")
-        body += [f"<h3>{esc(command_of(s.record))}</h3>{rows_table(s, limit=20)}" for s in other]
+                    "numbers (open one to read it).</p>")
+        body += [f'<details class="rec"><summary>Record {s.id}: <code>{esc(command_of(s.record))}</code></summary>'
+                 f"{rows_table(s, limit=20)}</details>" for s in other]
         body.append("</section>")
     toc.append(f'<li><a href="#records">Records</a> ({len(records)})</li>')
     body.append(_records(records))
@@ -103,7 +110,7 @@ def build_html(records: list[Stored], *, store: Path | str, now: datetime.dateti
             f"<h1>{title}</h1><p>{len(records)} records from the results store <code>{esc(store)}</code>, "
             f"written {stamp} by fabriclab {esc(fabriclab.__version__)}. Every number links to the record it "
             f"comes from (command, time, git revision, host) at the bottom of the page.</p>"
-            f"<nav><ol>{''.join(toc)}</ol></nav>{''.join(body)}</body></html>\n")
+            f"<nav><ol>{''.join(toc)}</ol></nav>{summary(records)}{''.join(body)}</body></html>\n")
 
 
 def _records(records: list[Stored]) -> str:
@@ -124,9 +131,12 @@ def _records(records: list[Stored]) -> str:
             facts["stored as null"] = esc(", ".join(s.nulled_keys) + " (not finite numbers)")
         dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts.items())
         config = esc(json.dumps(r.get("config"), indent=1))
-        items.append(f'<div class="rec" id="{anchor(s)}"><h3>Record {s.id}: {esc(s.kind)}</h3><dl>{dl}</dl>'
-                     f"<details><summary>config</summary><pre>{config}</pre></details></div>")
-    return f'<section id="records"><h2>Records</h2>{"".join(items)}</section>'
+        items.append(f'<details class="rec" id="{anchor(s)}"><summary>Record {s.id}: {esc(s.kind)}, '
+                     f'<code>{esc(command_of(r))}</code>, {esc(s.created_utc[:16].replace("T", " "))}, git '
+                     f'{esc((git.get("revision") or "unknown")[:10])}</summary><dl>{dl}</dl>'
+                     f"<details><summary>config</summary><pre>{config}</pre></details></details>")
+    return ('<section id="records"><h2>Records</h2><p>Where every number comes from: a number\'s link leads '
+            f'to its record here; open it for the host, versions and config.</p>{"".join(items)}</section>')
 
 
 def _gib(value) -> str:

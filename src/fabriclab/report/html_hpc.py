@@ -10,7 +10,7 @@ Try it: `fabriclab stencil simulate --ranks 64,256,1024 && fabriclab report --ou
 from __future__ import annotations
 
 from fabriclab.report.html_parts import (Section, error_pct, esc, figure, log_axis, new_figure, num, pct, rows_table,
-                                         safely, series_style, source, sources, table)
+                                         safely, series_style, source, sources, table, time_axis)
 from fabriclab.report.store_views import Stored, result_rows
 from fabriclab.report.html_train import FABRIC_LABELS
 
@@ -34,22 +34,24 @@ def _stencil_one(stored: Stored) -> str:
     fabrics = list(dict.fromkeys(r["fabric"] for r in rows))
     first = sorted((r for r in rows if r["fabric"] == fabrics[0]), key=lambda r: r["num_ranks"])
     fig, ax = new_figure(7.5, 4.4)
-    ax.plot([r["num_ranks"] for r in first], [r["compute_s"] for r in first], color="black", marker="o",
+    k = time_axis(ax, "y", [v for r in rows for v in (r["compute_s"], r["comm_s"], r.get("sim_comm_s"))],
+                  "time per step")
+    ax.plot([r["num_ranks"] for r in first], [r["compute_s"] * k for r in first], color="black", marker="o",
             label="compute")
     for i, fabric in enumerate(fabrics):
         mine = sorted((r for r in rows if r["fabric"] == fabric and r["num_ranks"] > 1), key=lambda r: r["num_ranks"])
         name, style = FABRIC_LABELS.get(fabric, fabric), series_style(i + 1)
-        ax.plot([r["num_ranks"] for r in mine], [r["comm_s"] for r in mine], ls="-",
+        ax.plot([r["num_ranks"] for r in mine], [r["comm_s"] * k for r in mine], ls="-",
                 label=f"communication, {name}" + (" (measured)" if measured else " (simulated)"), **style)
         if measured:
-            ax.plot([r["num_ranks"] for r in mine], [_v(r.get("sim_comm_s")) for r in mine], ls=":", marker="x",
+            ax.plot([r["num_ranks"] for r in mine], [_v(r.get("sim_comm_s")) * k for r in mine], ls=":", marker="x",
                     color=style["color"], label=f"communication, {name} (simulated)")
     ranks = sorted({r["num_ranks"] for r in rows})
     ax.set_xscale("log")
     ax.set_xticks(ranks, [str(n) for n in ranks])
     ax.minorticks_off()
-    log_axis(ax, "y", [v for r in rows for v in (r["compute_s"], r["comm_s"], r.get("sim_comm_s"))],
-             "time per step (s)")
+    log_axis(ax, "y", [v * k for r in rows for v in (r["compute_s"], r["comm_s"], r.get("sim_comm_s"))
+                       if v is not None], ax.get_ylabel())
     ax.set(xlabel="ranks (cores, log scale)",
            title="Stencil: compute vs communication per step" + (" (emulated cluster)" if measured else
                                                                  " (flow simulation)"))

@@ -17,7 +17,7 @@ import math
 import re
 from typing import Any, Callable, Iterable
 
-from fabriclab.report.store_views import Stored, command_of, result_rows
+from fabriclab.report.store_views import LONG_LIST, Stored, command_of, result_tables, summarise_numbers
 
 # 100 dpi: a 7 x 4.2 inch figure is 700 x 420 pixels, sharp enough and a ~40 kB PNG.
 DPI = 100
@@ -97,27 +97,80 @@ def error_pct(predicted: Any, measured: Any) -> float | None:
     return (predicted - measured) / measured * 100 if measured else None
 
 
-def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, caption: str = "") -> str:
-    """An HTML table; cells are HTML already (use `esc`, `num`, `pct`)."""
+# A record's table of more columns than this and at most 6 rows is shown sideways (a row per column).
+WIDE_COLUMNS = 8
+# Tables longer than this fold into a <details> under their caption: the figure above says it first.
+FOLD_ROWS = 12
+
+
+def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, caption: str = "", fold: bool | None = None) -> str:
+    """An HTML table; cells are HTML already (use `esc`, `num`, `pct`). A table of more than FOLD_ROWS rows
+    (or `fold=True`) is collapsible, closed, its caption and row count on the summary line."""
+    rows = [list(r) for r in rows]
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' if c.startswith('<a class="n') or c == "-"
                                     else f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    cap = f"<caption>{caption}</caption>" if caption else ""
-    return f'<div class="tbl"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    folded = len(rows) > FOLD_ROWS if fold is None else fold
+    cap = f"<caption>{caption}</caption>" if caption and not folded else ""
+    html_table = f'<div class="tbl"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    if not folded:
+        return html_table
+    what = caption or "the numbers"
+    return (f'<details class="tbl"><summary>Table: {what} ({len(rows)} rows)</summary>{html_table}</details>')
+
+
+def histogram_svg(values: list[float], *, bins: int = 12, width: int = 120, height: int = 22) -> str:
+    """A small inline SVG histogram of `values` (no script, nothing fetched), titled with its range."""
+    lo, hi = min(values), max(values)
+    counts = [0] * bins
+    for v in values:
+        counts[min(bins - 1, int((v - lo) / (hi - lo) * bins)) if hi > lo else 0] += 1
+    top, bar = max(counts), width / bins
+    rects = "".join(f'<rect x="{i * bar:.1f}" y="{height - c / top * height:.1f}" width="{bar - 1:.1f}" '
+                    f'height="{c / top * height:.1f}"/>' for i, c in enumerate(counts) if c)
+    return (f'<svg class="hist" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+            f'aria-label="histogram of {len(values)} values from {fmt(lo)} to {fmt(hi)}">'
+            f"<title>{len(values)} values, {bins} bins from {esc(fmt(lo))} to {esc(fmt(hi))}</title>{rects}</svg>")
+
+
+def value_cell(value: Any, stored: Stored) -> str:
+    """A cell of a record's value: a number linked to its record; a long list of numbers as count, min,
+    median, max and a histogram (not one value per line); other lists as short text."""
+    if isinstance(value, list) and len(value) > LONG_LIST:
+        summary = summarise_numbers(value)
+        if summary:
+            return (f"{summary['count']} values: min {num(summary['min'], stored)}, median "
+                    f"{num(summary['median'], stored)}, max {num(summary['max'], stored)} "
+                    + histogram_svg([v for v in value if v is not None]))
+        return esc(f"{len(value)} items: " + ", ".join(map(str, value[:4])) + ", ...")
+    if isinstance(value, list):
+        return esc(", ".join(fmt(v) for v in value)) or "-"
+    return num(value, stored) if value != "" else "-"
 
 
 def rows_table(stored: Stored, *, limit: int = 60, caption: str = "") -> str:
-    """Every result row of a record as a table (the first `limit` rows; the rest: `results show`)."""
-    rows = result_rows(stored.record.get("results"))
-    if not rows:
+    """Every result of a record as tables (its rows; each part of a dict of results; the rest as key /
+    value), long lists summarised; the first `limit` rows of each (the rest: `results show`)."""
+    tables = result_tables(stored.record.get("results"), summarise=False)
+    if not tables:
         return "<p>(no results in this record)</p>"
-    columns: dict[str, None] = {}
-    for row in rows:
-        columns.update(dict.fromkeys(row))
-    shown = [[num(r.get(c), stored) for c in columns] for r in rows[:limit]]
-    more = (f" First {limit} of {len(rows)} rows; all: <code>fabriclab results show {stored.id}</code>."
-            if len(rows) > limit else "")
-    return table(list(columns), shown, caption=(caption + more).strip())
+    out = []
+    for name, rows in tables:
+        columns: dict[str, None] = {}
+        for row in rows:
+            columns.update(dict.fromkeys(row))
+        shown = [[value_cell(r.get(c), stored) for c in columns] for r in rows[:limit]]
+        if len(columns) > WIDE_COLUMNS and len(rows) <= 6:  # a few wide rows read better turned sideways
+            heads = ["", *(f"row {i + 1}" for i in range(len(shown)))]
+            sideways = [[esc(c.replace("_", " "))] + [row[j] for row in shown] for j, c in enumerate(columns)]
+            title = (caption + (f" {esc(name)}" if name else "")).strip() or "results"
+            out.append(table(heads, sideways, caption=title))
+            continue
+        more = (f" First {limit} of {len(rows)} rows; all: <code>fabriclab results show {stored.id}</code>."
+                if len(rows) > limit else "")
+        title = (caption + (f" {esc(name)}" if name else "")).strip() or "results"
+        out.append(table([c.replace("_", " ") for c in columns], shown, caption=(title + more).strip()))
+    return "".join(out)
 
 
 def new_figure(width_in: float = 7.0, height_in: float = 4.2, ncols: int = 1):
@@ -141,7 +194,8 @@ def log_axis(ax, which: str, values: Iterable[Any], label: str) -> None:
         def __call__(self, x, pos=None):
             if not super().__call__(x, pos):
                 return ""
-            return f"{x / 1e6:g}M" if x >= 1e6 else f"{x / 1e3:g}k" if x >= 1e4 else f"{x:g}"
+            return (f"{x / 1e9:g}G" if x >= 1e9 else f"{x / 1e6:g}M" if x >= 1e6 else f"{x / 1e3:g}k" if x >= 1e4
+                    else f"{x:g}" if x >= 1e-4 else f"{x:.12f}".rstrip("0"))  # 0.00001, never 1e-05
 
     finite = [v for v in values if isinstance(v, (int, float)) and v > 0 and math.isfinite(v)]
     axis = ax.yaxis if which == "y" else ax.xaxis
@@ -151,6 +205,47 @@ def log_axis(ax, which: str, values: Iterable[Any], label: str) -> None:
         axis.set_minor_formatter(PlainLog(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
         label = label.replace(")", ", log scale)") if label.endswith(")") else label + " (log scale)"
     getattr(ax, f"set_{which}label")(label)
+
+
+def dollar_axis(ax, which: str) -> None:
+    """Tick labels of a US-dollar axis as $40k, $1.2M (not 1e6 under the axis)."""
+    from matplotlib.ticker import FuncFormatter
+
+    def dollars(x, pos=None):
+        return (f"${x / 1e6:.3g}M" if abs(x) >= 1e6 else f"${x / 1e3:.3g}k" if abs(x) >= 1e3 else f"${x:.3g}")
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_formatter(FuncFormatter(dollars))
+    if getattr(ax, f"get_{which}scale")() == "log":  # minor ticks labelled at 2x and 5x of a decade
+        def minor(x, pos=None):
+            return dollars(x) if x > 0 and round(x / 10 ** math.floor(math.log10(x))) in (2, 5) else ""
+        axis.set_minor_formatter(FuncFormatter(minor))
+
+
+def time_axis(ax, which: str, values: Iterable[Any], what: str) -> float:
+    """Label an axis of times in seconds in the unit that reads best (s, ms or us) and return the factor
+    the caller multiplies its seconds by (1, 1e3 or 1e6): `time per step (ms)`, not `1e-05` seconds."""
+    finite = [abs(v) for v in values if isinstance(v, (int, float)) and v and math.isfinite(v)]
+    top = max(finite) if finite else 1.0
+    unit, factor = ("s", 1.0) if top >= 1 else ("ms", 1e3) if top >= 1e-3 else ("us", 1e6)
+    getattr(ax, f"set_{which}label")(f"{what} ({unit})")
+    return factor
+
+
+def min_span(ax, values: Iterable[Any], span: float, *, ceiling: float | None = None) -> None:
+    """Give the y axis at least `span` (centred on the data, not above `ceiling`), so that a difference of
+    0.001 is not drawn as a cliff."""
+    finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not finite:
+        return
+    lo, hi = min(finite), max(finite)
+    if hi - lo >= span:
+        return
+    mid = (lo + hi) / 2
+    top = mid + span / 2
+    if ceiling is not None and top > ceiling:
+        top = ceiling
+    ax.set_ylim(top - span, top)
 
 
 def figure(fig, *, alt: str, caption: str) -> str:

@@ -45,7 +45,7 @@ def _fabrics_one(stored: Stored) -> str:
             ax.plot(w, [r.get("whatif_images_per_sec") for r in mine], ls=":", color=style["color"], marker=".",
                     label=f"{name} what-if")
         ax.set_xticks(sorted({r["workers"] for r in rows}))
-        ax.set(title=f"all-reduce {algo}", xlabel="workers (GPUs)", ylabel="images/sec (un-dilated)")
+        ax.set(title=f"all-reduce {algo}", xlabel="workers (GPUs)", ylabel="images/sec (un-dilated, per second)")
         ax.title.set_fontsize(9)
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7)
@@ -75,11 +75,12 @@ def _train_points(records: list[Stored]) -> list[tuple[Stored, dict]]:
     for s in records:
         config, results = s.record["config"], s.record["results"]
         trainer = config.get("trainer") or {}
-        what = f"replay {config['replay']}" if config.get("replay") else config.get("model", "?")
+        replay = config.get("replay")
+        what = f"replay of {replay} x{config.get('dilation', 1):g}" if replay else config.get("model", "?")
         for runtime, summary in results["runtimes"].items():
             series = (f"{what}, DDP" if runtime == "ddp" else
                       f"{what}, ours {trainer.get('sync', '?')}/{trainer.get('overlap', '?')}")
-            points.append((s, {"series": series, "ranks": results["num_ranks"],
+            points.append((s, {"series": series, "ranks": results["num_ranks"], "replay": bool(replay),
                                "images_per_sec": summary["images_per_sec"],
                                "scaling_factor": summary.get("scaling_factor")}))
     return points
@@ -88,22 +89,35 @@ def _train_points(records: list[Stored]) -> list[tuple[Stored, dict]]:
 def _train(records: list[Stored]) -> str:
     points = _train_points(records)
     series = list(dict.fromkeys(p["series"] for _, p in points))
-    fig, ax = new_figure()
-    for i, name in enumerate(series):
-        mine = sorted((p for _, p in points if p["series"] == name), key=lambda p: p["ranks"])
-        ax.plot([p["ranks"] for p in mine], [p["images_per_sec"] for p in mine], label=name, **series_style(i))
-    ranks = sorted({p["ranks"] for _, p in points})
-    ax.set_xticks(ranks, [str(n) for n in ranks])
-    ax.set(title="fabriclab train: images/sec vs ranks", xlabel="ranks (workers)", ylabel="images/sec")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    kinds = [k for k in (False, True) if any(p["replay"] == k for _, p in points)]
+    fig, axes = new_figure(4.6 * len(kinds) + 0.6, 4.2, ncols=len(kinds))
+    axes = axes if isinstance(axes, list) else [axes]
+    for ax, replay in zip(axes, kinds):  # real computation and dilated replays never share an axis
+        for i, name in enumerate(series):
+            mine = sorted((p for _, p in points if p["series"] == name and p["replay"] == replay),
+                          key=lambda p: p["ranks"])
+            if mine:
+                ax.plot([p["ranks"] for p in mine], [p["images_per_sec"] for p in mine], label=name,
+                        **series_style(i))
+        ranks = sorted({p["ranks"] for _, p in points if p["replay"] == replay})
+        ax.set_xticks(ranks, [str(n) for n in ranks])
+        ax.set_xlim(min(ranks) - 0.5, max(ranks) + 0.5)
+        ax.set_ylim(bottom=0)
+        ax.set(title="dilated replays (profiled times x dilation)" if replay else "real computation (this CPU)",
+               xlabel="ranks (workers)", ylabel="images/sec (of the dilated run)" if replay else
+               "images/sec (measured)")
+        ax.title.set_fontsize(9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, title="model, runtime, sync/overlap", title_fontsize=7)
+    fig.suptitle("fabriclab train: images/sec vs ranks", fontsize=10)
     alt = (f"Line chart: measured training images per second against the number of ranks for {len(series)} "
-           f"runtime and sync settings, from {len(records)} runs of fabriclab train.")
-    body = [[esc(p["series"]), num(p["ranks"], s), num(p["images_per_sec"], s), num(p["scaling_factor"], s),
-             f'<a href="#rec-{s.id}">{s.id}</a>'] for s, p in sorted(points, key=lambda sp: (sp[1]["series"],
-                                                                                            sp[1]["ranks"]))]
+           f"runtime and sync settings, from {len(records)} runs of fabriclab train; runs that compute and "
+           f"dilated replays of profiled times in separate panels.")
+    body = [[esc(p["series"]), "dilated replay" if p["replay"] else "computed", num(p["ranks"], s),
+             num(p["images_per_sec"], s), num(p["scaling_factor"], s), f'<a href="#rec-{s.id}">{s.id}</a>']
+            for s, p in sorted(points, key=lambda sp: (sp[1]["replay"], sp[1]["series"], sp[1]["ranks"]))]
     return ('<div class="pair">' + figure(fig, alt=alt, caption=f"Measured by fabriclab: {sources(records)}")
-            + table(["series", "ranks", "images/sec", "scaling factor", "record"], body) + "</div>")
+            + table(["series", "compute", "ranks", "images/sec", "scaling factor", "record"], body) + "</div>")
 
 
 def render_throughput(records: list[Stored]) -> str:

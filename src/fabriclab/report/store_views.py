@@ -148,6 +148,87 @@ def result_rows(results: Any) -> list[dict]:
     return [flat] if flat and flat != {"": None} else []
 
 
+# A list of numbers longer than this is summarised (count, min, median, max), not shown value by value.
+LONG_LIST = 8
+
+
+def summarise_numbers(values: list) -> dict | None:
+    """`{count, min, median, max}` of a list of numbers (None entries skipped); None if it is not one."""
+    nums = sorted(v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool))
+    if not nums or len(nums) != sum(v is not None for v in values):
+        return None
+    mid = len(nums) // 2
+    median = nums[mid] if len(nums) % 2 else (nums[mid - 1] + nums[mid]) / 2
+    return {"count": len(nums), "min": nums[0], "median": median, "max": nums[-1]}
+
+
+def _scalar(value: Any) -> Any:
+    """A value for a key/value table: a long list of numbers as its summary text, others as they are."""
+    if isinstance(value, list) and len(value) > LONG_LIST:
+        summary = summarise_numbers(value)
+        if summary:
+            return (f"{summary['count']} values: min {summary['min']:.6g}, median {summary['median']:.6g}, "
+                    f"max {summary['max']:.6g}")
+    return value
+
+
+def result_tables(results: Any, *, summarise: bool = True) -> list[tuple[str, list[dict]]]:
+    """A record's results as named tables for people: a list of rows (or `rows`, or the rows of `runs`)
+    as one table; else each list of dicts and each dict of dicts as a table of its own (a `name` column
+    for the dict's keys), and the remaining values as one `key` / `value` table, long lists of numbers
+    summarised (count, min, median, max; with `summarise=False` kept as lists, for a figure)."""
+    cell = _scalar if summarise else (lambda v: v)
+    if isinstance(results, list) and results and all(isinstance(r, dict) for r in results):
+        return _row_tables("", results, cell)
+    if isinstance(results, dict) and isinstance(results.get("rows"), list) and results["rows"] and all(
+            isinstance(r, dict) for r in results["rows"]):
+        rest = {k: v for k, v in results.items() if k != "rows"}
+        more = [t for t in result_tables(rest, summarise=summarise) if t[1]] if rest else []
+        return _row_tables("", results["rows"], cell) + more
+    if isinstance(results, list) or (isinstance(results, dict) and "runs" in results):
+        rows = result_rows(results)
+        if rows or not isinstance(results, dict):
+            return [("", [{k: cell(v) for k, v in r.items()} for r in rows])] if rows else []
+    if not isinstance(results, dict):
+        return [("", [{"value": results}])] if results is not None else []
+    tables, pairs = [], []
+    for key, value in results.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            tables.append((key, [{k: cell(x) for k, x in flatten(v).items()} for v in value]))
+        elif (isinstance(value, dict) and len(value) > 1 and all(isinstance(v, dict) for v in value.values())):
+            tables.append((key, [{"name": name} | {k: cell(x) for k, x in flatten(v).items()}
+                                 for name, v in value.items()]))
+        elif isinstance(value, list) and not value:
+            continue
+        else:
+            flat = flatten(_summarised(value) if summarise else value, key)
+            pairs += [{"key": k, "value": cell(v)} for k, v in flat.items()]
+    return ([("", pairs)] if pairs else []) + tables
+
+
+def _row_tables(name: str, rows: list[dict], cell) -> list[tuple[str, list[dict]]]:
+    """Rows as a table of their plain fields, and each field holding a list of dicts as a table of its own
+    whose first column names the row it belongs to."""
+    nested = [k for k in dict.fromkeys(k for r in rows for k in r)
+              if any(isinstance(r.get(k), list) and r[k] and all(isinstance(x, dict) for x in r[k]) for r in rows)]
+    labels = row_labels(rows)
+    main = [{k: cell(v) for k, v in flatten({k: v for k, v in r.items() if k not in nested}).items()}
+            for r in rows]
+    tables = [(name, main)]
+    for key in nested:
+        child = [{"row": label} | {k: cell(v) for k, v in flatten(item).items()}
+                 for label, r in zip(labels, rows) for item in (r.get(key) or [])]
+        tables.append((f"{name}.{key}" if name else key, child))
+    return tables
+
+
+def _summarised(value: Any) -> Any:
+    """`value` with every long list of numbers inside it replaced by its summary text."""
+    if isinstance(value, dict):
+        return {k: _summarised(v) for k, v in value.items()}
+    return _scalar(value) if isinstance(value, list) else value
+
+
 def export(records: list[Stored], fmt: str) -> str:
     """The records as CSV (one line per result row) or JSON (a list of records with their ids)."""
     if fmt == "json":

@@ -16,6 +16,7 @@ Try it: `fabriclab collectives bench --algo ring,butterfly,native --np 4 --sizes
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -142,14 +143,23 @@ def _printer(out: Output, config: BenchConfig, num_ranks: int) -> RowStream:
     headers = [h for h in HEADERS if h != "vs native" or NATIVE in config.algos]
     biggest = max(config.sizes_bytes)
     widths = {"algo": max(map(len, config.algos)), "size(B)": len(str(biggest)), "type": len(config.dtype),
-              "redop": max(len(config.redop), len("none")), "time(us)": 10, "algbw(GB/s)": 8, "busbw(GB/s)": 8}
-    return RowStream(out, title, headers, widths=widths, left=("algo", "type", "redop"))
+              "redop": max(len(config.redop), len("none")), "time(us)": 9, "algbw(GB/s)": 8, "busbw(GB/s)": 8}
+    return RowStream(out, title, headers, widths=widths, left=("algo", "type", "redop"),
+                     constant=("type", "redop", "root"))
+
+
+def _bandwidth(gbps: float) -> str:
+    """GB/s as nccl-tests prints it (3 decimals), with 3 significant digits below 0.1 (`0.0000312`, never
+    `0.000`)."""
+    if gbps >= 0.1 or gbps <= 0:
+        return f"{gbps:.3f}"
+    return f"{gbps:.{2 - math.floor(math.log10(gbps))}f}"
 
 
 def _cells(row: dict, with_ratio: bool) -> list:
     ratio = row.get("busbw_vs_native")
     cells = [Text(row["algo"]), str(row["size_bytes"]), str(row["count"]), row["dtype"], row["redop"],
-             str(row["root"]), f"{row['time_us']:.1f}", f"{row['algbw_GBps']:.3f}", f"{row['busbw_GBps']:.3f}"]
+             str(row["root"]), f"{row['time_us']:.1f}", _bandwidth(row["algbw_GBps"]), _bandwidth(row["busbw_GBps"])]
     if with_ratio:
         cells.append("-" if ratio is None else f"{ratio:.2f}")
     cells.append(Text(str(row["num_wrong"]), style="red" if row["num_wrong"] else "green"))

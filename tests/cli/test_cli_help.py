@@ -1,0 +1,51 @@
+"""Help for every command: no shell-completion options (they edit the user's shell files), no `<bool>`
+beside a flag; `collectives list` says what each algorithm does for each collective."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from fabriclab.cli.main import COMMANDS, app, load_command
+
+RUNNER = CliRunner()
+
+
+def _paths() -> list[list[str]]:
+    paths = []
+    for name in COMMANDS:
+        command = load_command(name)
+        paths.append([name])
+        paths += [[name, sub] for sub in getattr(command, "commands", {})]
+    return paths
+
+
+def test_top_level_help_offers_no_completion():
+    result = RUNNER.invoke(app, ["--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0 and "--install-completion" not in result.output
+    assert "--show-completion" not in result.output
+
+
+@pytest.mark.parametrize("path", _paths(), ids=" ".join)
+def test_every_help_has_no_completion_and_no_bool_type(path):
+    result = RUNNER.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "completion" not in result.output and "<bool>" not in result.output
+    assert "--help" in result.output
+
+
+def test_train_help_shows_flags_bare_and_typed_options_typed():
+    text = RUNNER.invoke(app, ["train", "--help"], env={"COLUMNS": "200"}).output
+    line = next(ln for ln in text.splitlines() if "--baseline" in ln)
+    assert "--no-baseline" in line and "<" not in line
+    assert "<int>" in next(ln for ln in text.splitlines() if "--np " in ln)
+
+
+def test_collectives_list_says_what_the_ring_does_per_collective():
+    text = RUNNER.invoke(app, ["collectives", "list", "--format", "csv"]).output
+    ring = [line for line in text.splitlines() if line.startswith("ring,")]
+    assert len(ring) == 5  # allreduce, reduce, broadcast, reduce_scatter, allgather
+    assert ring[0] == "ring,-,Ring reduce-scatter + allgather (Patarasuk & Yuan 2009)"
+    assert "Reduce to the root: ring reduce-scatter, then every member sends its block to the root" in ring[1]
+    assert "Broadcast from the root: scatter the blocks, then ring allgather" in ring[2]
+    assert "reduce-scatter" not in ring[2] and "Ring reduce-scatter:" in ring[3] and "Ring allgather:" in ring[4]
