@@ -40,7 +40,7 @@ def test_a_record_with_its_trace_shows_the_lanes_and_the_trace_to_download(tmp_p
 def test_a_record_without_a_trace_says_how_to_get_one_and_the_page_places_it(tmp_path):
     stored = as_stored([_record(tmp_path)])
     html = render(stored)
-    assert html.count("<img") == 1 and "--trace FILE" in html
+    assert html.count("<img") == 1 and "No trace in this record (<code>--trace FILE</code> stores one)" in html
     per, other = report_html.assign(stored)
     assert [s.kind for s in per["llm"]] == ["whatif.llm"] and not other and not per["whatif"]
 

@@ -27,5 +27,7 @@ f train --np 1 --steps 3 --warmup 1 --replay resnet50 --dilation 10 --batch-size
 f train --np 2 --steps 3 --warmup 1 --replay resnet50 --dilation 10 --batch-size 32 --no-baseline
 f bench overhead --model resnet50 --image-size 32 --batch-size 8 --steps 3 --warmup 1 --rounds 1
 f bench train --modes allreduce:ring/backward,reduce:cb/none,reduce:cb/forward --np 2 --steps 3 --warmup 1 --model resnet50 --batch-size 8
+f whatif llm --model llama3-70b --gpus 1024 --tp 8 --pp 4 --gbs 512 --seq 8192 --trace "$TMP/step.json"
+f whatif llm --model mixtral-8x7b --gpus 64 --tp 2 --pp 2 --ep 4 --seq 4096 --recompute full
 f plan --model resnet50 --gpus 64,256,512  # last: the newest plan (the summary's recommendation) compares fabrics
 rm -rf "$TMP"

@@ -253,7 +253,7 @@ def realistic_records():
 def test_the_realistic_store_is_real_runs_of_every_drawn_kind():
     kinds = {s.kind for s in realistic_records()}
     assert {"calibrate.nccl-tests", "plan", "whatif", "whatif.reproduce", "validate.published", "simulate.sweep",
-            "stencil.simulate", "collectives.bench", "train.bench", "bench.train"} <= kinds
+            "stencil.simulate", "collectives.bench", "train.bench", "bench.train", "whatif.llm"} <= kinds
     assert len(realistic_records()) >= 18
 
 
@@ -299,8 +299,8 @@ def test_chromium_every_section_of_a_realistic_report(tmp_path):
     assert [f"#{k}" for k in sections] == seen["nav"]  # every section is in the table of contents, in order
     assert seen["height"] <= MAX_PAGE_PX, seen["height"]
     drawn = [s for s in seen["sections"] if s["id"] not in ("summary", "records", "other") and not s["empty"]]
-    assert {s["id"] for s in drawn} >= {"plan", "calibrate", "main-job", "fatness", "whatif", "throughput", "scaffe",
-                                          "stencil", "published"}
+    assert {s["id"] for s in drawn} >= {"plan", "llm", "calibrate", "main-job", "fatness", "whatif", "throughput",
+                                          "scaffe", "stencil", "published"}
     for s in seen["sections"]:
         assert s["title"] and s["height"] <= MAX_SECTION_PX, (s["id"], s["height"])
         assert s["widest"] <= 1280, (s["id"], s["widest"])  # nothing runs off the page

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import json
 
-from fabriclab.report.html_parts import Section, esc, figure, new_figure, num, safely, source, table
+from fabriclab.report.html_parts import Section, anchor, esc, figure, new_figure, num, safely, source, table
 
 KIND = "whatif.llm"
 PARTS = ("compute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble")
@@ -40,32 +40,34 @@ def trace_lanes(ax, events: list[dict], title: str) -> int:
     return len(spans)
 
 
-def _split_figure(results: dict) -> str:
+def _split_figure(results: dict, stored) -> str:
     split = results["split_s"]
-    fig, ax = new_figure(7.0, 2.2)
+    fig, ax = new_figure(5.6, 2.0)
     left = 0.0
     for i, part in enumerate(p for p in PARTS if split.get(p, 0) > 0):
         ax.barh(0, split[part], left=left, color=f"C{i}", label=f"{LABELS[part]} {split[part]:.3g} s")
         left += split[part]
     ax.set_yticks([])
     ax.set(xlabel="seconds of the step (slowest pipeline stage)")
-    ax.legend(fontsize=7, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 1.02), frameon=False)
+    ax.legend(fontsize=6.5, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 1.02), frameon=False)
     alt = "Stacked bar chart of the step: " + ", ".join(f"{LABELS[p]} {split[p]:.3g} s" for p in PARTS if split.get(p, 0) > 0)
-    return figure(fig, alt=alt, caption=f"where the step goes: step time {results['step_time_s']:.4g} s")
+    more = "" if results.get("trace") else " No trace in this record (<code>--trace FILE</code> stores one)."
+    return figure(fig, alt=alt, caption=f"where the step goes, step time {results['step_time_s']:.4g} s: "
+                                        f"{source(stored)}.{more}")
 
 
 def _trace_figure(results: dict, stored) -> str:
     events = results.get("trace")
     if not events:
-        return (f'<p class="empty">No trace in this record: <code>fabriclab whatif llm ... --trace FILE</code> '
-                f"stores one.</p>")
-    fig, ax = new_figure(7.0, 2.8)
+        return ""
+    fig, ax = new_figure(6.8, 2.6)
     n = trace_lanes(ax, events, "simulated step, one GPU of the slowest pipeline stage")
     data = base64.b64encode(json.dumps({"traceEvents": events}).encode()).decode("ascii")
     link = (f'<a download="whatif-llm-{stored.id}.trace.json" href="data:application/json;base64,{data}">'
             f"the trace (JSON)</a>")
     return figure(fig, alt=f"Timeline chart of {n} spans in lanes per thread (compute and each communicator).",
-                  caption=f"{esc(results['parallel'])}; {link}: open it in ui.perfetto.dev or chrome://tracing")
+                  caption=f"{esc(results['parallel'])}, <a href=\"#{anchor(stored)}\">record {stored.id}</a>; "
+                          f"{link}: open it in ui.perfetto.dev or chrome://tracing")
 
 
 def _one(stored) -> str:
@@ -81,12 +83,12 @@ def _one(stored) -> str:
               num(x["bytes_per_step"] / 1e9, stored), num(x["busy_s"], stored),
               num(100 * x["share_of_step"], stored, 3, " %"), num(x["num_as_busy"], stored)]
              for x in r.get("busiest_links", [])]
-    return (head + '<div class="pair">' + _split_figure(r) + _trace_figure(r, stored) + "</div>"
+    return (head + '<div class="pair">' + _split_figure(r, stored) + _trace_figure(r, stored) + "</div>"
             + '<div class="pair">'
             + table(["comm", "collective", "group", "MB/call", "calls", "ms/call", "algorithm"], comm,
-                    caption=f"communicators, one GPU, one step: {source(stored)}")
+                    caption="communicators, one GPU, one step", fold=True)
             + table(["kind", "link", "Gb/s", "GB/step", "busy s", "of step", "links as busy"], links,
-                    caption="the busiest link of each kind, every group's traffic at once")
+                    caption="the busiest link of each kind, every group's traffic at once", fold=True)
             + "</div>")
 
 
