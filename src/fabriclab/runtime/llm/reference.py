@@ -17,8 +17,11 @@ from fabriclab.runtime.llm.meter import Meter
 from fabriclab.runtime.llm.model import stage_chunks
 
 
-def plain_loop(config, *, device: str = "cpu") -> dict:
-    """Losses and step times of `config` (every parallel size 1) trained by a plain loop."""
+def plain_loop(config, *, device: str = "cpu", threads: int | None = 1) -> dict:
+    """Losses and step times of `config` (every parallel size 1) trained by a plain loop; `threads`: torch
+    intra-op threads (1, as every launched rank runs: several on a loaded box spin against each other)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
     par, spec, adam = config.par, config.spec, config.adam
     from fabriclab.runtime.llm.trainer import DTYPES
 
@@ -45,8 +48,10 @@ def plain_loop(config, *, device: str = "cpu") -> dict:
     return {"losses": losses, "step_times_s": times}
 
 
-def run_single(config) -> dict:
+def run_single(config, *, threads: int | None = 1) -> dict:
     """The trainer on one rank in this process (no process group): every parallel size must be 1."""
+    if threads is not None:
+        torch.set_num_threads(threads)
     from fabriclab.runtime.llm.summary import summarize
     from fabriclab.runtime.llm.trainer import rank_main
 

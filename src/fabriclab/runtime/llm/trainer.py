@@ -159,14 +159,30 @@ def _inside_passes(spans) -> dict[str, float]:
     return out
 
 
+def gathered_rank_main(ctx, config: LlmTrainConfig):
+    """`rank_main` under a cluster launch (torchrun, Slurm): every rank's result goes to rank 0."""
+    mine = rank_main(ctx, config)
+    every = [None] * ctx.world_size if ctx.rank == 0 else None
+    dist.gather_object(mine, every, dst=0)
+    return dict(enumerate(every)) if ctx.rank == 0 else None
+
+
 def run_llm_train(config: LlmTrainConfig, on_message=None) -> dict:
-    """Launch the ranks (or join a cluster launch) and summarise the run (`summary.summarize`)."""
+    """Launch the ranks (or join a cluster launch) and summarise the run (`summary.summarize`) in the
+    reporting process; {} in the others."""
+    from fabriclab.runtime.environment import detect_launch
     from fabriclab.runtime.launch import LaunchConfig, launch
     from fabriclab.runtime.llm.summary import summarize
 
+    external = detect_launch()
+    if external is not None and external.world_size != config.par.num_gpus:
+        raise ValueError(f"--np {config.par.num_gpus} but the launch has {external.world_size} ranks: give --np "
+                         f"{external.world_size}")
     launch_config = LaunchConfig(num_ranks=config.par.num_gpus, device=config.device, backend=config.backend,
                                  timeout_s=config.timeout_s)
-    outcome = launch(rank_main, (config,), config=launch_config, on_message=on_message)
+    fn = rank_main if external is None else gathered_rank_main
+    outcome = launch(fn, (config,), config=launch_config, on_message=on_message)
     if not outcome.is_reporter:
         return {}
-    return summarize(config, outcome.results) | {"placement": outcome.placement}
+    results = outcome.results if external is None else outcome.results[external.rank]
+    return summarize(config, results) | {"placement": outcome.placement}
