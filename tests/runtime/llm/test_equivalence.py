@@ -4,6 +4,7 @@ model, seed and global batch. In float64 the only differences are the order of f
 tolerance is 1e-9 relative; the 1-rank trainer itself matches a plain PyTorch loop (torch.optim.Adam)."""
 
 import functools
+from dataclasses import replace
 
 import pytest
 
@@ -94,3 +95,12 @@ def test_what_the_trainer_cannot_split_is_a_clear_error():
         config("gpt-tiny", 8, tp=8)
     with pytest.raises(ValueError, match="--cp"):
         config("gpt-tiny", 2, cp=2)
+
+
+def test_float32_zero_runs_its_rings_on_the_schedule_executor_and_matches_one_rank():
+    """In float32 ZeRO's reduce-scatter and all-gather run as the executor's rings (4 ranks here); float32
+    sums in another order: 1e-5 relative."""
+    c32 = replace(config("gpt-tiny", 4, zero=1), dtype="float32")
+    want = run_single(replace(config("gpt-tiny"), dtype="float32"))["losses"]
+    got = run_llm_train(c32)["losses"]
+    assert got == pytest.approx(want, rel=1e-5) and got[-1] < got[0]

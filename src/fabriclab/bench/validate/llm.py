@@ -6,17 +6,17 @@ measured beside `whatif llm`'s prediction of the same step.
    peak at which the simulated 1-GPU step lasts as long as the measured one), and the intra-host link of
    Gloo over the kernel's local delivery (2 local ranks all-reduce a small and a large buffer: the small
    one's time per ring step is the per-step latency, the difference the bandwidth).
-2. **Predict** with a cluster of `hosts` servers of `gpus_per_host` GPUs: that intra-host link, one NIC per
+2. **Predict** with a cluster of `hosts` servers of `gpus_per_server` GPUs: that intra-host link, one NIC per
    server at the shaped rate x TCP's payload share, Gloo's ring library with the measured step latency,
    the calibrated compute; the trainer's own overlap (none: DP reduces after the last backward).
 3. **Measure**: a star of `hosts` namespaces with tbf-shaped links, a torchrun agent per host starting
-   `gpus_per_host` ranks of `fabriclab train` (ranks on one host talk through the kernel, unshaped).
+   `gpus_per_server` ranks of `fabriclab train` (ranks on one host talk through the kernel, unshaped).
    The simulator puts bf16 values on the wire; the trainer runs float32 (bf16 is slow on CPUs), so the
    predicting cluster's bandwidths are halved.
 4. **Compare** step time and each part of it (compute, TP, EP, PP, DP, optimizer, bubble) with the error;
    goal: step within 15 %, every communicator within 25 % where it is above 10 % of the step.
 
-Try it: `sudo fabriclab validate emulated --workload llm --model gpt-tiny --hosts 4 --gpus-per-host 2
+Try it: `sudo fabriclab validate emulated --workload llm --model gpt-tiny --hosts 4 --gpus-per-server 2
 --tp 2 --pp 2 --gbs 16 --link 200Mbps`.
 """
 
@@ -57,7 +57,7 @@ class LlmValidateConfig:
     """Transformer (a built-in name or a config.json)."""
     hosts: int = 4
     """Emulated hosts (a star)."""
-    gpus_per_host: int = 2
+    gpus_per_server: int = 2
     """Ranks per host ("GPUs"), talking through the kernel's local delivery."""
     tp: int = 2
     """Tensor-parallel ranks (inside a host with the default order)."""
@@ -88,7 +88,7 @@ class LlmValidateConfig:
 
     def par(self) -> ParallelConfig:
         spec = load_model(self.model)
-        return ParallelConfig(num_gpus=self.hosts * self.gpus_per_host, tp=self.tp, pp=self.pp, vp=self.vp,
+        return ParallelConfig(num_gpus=self.hosts * self.gpus_per_server, tp=self.tp, pp=self.pp, vp=self.vp,
                               ep=self.ep, mbs=self.mbs, gbs=self.gbs, seq=self.seq or spec.seq_length,
                               sequence_parallel=self.tp > 1, zero=self.zero)
 
@@ -158,7 +158,7 @@ def cluster_model(config: LlmValidateConfig, link: dict):
     scale = 2 / torch.empty(0, dtype=DTYPES[config.dtype]).element_size()
     gpu = GpuSpec(name="CPU rank", peak_flops={"bf16": NOMINAL_PEAK_FLOPS, "fp8": NOMINAL_PEAK_FLOPS},
                   memory_bytes=1e12, memory_bandwidth_Bps=10e9, source="nominal: the calibration sets the share")
-    cluster = prior_cluster(gpus_per_server=config.gpus_per_host, library="gloo", intra="pcie",
+    cluster = prior_cluster(gpus_per_server=config.gpus_per_server, library="gloo", intra="pcie",
                             intra_link=Link(name="kernel loopback", bandwidth_Bps=link["bandwidth_Bps"] * scale),
                             nic=Link(name="emulated", bandwidth_Bps=config.link_Bps * TCP_PAYLOAD_EFFICIENCY * scale),
                             pcie=Link(name="none", bandwidth_Bps=1e12), nics_per_server=1, fabric="fat-tree",
@@ -171,7 +171,7 @@ def cluster_model(config: LlmValidateConfig, link: dict):
 def predict(config: LlmValidateConfig, calibration: dict, link: dict) -> dict:
     spec, par = load_model(config.model), config.par()
     cluster = cluster_model(config, link)
-    one = cluster_model(replace(config, hosts=1, gpus_per_host=1), link)
+    one = cluster_model(replace(config, hosts=1, gpus_per_server=1), link)
     efficiency, _ = calibrate_efficiency(spec, calibration["par"], one, calibration["step_time_s"],
                                          options=TRAINER_OPTIONS)
     answer = simulate_llm(spec, par, cluster, options=TRAINER_OPTIONS, efficiency=efficiency, check_memory=False)
@@ -185,13 +185,13 @@ def measure(config: LlmValidateConfig, on_line=None) -> dict:
     from fabriclab.emu.launch import raise_on_failure, run_in_cluster
     from fabriclab.fabric.scenario import TopologySpec
 
-    spec = TopologySpec(kind="star", hosts=config.hosts, link=f"{config.link_Bps * 8 / 1e6:g}Mbps")
+    spec = TopologySpec(kind="star", hosts=config.hosts, bandwidth_Bps=config.link_Bps, latency_s=0.0)
     par = config.par()
     with tempfile.TemporaryDirectory(prefix="fabriclab-llm-") as tmp, emulated_cluster(spec) as state:
         out = Path(tmp) / "train.json"
         argv = train_argv(config, out, par.num_gpus, seq=par.seq)
         results = run_in_cluster(argv, timeout_s=config.timeout_s, state=state, on_line=on_line,
-                                 launcher="torchrun", nproc_per_host=config.gpus_per_host)
+                                 launcher="torchrun", nproc_per_host=config.gpus_per_server)
         raise_on_failure(results, "training", out)
         return json.loads(out.read_text())["results"]
 
@@ -218,7 +218,7 @@ def _row(part: str, m: float, p: float, step: float, goal: float, *, judged: boo
 def run_llm_validation(config: LlmValidateConfig, *, on_line=None) -> dict:
     """Calibrate, predict, measure, compare."""
     calibration = calibrate_compute(config)
-    link = loopback_link(config.hosts * config.gpus_per_host)
+    link = loopback_link(config.hosts * config.gpus_per_server)
     predicted = predict(config, calibration, link)
     measured = measure(config, on_line)
     rows = compare(measured, predicted)

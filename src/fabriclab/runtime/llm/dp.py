@@ -73,6 +73,17 @@ class FlatGroup:
         self.m = torch.zeros(width, dtype=first.dtype, device=first.device)
         self.v = torch.zeros(width, dtype=first.dtype, device=first.device)
         self.scratch = torch.empty_like(self.flat) if zero == 3 else None
+        self.ring = None
+        ring_dtypes = (torch.float32, torch.float16, torch.bfloat16)  # what the executor reduces
+        if self.sharded and self.padded and self.flat.device.type == "cpu" and self.flat.dtype in ring_dtypes:
+            # Gloo's reduce_scatter and all-gather are not bandwidth-optimal rings (its reduce-scatter is
+            # slower than its all-reduce of the same buffer); the schedule executor's rings send what a ring
+            # sends, (n - 1) / n of the buffer, as the simulator costs it.
+            from fabriclab.collectives.registry import build_schedule
+            from fabriclab.runtime.executor import ScheduleExecutor
+
+            self.ring = {c: ScheduleExecutor(build_schedule(c, "ring", n, self.padded), group=comm.group)
+                         for c in ("reduce_scatter", "allgather")}
 
     def attach_grads(self) -> None:
         """Zero the gradients and point every parameter's `.grad` at its slice (backward accumulates there)."""
@@ -86,9 +97,17 @@ class FlatGroup:
         if not self.padded or not self.sharded:
             return
         out = self.flat if into_model else self.scratch
-        src = self.flat[self.shard].clone()
+        if not into_model:
+            out[self.shard] = self.flat[self.shard]
+        self._all_gather(out)
+
+    def _all_gather(self, out: torch.Tensor) -> None:
+        """Every rank's shard of `out` (this rank's already in place) into every rank's `out`."""
         with self.comm.meter.timed("dp", f"{self.name}.allgather", nbytes(out)):
-            dist.all_gather_into_tensor(out, src, group=self.comm.group)
+            if self.ring is not None:
+                self.ring["allgather"].run(out)
+            else:
+                dist.all_gather_into_tensor(out, out[self.shard].clone(), group=self.comm.group)
 
     def reduce_grads(self) -> None:
         """Sum the gradients over the group into this rank's shard (ZeRO >= 1) or everywhere (ZeRO-0)."""
@@ -97,9 +116,12 @@ class FlatGroup:
         if self.comm.size == 1:
             self.shard_grad += self.grad
         elif self.sharded:
-            out = torch.empty_like(self.shard_grad)
             with self.comm.meter.timed("dp", f"{self.name}.reduce_scatter", nbytes(self.grad)):
-                dist.reduce_scatter_tensor(out, self.grad, group=self.comm.group)
+                if self.ring is not None:
+                    out = self.ring["reduce_scatter"].run(self.grad)[self.shard]
+                else:
+                    out = torch.empty_like(self.shard_grad)
+                    dist.reduce_scatter_tensor(out, self.grad, group=self.comm.group)
             self.shard_grad += out
         else:
             with self.comm.meter.timed("dp", f"{self.name}.allreduce", nbytes(self.grad)):
@@ -122,9 +144,7 @@ class FlatGroup:
     def publish(self) -> None:
         """ZeRO-1/2: all-gather the updated shards (ZeRO-3 gathers before the next forward instead)."""
         if self.sharded and self.zero in (1, 2) and self.padded:
-            src = self.flat[self.shard].clone()
-            with self.comm.meter.timed("dp", f"{self.name}.allgather", nbytes(self.flat)):
-                dist.all_gather_into_tensor(self.flat, src, group=self.comm.group)
+            self._all_gather(self.flat)
 
 
 class ChunkData:
