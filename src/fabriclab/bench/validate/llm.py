@@ -2,7 +2,7 @@
 measured beside `whatif llm`'s prediction of the same step.
 
 1. **Calibrate** on this machine, outside the emulation: the compute efficiency from a 1-rank run of the
-   same model, global batch and precision (`whatif.llm.run.calibrate_efficiency`: the share of a nominal
+   same model, global batch and precision (run before and after the measurement, the median of both) (`whatif.llm.run.calibrate_efficiency`: the share of a nominal
    peak at which the simulated 1-GPU step lasts as long as the measured one), and the intra-host link of
    Gloo over the kernel's local delivery (2 local ranks all-reduce a small and a large buffer: the small
    one's time per ring step is the per-step latency, the difference the bandwidth).
@@ -111,7 +111,7 @@ def calibrate_compute(config: LlmValidateConfig) -> dict:
     one = replace(par, num_gpus=1, tp=1, pp=1, vp=1, ep=1, zero=0, sequence_parallel=False)
     result = run_single(LlmTrainConfig(spec=load_model(config.model), par=one, steps=config.steps,
                                        warmup=config.warmup, dtype=config.dtype))
-    return {"step_time_s": result["step_time_s"], "split_s": result["split_s"], "par": one}
+    return {"step_time_s": result["step_time_s"], "step_times_s": result["step_times_s"], "par": one}
 
 
 def loopback_link(num_ranks: int = 2, sizes_bytes=(4096, 4 << 20), iters: int = 20) -> dict:
@@ -217,10 +217,14 @@ def _row(part: str, m: float, p: float, step: float, goal: float, *, judged: boo
 
 def run_llm_validation(config: LlmValidateConfig, *, on_line=None) -> dict:
     """Calibrate, predict, measure, compare."""
-    calibration = calibrate_compute(config)
+    # the 1-rank run before and after the measurement, pooled: a shared machine's load drifts
+    before = calibrate_compute(config)
     link = loopback_link(config.hosts * config.gpus_per_server)
-    predicted = predict(config, calibration, link)
     measured = measure(config, on_line)
+    after = calibrate_compute(config)
+    pooled = before["step_times_s"] + after["step_times_s"]
+    calibration = before | {"step_time_s": statistics.median(pooled), "step_times_s": pooled}
+    predicted = predict(config, calibration, link)
     rows = compare(measured, predicted)
     return {"config": asdict(config), "parallel": config.par().describe(), "rows": rows,
             "passed": all(r["ok"] is not False for r in rows),

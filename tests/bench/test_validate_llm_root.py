@@ -1,0 +1,22 @@
+"""`validate emulated --workload llm` for real (root): gpt-tiny PP2 x DP2 on a 4-host emulated star at
+20 Mbit/s, measured against whatif llm (network-bound, so the 2-core machine's CPU sharing matters little).
+
+Beware, as for every root test: it tears down any emulated cluster that is up on this machine.
+"""
+
+import pytest
+
+from fabriclab.bench.validate.llm import LlmValidateConfig, run_llm_validation
+
+pytestmark = pytest.mark.root
+
+
+def test_gpt_tiny_pp2_dp2_step_on_an_emulated_star_meets_the_goals(emu_root):
+    config = LlmValidateConfig(hosts=4, gpus_per_server=1, tp=1, pp=2, gbs=16, link_Bps=2.5e6, steps=5, warmup=2,
+                               timeout_s=240)
+    result = run_llm_validation(config)
+    rows = {r["part"]: r for r in result["rows"]}
+    assert result["measured"]["bytes_per_step"]["dp"] > 0 and result["measured"]["bytes_per_step"]["pp"] > 0
+    assert rows["dp"]["share"] > 0.3  # the network dominates, as the layout is meant to
+    judged = {p: f"{r['error']:+.1%}" for p, r in rows.items() if r["ok"] is not None}
+    assert result["passed"], f"errors of the judged parts: {judged}"
