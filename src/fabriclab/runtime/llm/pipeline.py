@@ -50,12 +50,12 @@ class Pipeline:
             if kind == F:
                 x = self._input(c, mb)
                 self.hooks.before_pass(c, kind, mb)
-                t0 = time.perf_counter()
+                t0 = self._now()
                 targets = self.data.targets(mb) if self._is_model_last(c) else None
                 out = self.chunks[c](x, targets)
                 if self._is_model_last(c):
                     out = out / self.m
-                self.meter.add("compute", f"F chunk {c} mb {mb}", t0, time.perf_counter())
+                self.meter.add("compute", f"F chunk {c} mb {mb}", t0, self._now())
                 saved[(c, mb)] = (x, out)
                 if self._is_model_last(c):
                     loss_sum += out.item()
@@ -65,9 +65,9 @@ class Pipeline:
                 x, out = saved.pop((c, mb))
                 grad = None if self._is_model_last(c) else self._recv(kind, c, mb, +1, out.shape)
                 self.hooks.before_pass(c, kind, mb)
-                t0 = time.perf_counter()
+                t0 = self._now()
                 torch.autograd.backward(out, grad)
-                self.meter.add("compute", f"B chunk {c} mb {mb}", t0, time.perf_counter())
+                self.meter.add("compute", f"B chunk {c} mb {mb}", t0, self._now())
                 self.hooks.after_backward(c, mb)
                 if not self._is_model_first(c):
                     pending.append(self._send(x.grad, kind, c, mb, -1))
@@ -77,6 +77,12 @@ class Pipeline:
         if pending:
             self.meter.add("pp", "pp.send wait", t0, time.perf_counter())
         return loss_sum, self.sends, self.recvs
+
+    def _now(self) -> float:
+        """The time, after the device's queued work (a GPU runs kernels asynchronously)."""
+        if self.meter.sync is not None:
+            self.meter.sync()
+        return time.perf_counter()
 
     def _input(self, c: int, mb: int):
         if self._is_model_first(c):
