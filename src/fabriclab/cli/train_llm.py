@@ -78,8 +78,10 @@ def execute(config, trace: Path | None, out: Output) -> int:
     from fabriclab.runtime.environment import LaunchError
     from fabriclab.runtime.llm.trainer import run_llm_train
 
-    out.note(f"training {config.spec.name}: {config.par.describe()}, {config.steps} steps "
-             f"(+{config.warmup} warm-up), {config.dtype} on {config.device}")
+    from fabriclab.runtime.llm.trainer import describe
+
+    out.note(f"training {config.spec.name}: {describe(config.par, config.dtype)}, {config.steps} steps "
+             f"(+{config.warmup} warm-up) on {config.device}")
     try:
         result = run_llm_train(config)
     except LaunchError as exc:
@@ -130,7 +132,9 @@ def split_table(result: dict) -> Table:
 def write_trace(path: Path, spans: dict, result: dict, config) -> int:
     from fabriclab.runtime.llm.trace import measured_trace
 
-    title = f"{config.spec.name}, {config.par.describe()}"
+    from fabriclab.runtime.llm.trainer import describe
+
+    title = f"{config.spec.name}, {describe(config.par, config.dtype)}"
     try:
         path.write_text(json.dumps(measured_trace({int(r): s for r, s in spans.items()}, title)) + "\n")
     except OSError as exc:

@@ -39,7 +39,7 @@ def run(o: dict, output: Output) -> int:
 
     config = build_config(o)
     check_system()
-    output.note(f"validating {config.model} {config.par().describe()} on an emulated star of {config.hosts} hosts "
+    output.note(f"validating {config.model} {config.par().describe().rsplit(', ', 1)[0]}) on an emulated star of {config.hosts} hosts "
                 f"x {config.gpus_per_server} ranks at {config.link_Bps * 8 / 1e6:g} Mbit/s: calibrating, predicting, "
                 f"measuring ...")
     try:

@@ -220,6 +220,8 @@ def _row(part: str, m: float, p: float, step: float, goal: float, *, judged: boo
 
 def run_llm_validation(config: LlmValidateConfig, *, on_line=None) -> dict:
     """Calibrate, predict, measure, compare."""
+    from fabriclab.runtime.llm.trainer import describe
+
     # the 1-rank run before and after the measurement, pooled: a shared machine's load drifts
     before = calibrate_compute(config)
     link = loopback_link(config.hosts * config.gpus_per_server)
@@ -229,7 +231,7 @@ def run_llm_validation(config: LlmValidateConfig, *, on_line=None) -> dict:
     calibration = before | {"step_time_s": statistics.median(pooled), "step_times_s": pooled}
     predicted = predict(config, calibration, link)
     rows = compare(measured, predicted)
-    return {"config": asdict(config), "parallel": config.par().describe(), "rows": rows,
+    return {"config": asdict(config), "parallel": describe(config.par(), config.dtype), "rows": rows,
             "passed": all(r["ok"] is not False for r in rows),
             "calibration": {"one_rank_step_s": calibration["step_time_s"], "efficiency": predicted["efficiency"],
                             "loopback_step_s": link["step_s"], "loopback_Bps": link["bandwidth_Bps"]},

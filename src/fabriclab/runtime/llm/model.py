@@ -49,8 +49,17 @@ def stage_chunks(spec, *, seq: int, pp: int, vp: int, stage: int, seed: int, dty
     return chunks
 
 
+# Parameters one rank may hold: every weight is drawn whole before the rank keeps its slice, in this
+# process's memory (a small model is the point of a run on CPUs; a GPU cluster runs a framework).
+MAX_PARAMS_PER_RANK = 2e9
+
+
 def check_model(spec, par) -> None:
     """What this trainer cannot split (a ValueError says what to change)."""
+    per_rank = spec.num_params() / (par.tp * par.pp)
+    if per_rank > MAX_PARAMS_PER_RANK:
+        raise ValueError(f"{spec.name}: {per_rank / 1e9:.1f}e9 parameters per rank; the trainer holds at most "
+                         f"{MAX_PARAMS_PER_RANK / 1e9:g}e9: use more --tp / --pp or a smaller model (gpt-tiny)")
     if spec.num_heads % par.tp or spec.num_kv_heads % par.tp:
         raise ValueError(f"{spec.name}: {spec.num_heads} heads and {spec.num_kv_heads} KV heads must split "
                          f"over --tp {par.tp}")

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import statistics
 
+from fabriclab.runtime.llm.trainer import describe
+
 PARTS = ("compute", "tp", "ep", "pp", "dp", "optimizer", "bubble", "other")
 COMMUNICATORS = ("tp", "ep", "pp", "dp")
 
@@ -67,7 +69,7 @@ def summarize(config, results: dict[int, dict]) -> dict:
     busiest = max(range(len(ranks)), key=lambda r: per_rank[r]["compute"])
     step_s = statistics.median(step_times)
     tokens = par.gbs * par.seq
-    return {"model": config.spec.name, "parallel": par.describe(), "num_ranks": par.num_gpus,
+    return {"model": config.spec.name, "parallel": describe(par, config.dtype), "num_ranks": par.num_gpus,
             "losses": losses, "step_times_s": step_times, "step_time_s": step_s,
             "tokens_per_s": tokens / step_s, "split_s": per_rank[busiest], "busiest_rank": busiest,
             "per_rank_split_s": per_rank, "bytes_per_step": bytes_rank[busiest], "per_rank_bytes": bytes_rank,
