@@ -13,7 +13,8 @@ measured beside `whatif llm`'s prediction of the same step.
    `gpus_per_server` ranks of `fabriclab train` (ranks on one host talk through the kernel, unshaped).
    The simulator puts bf16 values on the wire; the trainer runs float32 (bf16 is slow on CPUs), so the
    predicting cluster's bandwidths are halved.
-4. **Compare** step time and each part of it (compute, TP, EP, PP, DP, optimizer, bubble) with the error;
+4. **Compare** step time and each part of it (compute, TP, EP, PP, DP, optimizer, bubble; `wait`, the time
+   ranks waited in collectives for the last member of their group, is measured only) with the error;
    goal: step within 15 %, every communicator within 25 % where it is above 10 % of the step.
 
 Try it: `sudo fabriclab validate emulated --workload llm --model gpt-tiny --hosts 4 --gpus-per-server 2
@@ -39,7 +40,7 @@ from fabriclab.whatif.llm.step import StepOptions
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import load_model
 
-PARTS = ("compute", "tp", "ep", "pp", "dp", "optimizer", "bubble")
+PARTS = ("compute", "tp", "ep", "pp", "dp", "optimizer", "bubble", "wait")
 COMMUNICATORS = ("tp", "ep", "pp", "dp")
 STEP_GOAL, COMM_GOAL, COMM_SHARE = 0.15, 0.25, 0.10
 # A nominal peak for a CPU rank: only efficiency x peak matters, and the calibration finds the efficiency.

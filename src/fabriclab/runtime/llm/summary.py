@@ -6,6 +6,10 @@ time went (compute, TP, EP, PP, DP, optimizer, bubble) with the bytes each commu
 * compute: the passes' time less the communication inside them (TP, EP, ZeRO-3 gathers);
 * PP: of the time a rank blocks in a receive, the part after its sender posted the send (the transfer);
   the part before is the bubble, as are the waits for the last sends;
+* wait: of a rank's time in a TP, EP or DP collective, the part before the last member of its group
+  arrived (the n-th call of each member is the same collective); the rest is the collective's own time.
+  The simulator has no such part: its ranks arrive together. Many ranks on few cores make it large (a
+  partner waits for a core);
 * other: what is left of the step (Python between the passes, the loss's reduction).
 
 The split reported for the step is that of the busiest rank (most compute), as the simulator splits on
@@ -20,16 +24,47 @@ import statistics
 
 from fabriclab.runtime.llm.trainer import describe
 
-PARTS = ("compute", "tp", "ep", "pp", "dp", "optimizer", "bubble", "other")
+PARTS = ("compute", "tp", "ep", "pp", "dp", "optimizer", "bubble", "wait", "other")
 COMMUNICATORS = ("tp", "ep", "pp", "dp")
 
 
-def rank_split(step: dict, send_start: dict, step_s: float) -> dict[str, float]:
+def _members(par) -> dict[tuple[str, bool], dict[int, list[int]]]:
+    """(thread, experts?) -> rank -> the ranks of its group for that kind of collective."""
+    from fabriclab.runtime.llm.groups import expert_dp_groups
+
+    kinds = {("tp", False): par.groups("tp"), ("ep", False): par.groups("ep"), ("dp", False): par.groups("dp"),
+             ("dp", True): expert_dp_groups(par)}
+    return {k: {r: g for g in groups for r in g} for k, groups in kinds.items()}
+
+
+def collective_waits(steps: list[dict], members: dict) -> list[dict[str, float]]:
+    """Per rank and thread: the time its collectives waited for the last member of their group."""
+    seqs = [{} for _ in steps]
+    for r, s in enumerate(steps):
+        for thread, calls in s["collectives"].items():
+            for name, t0, t1 in calls:
+                seqs[r].setdefault((thread, "experts" in name), []).append((t0, t1))
+    waits = [dict.fromkeys(("tp", "ep", "dp"), 0.0) for _ in steps]
+    for r, mine in enumerate(seqs):
+        for key, calls in mine.items():
+            group = [seqs[m].get(key, []) for m in members[key][r]]
+            if any(len(g) != len(calls) for g in group):
+                continue  # not the same sequence of calls: leave them whole
+            for i, (t0, t1) in enumerate(calls):
+                last = max(g[i][0] for g in group)
+                waits[r][key[0]] += min(max(0.0, last - t0), t1 - t0)
+    return waits
+
+
+def rank_split(step: dict, send_start: dict, step_s: float, waits: dict | None = None) -> dict[str, float]:
     t, inside = step["time_s"], step["inside"]
     split = {k: 0.0 for k in PARTS}
     split["compute"] = t.get("compute", 0.0) - sum(inside.values())
     for name in ("tp", "ep", "dp", "optimizer"):
         split[name] = t.get(name, 0.0)
+    for name, wait in (waits or {}).items():
+        split[name] -= wait
+        split["wait"] += wait
     transfer = 0.0
     for tag, peer, posted, done in step["recvs"]:
         sent = send_start.get((peer, tag), posted)
@@ -46,6 +81,7 @@ def summarize(config, results: dict[int, dict]) -> dict:
     ranks = [results[r] for r in sorted(results)]
     num_steps = len(ranks[0]["steps"])
     losses, step_times, splits, byte_rows = [], [], [], []
+    members = _members(par)
     for i in range(num_steps):
         steps = [r["steps"][i] for r in ranks]
         last = [r["steps"][i]["loss"] for r in ranks if r["last_stage"] and r["coords"]["tp"] == 0]
@@ -59,7 +95,8 @@ def summarize(config, results: dict[int, dict]) -> dict:
             for tag, peer, t0 in s["sends"]:
                 send_start[(r["rank"], tag)] = t0
         # a receive from peer p under tag t matches p's send under t (a rank's tags are unique in a step)
-        split_rows = [rank_split(s, send_start, step_s) for s in steps]
+        waits = collective_waits(steps, members)
+        split_rows = [rank_split(s, send_start, step_s, w) for s, w in zip(steps, waits)]
         splits.append(split_rows)
         byte_rows.append([{c: s["bytes"].get(c, 0.0) for c in COMMUNICATORS} for s in steps])
     n = len(step_times)

@@ -125,7 +125,9 @@ def rank_main(ctx, config: LlmTrainConfig) -> dict:
         steps.append({"loss": loss, "start": start, "end": end, "time_s": dict(meter.time_s),
                       "bytes": dict(meter.bytes), "calls": dict(meter.calls), "sends": sends, "recvs": recvs,
                       "spans": meter.spans if config.keep_spans and step == config.warmup + config.steps - 1
-                      else None, "timed": step >= config.warmup, "inside": _inside_passes(meter.spans)})
+                      else None, "timed": step >= config.warmup, "inside": _inside_passes(meter.spans),
+                      "collectives": {t: [(n, a, b) for th, n, a, b in meter.spans if th == t]
+                                      for t in ("tp", "ep", "dp")}})
     coords = {k: int(v[ctx.rank]) for k, v in par.coordinates().items()}
     return {"rank": ctx.rank, "coords": coords, "last_stage": stage == par.pp - 1, "steps": steps,
             "params": sum(p.numel() for c in chunks for p in c.parameters())}
