@@ -18,5 +18,10 @@ def test_gpt_tiny_pp2_dp2_step_on_an_emulated_star_meets_the_goals(emu_root):
     rows = {r["part"]: r for r in result["rows"]}
     assert result["measured"]["bytes_per_step"]["dp"] > 0 and result["measured"]["bytes_per_step"]["pp"] > 0
     assert rows["dp"]["share"] > 0.3  # the network dominates, as the layout is meant to
+    # the measured ranks and the simulated stage in one trace, on the simulator's threads
+    events = result["trace"]["traceEvents"]
+    assert {e["pid"] for e in events} == {0, 1, 2, 3, 1000}
+    threads = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"}
+    assert {n for p, n in threads if p == 0} == {n for p, n in threads if p == 1000}
     judged = {p: f"{r['error']:+.1%}" for p, r in rows.items() if r["ok"] is not None}
     assert result["passed"], f"errors of the judged parts: {judged}"

@@ -30,7 +30,7 @@ PUBLISHED = {
 
 
 # fabriclab's own tiny models for the real trainer (runtime/llm), not published ones
-TINY = ("gpt-tiny", "moe-tiny")
+TINY = ("gpt-mini", "gpt-tiny", "moe-tiny")
 
 
 def test_every_published_model_is_built_in():

@@ -32,6 +32,7 @@ from fabriclab.cli.common import (
     Output,
     StoreOption,
     check_output_dir,
+    check_output_path,
     print_error,
     split_list,
     user_errors,
@@ -119,6 +120,7 @@ def emulated(
     zero: ZeroOption = "1",
     steps: StepsOpt = "6",
     warmup: StepsOpt = "2",
+    trace: Optional[Path] = typer.Option(None, help="--workload llm: the measured and simulated step, one trace."),
     out: Optional[Path] = typer.Option(None, help="Write validate.json/.csv/.md/.png here."),
     from_record: FromRecordOpt = None,
     fmt: FormatOption = None,
@@ -129,6 +131,7 @@ def emulated(
     star and fat tree, or (--workload llm) a transformer's training step against `whatif llm`."""
     output = Output(fmt, json_path, store)
     check_output_dir(out)
+    check_output_path(trace, "--trace")
     if workload.strip().lower() == "llm":
         from fabriclab.cli import validate_llm
 

@@ -8,6 +8,7 @@ Try it: `sudo fabriclab validate emulated --workload llm --model gpt-tiny --host
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 
 from rich import box
@@ -49,6 +50,10 @@ def run(o: dict, output: Output) -> int:
         print_error(exc)
         return EXIT_FAILED
     result.pop("answer")
+    trace = result.pop("trace")
+    if o["trace"] is not None:
+        o["trace"].write_text(json.dumps(trace) + "\n")
+        output.note(f"measured and simulated step side by side: {o['trace']} (open in ui.perfetto.dev)")
     cal = result["calibration"]
     output.table(table(result))
     output.note(f"  calibration: 1-rank step {cal['one_rank_step_s'] * 1e3:.1f} ms -> efficiency "

@@ -39,6 +39,7 @@ from fabriclab.fabric.gpus import GpuSpec
 from fabriclab.fabric.links import Link
 from fabriclab.whatif.llm.run import calibrate_efficiency, simulate_llm
 from fabriclab.whatif.llm.step import StepOptions
+from fabriclab.whatif.llm.trace import step_trace
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import load_model
 
@@ -198,12 +199,20 @@ def measure(config: LlmValidateConfig, on_line=None) -> dict:
     par = config.par()
     with tempfile.TemporaryDirectory(prefix="fabriclab-llm-") as tmp, emulated_cluster(spec) as state:
         out = Path(tmp) / "train.json"
+        trace = Path(tmp) / "trace.json"
         argv = (["nice", "-n", str(config.nice)] if config.nice else []) + train_argv(config, out, par.num_gpus,
                                                                                      seq=par.seq)
-        results = run_in_cluster(argv, timeout_s=config.timeout_s, state=state, on_line=on_line,
-                                 launcher="torchrun", nproc_per_host=config.gpus_per_server)
+        results = run_in_cluster(argv + ["--trace", str(trace)], timeout_s=config.timeout_s, state=state,
+                                  on_line=on_line, launcher="torchrun", nproc_per_host=config.gpus_per_server)
         raise_on_failure(results, "training", out)
-        return json.loads(out.read_text())["results"]
+        return json.loads(out.read_text())["results"] | {"trace": json.loads(trace.read_text())}
+
+
+def side_by_side(measured: dict, simulated: dict) -> dict:
+    """One Perfetto trace: the measured ranks (pids 0..n-1) and the simulated stage (pid 1000), same threads."""
+    shifted = [dict(e, pid=1000 + e["pid"]) for e in simulated["traceEvents"]]
+    return {"traceEvents": measured["traceEvents"] + shifted, "displayTimeUnit": "ms",
+            "otherData": {"measured": measured.get("otherData", {}), "simulated": simulated.get("otherData", {})}}
 
 
 def compare(measured: dict, predicted: dict) -> list[dict]:
@@ -260,4 +269,4 @@ def run_llm_validation(config: LlmValidateConfig, *, on_line=None) -> dict:
             "measured": {k: measured[k] for k in ("step_time_s", "split_s", "bytes_per_step", "losses",
                                                   "step_times_s")},
             "predicted": {k: predicted[k] for k in ("step_time_s", "split_s", "comm")},
-            "answer": predicted["answer"]}
+            "answer": predicted["answer"], "trace": side_by_side(measured["trace"], step_trace(predicted["answer"]))}

@@ -63,6 +63,11 @@ class LlmTrainConfig:
         if self.steps < 1 or self.warmup < 0:
             raise ValueError(f"--steps {self.steps} / --warmup {self.warmup}: give steps >= 1, warm-up >= 0")
         check_model(self.spec, self.par)
+        backend = self.backend or ("nccl" if self.device == "cuda" else "gloo")
+        if self.par.vp > 1 and self.par.pp == 2 and backend == "nccl":
+            # with 2 stages each direction carries activations and gradients, matched by tag; NCCL has no tags
+            raise ValueError("interleaved 1F1B (--vp > 1) on 2 stages needs tagged sends: use --pp >= 3 over NCCL, "
+                             "or --backend gloo")
 
 
 def describe(par: ParallelConfig, dtype: str) -> str:
