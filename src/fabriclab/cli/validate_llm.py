@@ -2,8 +2,8 @@
 cluster against `whatif llm`'s prediction (`bench/validate/llm.py`), one row per part of the step with the
 error and the goal (step within 15 %, each communicator within 25 % where it is above 10 % of the step).
 
-Try it: `sudo fabriclab validate emulated --workload llm --model gpt-tiny --hosts 4 --gpus-per-server 2 --tp 2
---pp 2 --gbs 16 --link 200Mbps`.
+Try it: `sudo fabriclab validate emulated --workload llm --hosts 4 --gpus-per-server 1 --tp 1
+--pp 2 --gbs 4 --model gpt-mini --link 50Mbps`.
 """
 
 from __future__ import annotations

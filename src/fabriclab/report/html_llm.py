@@ -4,8 +4,8 @@ Records of kind `validate.llm` (`fabriclab validate emulated --workload llm`): p
 (compute, TP, EP, PP, DP, optimizer, bubble) the measured and the predicted time per step (a bar chart)
 and the table with the error and the goal.
 
-Try it: `sudo fabriclab validate emulated --workload llm --gpus-per-server 1 --tp 1 --pp 2 --link 20Mbps &&
-fabriclab report --out report/`.
+Try it: `sudo fabriclab validate emulated --workload llm --model gpt-mini --gpus-per-server 1 --tp 1 --pp 2
+--gbs 4 --link 50Mbps && fabriclab report --out report/`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def render(records: list[Stored]) -> str:
 
 SECTIONS = (
     Section(key="llm-check", title="A transformer's step: measured vs whatif llm", kinds=(KIND,),
-            fill="sudo fabriclab validate emulated --workload llm --gpus-per-server 1 --tp 1 --pp 2 --link 20Mbps",
+            fill="sudo fabriclab validate emulated --workload llm --model gpt-mini --gpus-per-server 1 --tp 1 "
+                 "--pp 2 --gbs 4 --link 50Mbps",
             intro="Is the simulated TP / PP / DP traffic, overlap and bubble right on a real network? A small GPT "
                   "is trained for real in the emulated cluster and its step, split as the simulator splits it, "
                   "is laid beside <code>whatif llm</code>'s prediction (compute calibrated on a 1-rank run). Goal: "

@@ -17,8 +17,8 @@ measured beside `whatif llm`'s prediction of the same step.
    ranks waited in collectives for the last member of their group, is measured only) with the error;
    goal: step within 15 %, every communicator within 25 % where it is above 10 % of the step.
 
-Try it: `sudo fabriclab validate emulated --workload llm --model gpt-tiny --hosts 4 --gpus-per-server 2
---tp 2 --pp 2 --gbs 16 --link 200Mbps`.
+Try it: `sudo fabriclab validate emulated --workload llm --hosts 4 --gpus-per-server 1
+--tp 1 --pp 2 --gbs 4 --model gpt-mini --link 50Mbps`.
 """
 
 from __future__ import annotations
