@@ -38,3 +38,19 @@ def test_train_options_of_the_wrong_model_kind_are_one_clean_line():
     assert result.exit_code == 2 and "options of transformer models" in result.output
     result = runner.invoke(app, ["train", "--model", "gpt-tiny", "--np", "2", "--ep", "2"])
     assert result.exit_code == 2 and "needs an MoE model" in result.output
+
+
+def test_bench_train_llm_prints_the_ratio_against_the_plain_loop(tmp_path):
+    from fabriclab.cli.bench import train_llm as bench_cli
+
+    bench = typer.Typer()
+    bench_cli.register(bench)
+    bench.command("noop")(lambda: None)  # two commands, so `train-llm` is a subcommand
+    record = tmp_path / "bench.json"
+    result = runner.invoke(bench, ["train-llm", "--gbs", "4", "--mbs", "2", "--steps", "2", "--warmup", "1",
+                                   "--rounds", "1", "--no-tp", "--json", str(record), "--format", "plain"],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "ours / peer" in result.stdout and "plain loop" in result.stdout
+    results = json.loads(record.read_text())["results"]
+    assert results["one_rank"]["losses_agree"] and results["one_rank"]["ratio"] > 0
