@@ -71,6 +71,7 @@ SKIPS: dict[str, str] = {
     "emu down": "needs root and removes any emulated cluster; tests/emu/test_emu_cli.py covers it",
     "emu status": "needs root; tests/emu/test_emu_cli.py covers it",
     "validate emulated": "needs root and minutes of measurement; tests/bench/test_validate_root.py covers it",
+    "bench train-llm": "trains the transformer beside a plain loop and DTensor for a minute",
     "validate collectives": "needs root and minutes of emulated 2-4 host runs; "
                             "tests/bench/test_validate_collectives_root.py covers it",
     "bench cli": "times 20 fresh processes (~15 s); `fabriclab bench cli` is the benchmark itself",

@@ -185,11 +185,21 @@ def _no_section():
                        {"ratio": 0.871, "goal_ratio": 0.97, "rank_finish_s": [1.0 + (i % 97) / 1000 for i in range(2048)]})
 
 
+def _validate_llm():
+    rows = [{"part": p, "measured_s": m, "predicted_s": q, "share": m / 0.36, "error": (q - m) / m if m else None,
+             "goal": g, "ok": None if g is None else abs(q - m) <= g * m}
+            for p, m, q, g in (("step", 0.36, 0.34, 0.15), ("compute", 0.07, 0.05, None), ("pp", 0.04, 0.05, 0.25),
+                               ("dp", 0.19, 0.22, 0.25), ("bubble", 0.03, 0.02, None))]
+    return make_record("validate.llm", {"model": "gpt-tiny", "hosts": 4},
+                       {"parallel": "TP1 PP2 CP1 DP2", "rows": rows, "passed": True,
+                        "calibration": {"one_rank_step_s": 0.21, "loopback_step_s": 168e-6}})
+
+
 def sample_records() -> list[dict]:
     """One or more records of every kind the report has a section for, plus one it has none for."""
     return [_fatness(), _whatif(), _whatif("whatif.reproduce"), _fabrics(), _train(2), _train(4), _modes(),
-            _stencil("stencil.scale"), _stencil("stencil.simulate"), _stencil_run(), _validate(), collectives_check(),
-            _published(), _plan(), _bench(), _calibrate(), _llm(), _no_section()]
+            _stencil("stencil.scale"), _stencil("stencil.simulate"), _stencil_run(), _validate(), _validate_llm(),
+            collectives_check(), _published(), _plan(), _bench(), _calibrate(), _llm(), _no_section()]
 
 
 def as_stored(records: list[dict]) -> list[Stored]:

@@ -29,8 +29,19 @@ PUBLISHED = {
 }
 
 
+# fabriclab's own tiny models for the real trainer (runtime/llm), not published ones
+TINY = ("gpt-mini", "gpt-tiny", "moe-tiny")
+
+
 def test_every_published_model_is_built_in():
-    assert sorted(PUBLISHED) == list_llms()
+    assert sorted(PUBLISHED) == [n for n in list_llms() if n not in TINY]
+
+
+def test_the_tiny_models_count_as_their_layers_say():
+    gpt = load_model("gpt-tiny")  # 4 x (4 h^2 + 2 h + 2 h ffn) + 2 V h + h
+    assert gpt.num_params() == 4 * (4 * 64 * 64 + 2 * 64 + 2 * 64 * 256) + 2 * 512 * 64 + 64
+    moe = load_model("moe-tiny")
+    assert moe.is_moe and moe.num_moe_layers == 4 and moe.experts_per_token == 2 and moe.num_kv_heads == 2
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))

@@ -39,6 +39,9 @@ from fabriclab.cli.train_options import (RUN, TRAINER, BackendOption, BaselineOp
                                          PrecisionOption, PrefetchOption, ReplayOption, RuntimeOption,
                                          StepsOption, SyncOption, TimeoutOption, TraceOption, TraceStepsOption,
                                          WarmupOption)
+from fabriclab.cli.llm_options import EpOption, MbsOption, PpOption, SeqOption, SpOption, TpOption, VpOption, ZeroOption
+from fabriclab.cli.llm_options import GbsOption as LlmGbsOption
+from fabriclab.cli.train_llm import DtypeOption, SeedOption
 from fabriclab.runtime.environment import LaunchError, detect_launch
 
 
@@ -69,7 +72,7 @@ def train(
     replay: ReplayOption = None,
     dilation: DilationOption = 1.0,
     baseline: BaselineOption = True,
-    lr: LrOption = 0.01,
+    lr: LrOption = None,
     momentum: MomentumOption = 0.9,
     display_every: DisplayEveryOption = 10,
     trace: TraceOption = None,
@@ -79,14 +82,29 @@ def train(
     backend: BackendOption = None,
     precision: PrecisionOption = "fp32",
     channels_last: ChannelsLastOption = False,
+    tp: TpOption = "1",
+    pp: PpOption = "1",
+    vp: VpOption = "1",
+    ep: EpOption = "1",
+    mbs: MbsOption = "1",
+    gbs: LlmGbsOption = None,
+    seq: SeqOption = None,
+    sequence_parallel: SpOption = True,
+    zero: ZeroOption = "0",
+    seed: SeedOption = 0,
+    dtype: DtypeOption = "float32",
     fmt: FormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
 ) -> None:
-    """Train a model data-parallel and report throughput, scaling and communication, tf_cnn_benchmarks style."""
+    """Train a model and report throughput and communication: a CNN data-parallel (tf_cnn_benchmarks style),
+    a transformer (gpt-tiny, moe-tiny, a config.json) with TP x PP x DP (x EP, ZeRO)."""
+    from fabriclab.cli import train_llm
+
     out = Output(fmt, json_path, store)
     check_output_path(trace, "--trace")
     o = locals()
+    train_llm.route(o, trace, out)  # a transformer is trained there (and exits)
     settings = TRAINER.parse(o)
     config = RUN.build(o)
     # Only the trainer's own settings (sync, overlap, compression) need torch to be checked.

@@ -26,7 +26,8 @@ from fabriclab.whatif.fusion import POLICIES
 MAX_COMM_THREADS = 16
 
 # What runs (RUN)
-ModelOption = Annotated[str, typer.Option(help="Zoo model (fabriclab models lists them).")]
+ModelOption = Annotated[str, typer.Option(help="Zoo CNN, or a transformer: gpt-tiny, moe-tiny, a built-in LLM "
+                                                "or a config.json (fabriclab models lists them).")]
 NpOption = Annotated[int, typer.Option("--np", help="Local ranks to spawn.")]
 BatchSizeOption = Annotated[int, typer.Option(help="Global batch per step, split over the ranks.")]
 ImageSizeOption = Annotated[Optional[int], typer.Option(help="Image side (model default: 224).")]
@@ -61,7 +62,8 @@ CycleTimeOption = Annotated[str, typer.Option(help="Horovod cycle time / time-or
 CompressionOption = Annotated[str, typer.Option(help="Gradients on the wire: none, fp16 or bf16.")]
 CommThreadsOption = Annotated[int, typer.Option(help="Helper threads (and process groups) communicating "
                                                      "buckets; k buckets in flight at once.")]
-LrOption = Annotated[float, typer.Option(help="SGD learning rate.")]
+LrOption = Annotated[Optional[float], typer.Option(help="Learning rate: SGD's (CNN, default 0.01) or Adam's "
+                                                         "(transformer, default 0.001).")]
 MomentumOption = Annotated[float, typer.Option(help="SGD momentum.")]
 DeviceOption = Annotated[str, typer.Option(help="cpu or cuda (each rank on the GPU of its local rank).")]
 PrecisionOption = Annotated[str, typer.Option(help="fp32, bf16 or fp16 (autocast; fp16 with a loss "

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -32,6 +32,7 @@ from fabriclab.cli.common import (
     Output,
     StoreOption,
     check_output_dir,
+    check_output_path,
     print_error,
     split_list,
     user_errors,
@@ -45,6 +46,8 @@ from fabriclab.cli.options import (
     parse_count,
     parse_number,
 )
+from fabriclab.cli.llm_options import (EpOption, GbsOption, MbsOption, PpOption, SeqOption, TpOption, VpOption,
+                                       ZeroOption)
 from fabriclab.report.validate import VALIDATE_KIND
 
 DEFAULT_SIZES = "1KB:256MB:x4"
@@ -66,9 +69,29 @@ def register(app: typer.Typer) -> None:
     app.add_typer(validate_app, name="validate")
 
 
+DilationOpt = Annotated[Optional[str], typer.Option(metavar="D", help="Time dilation D >= 1 (links run at link / "
+                                                                       "D; default 2).")]
+BudgetOpt = Annotated[str, typer.Option(metavar="SECONDS", help="Benchmark seconds aimed at per size (all "
+                                                                "algorithms).")]
+EfficiencyOpt = Annotated[Optional[str], typer.Option(help="Payload share of the shaped rate in the model (1: no "
+                                                           "TCP framing; default: TCP over Ethernet).")]
+CalibrateBwOpt = Annotated[bool, typer.Option(help="Model the links at the measured streaming goodput (else at "
+                                                   "--efficiency x the shaped rate).")]
+NiceOpt = Annotated[str, typer.Option(metavar="N", help="nice(1) priority of the ranks, -20..19; negative keeps "
+                                                        "other jobs from stretching the times.")]
+FromRecordOpt = Annotated[Optional[Path], typer.Option(help="Measure nothing: report the validate.json record "
+                                                            "given.")]
+WorkloadOpt = Annotated[str, typer.Option(help="collectives (all-reduce algorithms), or llm: a transformer's "
+                                               "TP x PP x DP step (--model, --tp ...) against `whatif llm`.")]
+LlmModelOpt = Annotated[str, typer.Option("--model", help="--workload llm: gpt-tiny, moe-tiny or a config.json.")]
+GpusPerServerOpt = Annotated[str, typer.Option(metavar="N", help="--workload llm: ranks per emulated host.")]
+StepsOpt = Annotated[str, typer.Option(metavar="N", help="--workload llm: timed steps (+ --warmup).")]
+
+
 @validate_app.command("emulated")
 @user_errors
 def emulated(
+    workload: WorkloadOpt = "collectives",
     topology: str = typer.Option("star,fat-tree", help="Comma list of star and fat-tree."),
     hosts: HostsOption = None,
     hosts_per_leaf: HostsPerLeafOption = None,
@@ -76,36 +99,56 @@ def emulated(
     algos: str = typer.Option("all", help="Comma list of all-reduce algorithm specs and native, or all."),
     sizes: str = typer.Option(DEFAULT_SIZES, help="Sizes: 1KB:256MB (x2 steps), 1KB:256MB:x4, 1MB,16MB."),
     link: LinkOption = None,
-    dilation: Optional[str] = typer.Option(None, metavar="D", help="Time dilation D >= 1 (links run at "
-                                                                    "link / D; default 2)."),
+    dilation: DilationOpt = None,
     burst: Optional[str] = typer.Option(None, help="tbf bucket as time at the rate (floor 128 KiB)."),
     queue: Optional[str] = typer.Option(None, help="tbf queue limit as time at the rate."),
-    budget: str = typer.Option("6", metavar="SECONDS", help="Benchmark seconds aimed at per size (all "
-                                                            "algorithms)."),
+    budget: BudgetOpt = "6",
     max_iters: str = typer.Option("10", metavar="N", help="Most timed iterations per size."),
-    efficiency: Optional[str] = typer.Option(None, help="Payload share of the shaped rate in the model (1: no "
-                                                        "TCP framing; default: TCP over Ethernet)."),
+    efficiency: EfficiencyOpt = None,
     calibrate: bool = typer.Option(True, help="Measure per-message and reduction costs for the model."),
-    calibrate_bandwidth: bool = typer.Option(True, help="Model the links at the measured streaming goodput "
-                                                        "(else at --efficiency x the shaped rate)."),
-    nice: str = typer.Option("0", metavar="N", help="nice(1) priority of the ranks, -20..19; negative keeps "
-                                                    "other jobs from stretching the times."),
+    calibrate_bandwidth: CalibrateBwOpt = True,
+    nice: NiceOpt = "0",
+    model: LlmModelOpt = "gpt-tiny",
+    gpus_per_server: GpusPerServerOpt = "2",
+    tp: TpOption = "2",
+    pp: PpOption = "2",
+    vp: VpOption = "1",
+    ep: EpOption = "1",
+    mbs: MbsOption = "1",
+    gbs: GbsOption = "16",
+    seq: SeqOption = None,
+    zero: ZeroOption = "1",
+    steps: StepsOpt = "6",
+    warmup: StepsOpt = "2",
+    trace: Optional[Path] = typer.Option(None, help="--workload llm: the measured and simulated step, one trace."),
     out: Optional[Path] = typer.Option(None, help="Write validate.json/.csv/.md/.png here."),
-    from_record: Optional[Path] = typer.Option(None, help="Measure nothing: report the "
-                                                                          "validate.json record given."),
+    from_record: FromRecordOpt = None,
     fmt: FormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
 ) -> None:
-    """Measured vs. simulated collectives on the emulated star and fat tree, with the error (root)."""
+    """Measured vs. simulated on the emulated cluster, with the error (root): all-reduce algorithms on the
+    star and fat tree, or (--workload llm) a transformer's training step against `whatif llm`."""
     output = Output(fmt, json_path, store)
     check_output_dir(out)
+    check_output_path(trace, "--trace")
+    if workload.strip().lower() == "llm":
+        from fabriclab.cli import validate_llm
+
+        raise typer.Exit(validate_llm.run(locals(), output))
+    if workload.strip().lower() != "collectives":
+        raise ValueError(f"--workload {workload!r}: use collectives or llm")
+    _collectives(locals(), output, out, from_record)
+
+
+def _collectives(o: dict, output: Output, out: Path | None, from_record: Path | None) -> None:
+    """The all-reduce algorithms on the emulated topologies (or a recorded run of them)."""
+    from dataclasses import asdict
+
     if from_record is not None:
         _report_record(output, from_record, out)
         return
-    from dataclasses import asdict
-
-    configs = _validate_configs(locals())
+    configs = _validate_configs(o)
     results = _measure(output, configs)
     rows = [r for result in results for r in result["rows"]]
     config_dict = {"runs": [asdict(c) | {"spec": c.spec().as_dict()} for c in configs]}

@@ -16,18 +16,19 @@ import json
 from pathlib import Path
 
 import fabriclab
-from fabriclab.report import html_calibrate, html_collectives, html_hpc, html_llm, html_plan, html_sim, html_train
+from fabriclab.report import (html_calibrate, html_collectives, html_hpc, html_llm, html_plan, html_sim, html_train,
+                              html_validate_llm)
 from fabriclab.report.html_parts import Section, anchor, esc, rows_table, source
 from fabriclab.report.html_summary import summary
 from fabriclab.report.store_views import Stored, command_of
 
 _BY_KEY = {s.key: s for s in html_sim.SECTIONS + html_train.SECTIONS + html_hpc.SECTIONS + html_plan.SECTIONS
            + html_collectives.SECTIONS + html_calibrate.SECTIONS
-           + html_llm.SECTIONS}
+           + html_llm.SECTIONS + html_validate_llm.SECTIONS}
 # Reading order: the answer first, the cluster it rests on, then the studies as the papers present them,
 # then the checks.
 ORDER = ("plan", "llm", "calibrate", "main-job", "fatness", "whatif", "throughput", "scaffe", "stencil", "validate",
-         "collectives-check", "published")
+         "llm-check", "collectives-check", "published")
 SECTIONS: tuple[Section, ...] = tuple(_BY_KEY[k] for k in ORDER)
 
 CSS = """

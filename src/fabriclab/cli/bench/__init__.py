@@ -18,9 +18,9 @@ HELP = ("Benchmarks: CLI start-up, simulator, what-if and plan speed, trainer mo
 
 def register(main_app: typer.Typer) -> None:
     """Add the `bench` group (its commands from `speed`, `train` and `fabrics`) to `main_app`."""
-    from fabriclab.cli.bench import fabrics, speed, train
+    from fabriclab.cli.bench import fabrics, speed, train, train_llm
 
     app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None)
-    for module in (speed, train, fabrics):
+    for module in (speed, train, train_llm, fabrics):
         module.register(app)
     main_app.add_typer(app, name="bench")
