@@ -17,13 +17,10 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("simgrid_peer.cpp")
@@ -82,31 +79,48 @@ def platform_file(spec, name: str) -> Path:
     return path
 
 
+# Forks and times one command: a child's peak RSS counts the memory of the process it was forked from (the
+# kernel keeps the high-water mark across exec), so a small launcher forks it, not this big process.
+_LAUNCHER = """
+import json, os, signal, sys, time
+out, err, timeout_s, argv = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:]
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    os.dup2(os.open(out, os.O_WRONLY | os.O_TRUNC), 1)
+    os.dup2(os.open(err, os.O_WRONLY | os.O_TRUNC), 2)
+    try:
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(127)
+killed = []
+def stop(*_):
+    killed.append(1)
+    os.killpg(pid, signal.SIGKILL)
+signal.signal(signal.SIGALRM, stop)
+signal.setitimer(signal.ITIMER_REAL, timeout_s)
+_, status, usage = os.wait4(pid, 0)
+wall_s = time.perf_counter() - t0
+signal.setitimer(signal.ITIMER_REAL, 0)
+print(json.dumps({"wall_s": wall_s, "peak_MiB": usage.ru_maxrss / 1024, "timed_out": bool(killed),
+                  "returncode": os.waitstatus_to_exitcode(status)}))
+"""
+
+
 def whole_process(argv: list[str], timeout_s: float) -> dict:
-    """Run `argv` to its end: wall seconds, its own peak RSS (MiB, from `os.wait4`), its output; a run past
-    `timeout_s` is killed and marked `timed_out`."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, start_new_session=True)
-        killed = threading.Event()
-
-        def stop() -> None:
-            if proc.returncode is None:
-                killed.set()
-                os.killpg(proc.pid, signal.SIGKILL)
-
-        timer = threading.Timer(timeout_s, stop)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-            wall = time.perf_counter() - t0
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    """Run `argv` to its end: wall seconds, its own peak RSS (MiB, `wait4`: like GNU time, with a floor of the
+    launcher's ~10 MiB), its output; a run past `timeout_s` is killed and marked `timed_out`."""
+    with tempfile.NamedTemporaryFile("w+") as out, tempfile.NamedTemporaryFile("w+") as err:
+        done = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, out.name, err.name, str(timeout_s), *argv],
+                              capture_output=True, text=True, timeout=timeout_s + 60)
+        if done.returncode != 0:
+            raise RuntimeError(f"could not time {argv[0]}: {done.stderr.strip()[-500:]}")
+        run = json.loads(done.stdout)
         out.seek(0)
         err.seek(0)
-        return {"wall_s": wall, "peak_MiB": usage.ru_maxrss / 1024, "stdout": out.read(), "stderr": err.read(),
-                "returncode": proc.returncode, "timed_out": killed.is_set()}
+        run.update(stdout=out.read(), stderr=err.read())
+        return run
 
 
 def fabriclab_argv(case_name: str) -> list[str]:
@@ -173,3 +187,22 @@ def beside(case, *, runs: int, timeout_s: float, binary: Path | None) -> dict:
             sg["agrees"] = sg["rel_diff"] <= AGREE_REL
         row["simgrid"] = sg
     return row
+
+
+def notes(rows: list[dict], timeout_s: float) -> list[str]:
+    """What the table implies: the ring's growth, stopped runs, goals and memory."""
+    out = []
+    wall = {r["case"]: r["wall_s"] for r in rows}
+    for small, large in (("ring-2048", "ring-16384"), ("ring-3level-2048", "ring-3level-16384")):
+        if small in wall and large in wall:
+            out.append(f"{large} / {small} (8x the hosts): {wall[large] / wall[small]:.1f}x the wall time "
+                       f"(goal: at most 10x)")
+    peers = [r for r in rows if r["simgrid"]]
+    if any(r["simgrid"]["timed_out"] for r in peers):
+        out.append(f"'>': SimGrid was stopped after {timeout_s:g} s (--peer-timeout) and not run again; its time "
+                   f"and peak memory are lower bounds")
+    if peers:
+        missed = [r["case"] for r in peers if not (r["simgrid"]["meets_goal"] and r["simgrid"]["memory_ok"])]
+        out.append("every case meets its goal (as fast as SimGrid at 2,048 hosts, 10x at 16,384, no more memory)"
+                   if not missed else f"goal missed on {', '.join(missed)}")
+    return out
