@@ -108,12 +108,12 @@ print(json.dumps({"wall_s": wall_s, "peak_MiB": usage.ru_maxrss / 1024, "timed_o
 """
 
 
-def whole_process(argv: list[str], timeout_s: float) -> dict:
+def whole_process(argv: list[str], timeout_s: float, env: dict | None = None) -> dict:
     """Run `argv` to its end: wall seconds, its own peak RSS (MiB, `wait4`: like GNU time, with a floor of the
     launcher's ~10 MiB), its output; a run past `timeout_s` is killed and marked `timed_out`."""
     with tempfile.NamedTemporaryFile("w+") as out, tempfile.NamedTemporaryFile("w+") as err:
         done = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, out.name, err.name, str(timeout_s), *argv],
-                              capture_output=True, text=True, timeout=timeout_s + 60)
+                              capture_output=True, text=True, timeout=timeout_s + 60, env=env)
         if done.returncode != 0:
             raise RuntimeError(f"could not time {argv[0]}: {done.stderr.strip()[-500:]}")
         run = json.loads(done.stdout)
@@ -138,8 +138,16 @@ def _simulated(run: dict, prefix: str) -> float:
     raise RuntimeError(f"no simulated time in the output: {run['stdout'][-300:]} {run['stderr'][-500:]}")
 
 
+def fabriclab_env() -> dict:
+    """Our child's environment: its bytecode cached (in our cache directory, not the source tree), as in an
+    installed package; where PYTHONDONTWRITEBYTECODE is set, every run would otherwise compile fabriclab."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(_cache_dir() / "pycache")
+    return env
+
+
 def _ours(case_name: str, timeout_s: float) -> dict:
-    run = whole_process(fabriclab_argv(case_name), timeout_s)
+    run = whole_process(fabriclab_argv(case_name), timeout_s, fabriclab_env())
     if run["returncode"] != 0:
         raise RuntimeError(f"fabriclab case {case_name} failed: {run['stderr'].strip()[-500:]}")
     child = json.loads(run["stdout"].strip().splitlines()[-1])
