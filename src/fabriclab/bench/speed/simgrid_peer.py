@@ -103,7 +103,8 @@ signal.setitimer(signal.ITIMER_REAL, timeout_s)
 _, status, usage = os.wait4(pid, 0)
 wall_s = time.perf_counter() - t0
 signal.setitimer(signal.ITIMER_REAL, 0)
-print(json.dumps({"wall_s": wall_s, "peak_MiB": usage.ru_maxrss / 1024, "timed_out": bool(killed),
+print(json.dumps({"wall_s": wall_s, "cpu_s": usage.ru_utime + usage.ru_stime,
+                  "peak_MiB": usage.ru_maxrss / 1024, "timed_out": bool(killed),
                   "returncode": os.waitstatus_to_exitcode(status)}))
 """
 
@@ -177,12 +178,13 @@ def beside(case, *, runs: int, timeout_s: float, binary: Path | None) -> dict:
                 raise RuntimeError(f"SimGrid peer failed on {case.name}: {run['stderr'].strip()[-500:]}")
             peer.append(run)
     row = {"case": case.name, "algo": case.algo, "hosts": case.hosts, "levels": case.levels, "runs": runs,
-           "wall_s": _median(ours, "wall_s"), "sim_wall_s": _median(ours, "sim_wall_s"),
+           "wall_s": _median(ours, "wall_s"), "cpu_s": _median(ours, "cpu_s"), "sim_wall_s": _median(ours, "sim_wall_s"),
            "peak_MiB": _median(ours, "peak_MiB"), "simulated_s": ours[0]["simulated_s"],
            "exact": ours[0]["exact"], "engine": ours[0]["engine"], "simgrid": None}
     if peer:
         done = [r for r in peer if not r["timed_out"]]
         sg = {"wall_s": _median(done, "wall_s") if done else peer[-1]["wall_s"], "timed_out": not done,
+              "cpu_s": _median(done, "cpu_s") if done else peer[-1]["cpu_s"],
               "peak_MiB": _median(done, "peak_MiB") if done else peer[-1]["peak_MiB"], "runs": len(peer),
               "simulated_s": _simulated(done[0], "simulated_s") if done else None}
         goal = PEER_GOALS.get(case.hosts, 1.0)
