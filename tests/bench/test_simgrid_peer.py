@@ -60,3 +60,16 @@ def test_a_case_runs_beside_simgrid():
     assert sg["agrees"] and not sg["timed_out"] and sg["runs"] == 1
     assert row["wall_s"] > 0 and sg["wall_s"] > 0 and sg["ratio"] == pytest.approx(sg["wall_s"] / row["wall_s"])
     assert row["peak_MiB"] > 10 and sg["peak_MiB"] > 10
+
+
+def test_without_simgrid_the_column_says_not_installed_and_how_to_install():
+    from rich.console import Console
+
+    from fabriclab.cli.bench.speed import _peer_table
+
+    row = simgrid_peer.beside(next(c for c in sim.CASES if c.name == "ring-256"), runs=1, timeout_s=120, binary=None)
+    assert row["simgrid"] is None and row["simulated_s"] > 0 and row["peak_MiB"] > 10
+    console = Console(width=200, record=True)
+    console.print(_peer_table([row], None))
+    assert "not installed" in console.export_text()
+    assert "libsimgrid-dev" in simgrid_peer.INSTALL_HINT

@@ -178,13 +178,16 @@ def _peer(out: Output, cases: Optional[str], runs: int, timeout_s: float) -> Non
 
     chosen = _peer_cases(cases)
     version = simgrid_peer.simgrid_version()
-    binary = simgrid_peer.peer_binary(version) if version else None
-    if binary is None:
-        out.note(f"SimGrid is not installed: {simgrid_peer.INSTALL_HINT}; timing fabriclab alone")
     rows = []
-    for case in chosen:
-        out.note(f"running {case.name} ({runs} runs each, alternating) ...")
-        rows.append(simgrid_peer.beside(case, runs=runs, timeout_s=timeout_s, binary=binary))
+    try:  # a peer that fails to build or run is reported in one line
+        binary = simgrid_peer.peer_binary(version) if version else None
+        if binary is None:
+            out.note(f"SimGrid is not installed: {simgrid_peer.INSTALL_HINT}; timing fabriclab alone")
+        for case in chosen:
+            out.note(f"running {case.name} ({runs} runs each, alternating) ...")
+            rows.append(simgrid_peer.beside(case, runs=runs, timeout_s=timeout_s, binary=binary))
+    except RuntimeError as exc:
+        raise ValueError(str(exc)) from None
     out.table(_peer_table(rows, version))
     for note in simgrid_peer.notes(rows, timeout_s):
         out.note(note)
