@@ -205,7 +205,7 @@ def sim_cmd(
     peer: Optional[str] = typer.Option(None, metavar="simgrid", help="Run each case in SimGrid beside ours, "
                                        "whole processes, alternating (needs libsimgrid-dev and g++)."),
     runs: str = typer.Option("3", metavar="N", help="With --peer: runs of each tool per case (median)."),
-    peer_timeout: str = typer.Option("300s", metavar="TIME", help="With --peer: stop a run after this long "
+    peer_timeout: str = typer.Option("120s", metavar="TIME", help="With --peer: stop a run after this long "
                                      "(its time is then a lower bound, and it is not repeated)."),
     fmt: FormatOption = None,
     json_path: JsonOption = None,
