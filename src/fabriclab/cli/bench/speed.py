@@ -67,7 +67,8 @@ def _chosen(cases: Optional[str]) -> tuple[tuple, tuple]:
 def _speed_rows(out: Output, chosen: tuple) -> list[dict]:
     from fabriclab.bench.speed.sim import run_case
 
-    table = Table(title="simulator speed: 1 GB allreduce on a 2-level fat tree, bisection 1/4, 4 GB/s, 0.2 us")
+    table = Table(title="simulator speed: 1 GB allreduce on a fat tree (2 levels unless the case says 3), 16 hosts "
+                        "per leaf, bisection 1/4, 4 GB/s, 0.2 us")
     for col in ("case", "simulated (s)", "wall (s)", "target", "peak RSS MB", "engine", "exact",
                 "general wall (s)", "ratio"):
         table.add_column(col, justify="right")
