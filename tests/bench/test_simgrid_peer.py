@@ -62,19 +62,6 @@ def test_a_case_runs_beside_simgrid():
     assert row["peak_MiB"] > 10 and sg["peak_MiB"] > 10
 
 
-def test_without_simgrid_the_column_says_not_installed_and_how_to_install():
-    from rich.console import Console
-
-    from fabriclab.cli.bench.speed import _peer_table
-
-    row = simgrid_peer.beside(next(c for c in sim.CASES if c.name == "ring-256"), runs=1, timeout_s=120, binary=None)
-    assert row["simgrid"] is None and row["simulated_s"] > 0 and row["peak_MiB"] > 10
-    console = Console(width=200, record=True)
-    console.print(_peer_table([row], None))
-    assert "not installed" in console.export_text()
-    assert "libsimgrid-dev" in simgrid_peer.INSTALL_HINT
-
-
 def test_the_notes_give_the_rings_growth_and_the_goals():
     def row(case, wall, sg_wall, ratio_goal, timed_out=False):
         sg = {"timed_out": timed_out, "meets_goal": sg_wall / wall >= ratio_goal, "memory_ok": True}
