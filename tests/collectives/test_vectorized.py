@@ -13,8 +13,9 @@ def _rows(arrays):
     return sorted(zip(src.tolist(), dst.tolist(), elements.tolist(), reduce.tolist(), ks.tolist(), kd.tolist()))
 
 
-@pytest.mark.parametrize("algo", ["ring", "ps", "ps:servers=3", "ps:servers=1"])
-@pytest.mark.parametrize("p", [2, 3, 5, 8, 13, 24, 64])
+@pytest.mark.parametrize("algo", ["ring", "ps", "ps:servers=3", "ps:servers=1", "butterfly", "butterfly:order=far",
+                                  "recursive-doubling"])
+@pytest.mark.parametrize("p", [2, 3, 5, 6, 8, 13, 24, 64, 100])
 @pytest.mark.parametrize("count", [64, 1001, 4096])
 def test_rounds_equal_the_schedule(algo, p, count):
     if algo.endswith("=3") and p < 3:
@@ -30,4 +31,5 @@ def test_rounds_equal_the_schedule(algo, p, count):
 
 def test_no_array_form_when_chunks_would_be_empty():
     assert rounds("allreduce", "ring", 8, 5) is None
-    assert rounds("allreduce", "butterfly", 8, 5000) is None
+    assert rounds("allreduce", "butterfly", 24, 15) is None
+    assert rounds("allreduce", "chain", 8, 5000) is None

@@ -183,10 +183,10 @@ COMMANDS: list[Command] = [
                                         "--alpha", "1us", "--steps", "3", *J]),
     # ---- bench: only the simulated fields
     Command("bench-sim-ring-2048", ["bench", "sim", "--cases", "ring-2048", *J],
-            keep=("case", "algo", "hosts", "simulated_s", "exact", "engine", "target_s", "simgrid_quoted",
+            keep=("case", "algo", "hosts", "simulated_s", "exact", "engine", "target_s",
                   "general_agrees")),
     Command("bench-sim-ring-256-ps-2048", ["bench", "sim", "--cases", "ring-256,ps-2048", *J],
-            keep=("case", "algo", "hosts", "simulated_s", "exact", "engine", "target_s", "simgrid_quoted",
+            keep=("case", "algo", "hosts", "simulated_s", "exact", "engine", "target_s",
                   "general_agrees")),
     Command("bench-plan", ["bench", "plan", *J],
             keep=("points", "target_s", "num_topologies", "num_simulations", "grid")),

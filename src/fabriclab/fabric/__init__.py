@@ -8,14 +8,31 @@ endpoints, `link_preset()` names link technologies, `fabriclab.fabric.simgrid` e
 Try it: `python -c "from fabriclab.fabric import fat_tree; print(fat_tree(levels=2, hosts=512, bisection=0.25))"`.
 """
 
-from fabriclab.fabric.analysis import bisection_bandwidth_Bps, max_flow_Bps
-from fabriclab.fabric.fattree import FatTreeShape, fat_tree, leaf_spine, star
-from fabriclab.fabric.hosts import HostModel, host_model
-from fabriclab.fabric.links import LINK_PRESET_NAMES, Link, link_preset, parse_link, plain_link
-from fabriclab.fabric.direct_networks import flattened_butterfly, ring, torus
-from fabriclab.fabric.placement import PLACEMENTS, place
-from fabriclab.fabric.routing import ROUTINGS
-from fabriclab.fabric.topology import Router, Topology
+from importlib import import_module
+
+# Names load on first use (PEP 562), so a simulation that needs only fat trees skips the rest.
+_WHERE = {
+    "bisection_bandwidth_Bps": "analysis", "max_flow_Bps": "analysis",
+    "FatTreeShape": "fattree", "fat_tree": "fattree", "leaf_spine": "fattree", "star": "fattree",
+    "HostModel": "hosts", "host_model": "hosts",
+    "LINK_PRESET_NAMES": "links", "Link": "links", "link_preset": "links", "parse_link": "links",
+    "plain_link": "links",
+    "flattened_butterfly": "direct_networks", "ring": "direct_networks", "torus": "direct_networks",
+    "PLACEMENTS": "placement", "place": "placement",
+    "ROUTINGS": "routing",
+    "Router": "topology", "Topology": "topology",
+}
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(import_module(f"fabriclab.fabric.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'fabriclab.fabric' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "FatTreeShape", "HostModel", "LINK_PRESET_NAMES", "Link", "PLACEMENTS", "ROUTINGS", "Router", "Topology",

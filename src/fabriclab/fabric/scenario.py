@@ -20,7 +20,6 @@ from fractions import Fraction
 
 from fabriclab.fabric.fattree import fat_tree, leaf_spine, star
 from fabriclab.fabric.links import Link, plain_link
-from fabriclab.fabric.direct_networks import flattened_butterfly, ring, torus
 from fabriclab.fabric.routing import ROUTINGS
 from fabriclab.fabric.topology import Topology
 
@@ -224,6 +223,8 @@ def build_topology(spec: TopologySpec) -> Topology:
     if spec.kind == "leaf-spine":
         return leaf_spine(hosts=spec.hosts, hosts_per_leaf=spec.hosts_per_leaf, spines=spec.spines,
                           routing=spec.routing, seed=spec.seed, **common)
+    from fabriclab.fabric.direct_networks import flattened_butterfly, ring, torus
+
     if spec.kind == "ring":
         return ring(spec.hosts, **common)
     if spec.kind == "torus":

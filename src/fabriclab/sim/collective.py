@@ -15,10 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabriclab.collectives import vectorized
-from fabriclab.collectives.matching import match_messages
-from fabriclab.collectives.registry import build_schedule, parse_spec
+from fabriclab.collectives.registry import parse_spec
 from fabriclab.collectives.schedule import ALLREDUCE, RECV_REDUCE, SEND, Schedule
-from fabriclab.sim.engine import TaskGraph, Timeline, run
 from fabriclab.sim.levels import Level, levels_of, simulate_levels
 from fabriclab.sim.limits import check_inputs, check_simulation
 
@@ -37,6 +35,8 @@ class Transfers:
 
 def match_transfers(schedule: Schedule) -> Transfers:
     """Pair the k-th send from a to b with the k-th receive at b from a (FIFO per ordered pair)."""
+    from fabriclab.collectives.matching import match_messages
+
     ops = ((r, op.peer, op.kind == SEND, (k, op)) for r in range(schedule.num_ranks)
            for k, step in enumerate(schedule.steps[r]) for op in step)
     rows = [(a, b, ks, kd, schedule.chunks[send.chunk][1], recv.kind == RECV_REDUCE)
@@ -74,6 +74,8 @@ def simulate_schedule(schedule: Schedule, topology, placement: np.ndarray | None
             placement.max(initial=0) >= topology.num_endpoints:
         raise ValueError(f"placement must give each of {schedule.num_ranks} ranks an endpoint "
                          f"in 0..{topology.num_endpoints - 1}")
+    from fabriclab.sim.engine import TaskGraph, run
+
     tx = match_transfers(schedule)
     graph = TaskGraph()
     step_task = []
@@ -97,7 +99,7 @@ def simulate_schedule(schedule: Schedule, topology, placement: np.ndarray | None
     for r in range(schedule.num_ranks):
         for task in step_task[r]:
             graph.duration_s[task] = reduce_bytes[task] * gamma_s_per_byte
-    timeline: Timeline = run(graph, topology)
+    timeline = run(graph, topology)
     finish = np.array([timeline.finish_s[s[-1]] if s else 0.0 for s in step_task])
     return CollectiveRun(time_s=float(finish.max(initial=0.0)), rank_finish_s=finish, transfers=tx,
                          transfer_start_s=timeline.start_s[tx_task],
@@ -123,6 +125,18 @@ def ring_runs(collective: str, algo: str, num_ranks: int, count: int, itemsize: 
 # Above this many operations the general engine's per-transfer Python work dominates; the level
 # engine then runs instead (and says whether its answer is exact).
 GENERAL_ENGINE_MAX_TRANSFERS = 200_000
+
+
+class _Counted:
+    """Levels passed through, counting the transfers they stand for."""
+
+    def __init__(self, levels) -> None:
+        self.levels, self.transfers = levels, 0
+
+    def __iter__(self):
+        for lv in self.levels:
+            self.transfers += lv.src.size * lv.repeat
+            yield lv
 
 
 @dataclass(frozen=True)
@@ -165,8 +179,14 @@ def simulate(collective: str, algo: str, topology, num_ranks: int, size_bytes: i
     if arrays is not None and (engine == "levels" or num_ranks > 64):
         levels = ring_runs(collective, algo, num_ranks, count, itemsize) or \
             (Level(s, d, e * itemsize, r, ks, kd) for s, d, e, r, ks, kd in arrays)
-        run_ = simulate_levels(levels, num_ranks, topology, placement, gamma_s_per_byte=gamma_s_per_byte)
-        return SimResult(run_.time_s, run_.rank_finish_s, run_.link_bytes, "levels", run_.exact)
+        counted = _Counted(levels)
+        run_ = simulate_levels(counted, num_ranks, topology, placement, gamma_s_per_byte=gamma_s_per_byte)
+        # `auto` keeps the general engine's answer where the fast path cannot prove its own and the general
+        # engine can afford the schedule.
+        if run_.exact or engine == "levels" or counted.transfers > GENERAL_ENGINE_MAX_TRANSFERS:
+            return SimResult(run_.time_s, run_.rank_finish_s, run_.link_bytes, "levels", run_.exact)
+    from fabriclab.collectives.registry import build_schedule
+
     schedule = build_schedule(collective, algo, num_ranks, count)
     if engine == "levels" or (engine == "auto" and schedule.num_messages > GENERAL_ENGINE_MAX_TRANSFERS):
         tx = match_transfers(schedule)

@@ -69,9 +69,10 @@ def _chosen(cases: Optional[str]) -> tuple[tuple, tuple]:
 def _speed_rows(out: Output, chosen: tuple) -> list[dict]:
     from fabriclab.bench.speed.sim import run_case
 
-    table = Table(title="simulator speed: 1 GB allreduce on a 2-level fat tree, bisection 1/4, 4 GB/s, 0.2 us")
+    table = Table(title="simulator speed: 1 GB allreduce on a fat tree (2 levels unless the case says 3), 16 hosts "
+                        "per leaf, bisection 1/4, 4 GB/s, 0.2 us")
     for col in ("case", "simulated (s)", "wall (s)", "target", "peak RSS MB", "engine", "exact",
-                "general wall (s)", "ratio", "SimGrid 3.32 (quoted)"):
+                "general wall (s)", "ratio"):
         table.add_column(col, justify="right")
     rows = []
     for case in chosen:
@@ -82,8 +83,7 @@ def _speed_rows(out: Output, chosen: tuple) -> list[dict]:
                       f"{'<' if row['meets_target'] else 'NOT <'} {row['target_s']:g} s",
                       f"{row['peak_MB']:.0f}", row["engine"], "yes" if row["exact"] else "no",
                       "-" if row["general_wall_s"] is None else f"{row['general_wall_s']:.2f}",
-                      "-" if row["speedup_vs_general"] is None else f"{row['speedup_vs_general']:.1f}x",
-                      row["simgrid_quoted"] or "-")
+                      "-" if row["speedup_vs_general"] is None else f"{row['speedup_vs_general']:.1f}x")
     out.table(table)
     return rows
 
@@ -130,11 +130,86 @@ def _scale(out: Output) -> None:
     out.record("bench.sim.scale", {"cluster": CLUSTER, "collectives": list(SCALE_COLLECTIVES)}, rows)
 
 
+def _timeout(text: str) -> float:
+    from fabriclab.units import parse_time
+
+    seconds = parse_time(text)
+    if not 1 <= seconds <= 86400:
+        raise ValueError(f"--peer-timeout {text}: give 1s to 24h, e.g. 300s")
+    return seconds
+
+
+def _peer_cases(cases: Optional[str]) -> tuple:
+    from fabriclab.bench.speed.sim import CASES, PEER_CASES
+
+    names = split_list(cases, "cases") if cases else list(PEER_CASES)
+    known = {c.name for c in CASES}
+    if set(names) - known:
+        raise ValueError(f"unknown cases {sorted(set(names) - known)} for --peer simgrid: use "
+                         f"{', '.join(c.name for c in CASES)}")
+    return tuple(c for c in CASES if c.name in names)
+
+
+def _ratio(sg: dict) -> str:
+    return f"{'> ' if sg['timed_out'] else ''}{sg['ratio']:.{1 if sg['ratio'] < 10 else 0}f}x"
+
+
+def _peer_table(rows: list[dict], version: str | None) -> Table:
+    sg_name = f"SimGrid {version}" if version else "SimGrid"
+    table = Table(title=f"whole processes, median of {rows[0]['runs'] if rows else 0} alternating runs: 1 GB "
+                        f"allreduce, fat tree of 16 hosts per leaf, bisection 1/4, 4 GB/s, 0.2 us")
+    for col in ("case", "fabriclab (s)", f"{sg_name} (s)", "SimGrid/ours", "goal", "peak MiB ours/SimGrid",
+                "simulated (s)", "rel. diff"):
+        table.add_column(col, justify="left" if col == "case" else "right")
+    for r in rows:
+        sg = r["simgrid"]
+        if sg is None:
+            table.add_row(r["case"], f"{r['wall_s']:.2f}", "not installed", "-", "-", f"{r['peak_MiB']:.0f} / -",
+                          f"{r['simulated_s']:.9f}", "-")
+            continue
+        stopped = sg["timed_out"]
+        table.add_row(r["case"], f"{r['wall_s']:.2f}", f"{'> ' if stopped else ''}{sg['wall_s']:.2f}", _ratio(sg),
+                      f">= {sg['goal_ratio']:g}x {'yes' if sg['meets_goal'] else 'NO'}",
+                      f"{r['peak_MiB']:.0f} / {'>= ' if stopped else ''}{sg['peak_MiB']:.0f}"
+                      f"{'' if sg['memory_ok'] else ' NO'}", f"{r['simulated_s']:.9f}",
+                      "stopped" if stopped else f"{sg['rel_diff']:.1e}{'' if sg['agrees'] else ' NO'}")
+    return table
+
+
+def _peer(out: Output, cases: Optional[str], runs: int, timeout_s: float) -> None:
+    from fabriclab.bench.speed import simgrid_peer
+
+    chosen = _peer_cases(cases)
+    version = simgrid_peer.simgrid_version()
+    rows = []
+    try:  # a peer that fails to build or run is reported in one line
+        binary = simgrid_peer.peer_binary(version) if version else None
+        if binary is None:
+            out.note(f"SimGrid is not installed: {simgrid_peer.INSTALL_HINT}; timing fabriclab alone")
+        for case in chosen:
+            out.note(f"running {case.name} ({runs} runs each, alternating) ...")
+            rows.append(simgrid_peer.beside(case, runs=runs, timeout_s=timeout_s, binary=binary))
+    except RuntimeError as exc:
+        raise ValueError(str(exc)) from None
+    out.table(_peer_table(rows, version))
+    for note in simgrid_peer.notes(rows, timeout_s):
+        out.note(note)
+    out.record("bench.sim.peer", {"cases": [c.name for c in chosen], "runs": runs, "peer_timeout_s": timeout_s,
+                                  "simgrid": version}, rows)
+    if any(r["simgrid"] and r["simgrid"].get("agrees") is False for r in rows):
+        raise typer.Exit(EXIT_FAILED)
+
+
 @user_errors
 def sim_cmd(
     cases: Optional[str] = typer.Option(None, help="Only these cases, e.g. ring-2048,alltoall-100000."),
     scale: bool = typer.Option(False, "--scale", help="Print how a cluster prediction's time and memory grow "
                                                       "with the GPUs (1,024 to 100,000) instead."),
+    peer: Optional[str] = typer.Option(None, metavar="simgrid", help="Run each case in SimGrid beside ours, "
+                                       "whole processes, alternating (needs libsimgrid-dev and g++)."),
+    runs: str = typer.Option("3", metavar="N", help="With --peer: runs of each tool per case (median)."),
+    peer_timeout: str = typer.Option("120s", metavar="TIME", help="With --peer: stop a run after this long "
+                                     "(its time is then a lower bound, and it is not repeated)."),
     fmt: FormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
@@ -142,6 +217,11 @@ def sim_cmd(
     """Time the simulator against its speed targets (1 GB allreduce, 2-level fat tree, bisection 1/4) and
     cluster predictions at 100,000 GPUs against the general engine."""
     out = Output(fmt, json_path, store)
+    if peer is not None:
+        if peer != "simgrid" or scale:
+            raise ValueError(f"--peer {peer}: the one peer is simgrid, and it does not go with --scale")
+        _peer(out, cases, parse_count(runs, "--runs", maximum=100), _timeout(peer_timeout))
+        return
     if scale:
         if cases:
             raise ValueError("--scale prints the growth table alone: drop --cases")
