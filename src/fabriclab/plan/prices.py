@@ -64,6 +64,8 @@ class PriceTable:
     """Canonical fabric name -> FabricPrices."""
     gpu_server_per_gpu: Price | None = None
     """Server price per GPU (None: the network's share of the cluster is unknown)."""
+    server_gpu: str = ""
+    """The GPU that server price is of (`"gpu"` of the entry, e.g. `H100`); empty: H100 (`plan/compute.py`)."""
     label: str = ""
     """`illustrative` for the shipped table; what the user calls theirs otherwise."""
     source: str = ""
@@ -126,8 +128,9 @@ def parse_prices(data: object, *, source: str = "<prices>") -> PriceTable:
             item: _price(entry[item], f"{source}: fabrics.{name}.{item}") for item in ITEMS})
     server = data.get("gpu_server_per_gpu")
     server_price = None if server is None else _price(server, f"{source}: gpu_server_per_gpu")
+    server_gpu = str(server.get("gpu", "")) if isinstance(server, dict) else ""
     return PriceTable(fabrics=fabrics, label=str(data.get("label", "")), source=source,
-                      note=str(data.get("note", "")), gpu_server_per_gpu=server_price)
+                      note=str(data.get("note", "")), gpu_server_per_gpu=server_price, server_gpu=server_gpu)
 
 
 def _price(value: object, where: str) -> Price:

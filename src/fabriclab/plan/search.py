@@ -27,9 +27,10 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from fabriclab.fabric.fattree import fat_tree, star
 from fabriclab.fabric.links import link_preset
-from fabriclab.fabric.placement import place
+from fabriclab.plan.compute import compute_label, price_note
+from fabriclab.plan.library_choice import NCCL, ChoiceCost, grid_cluster
+from fabriclab.plan.shape import build_network, check_schedule_size, option_placement, option_tree
 from fabriclab.plan.prices import PriceTable
 from fabriclab.whatif.fusion import FusionPolicy
 from fabriclab.whatif.iteration import simulate_iteration
@@ -49,7 +50,12 @@ class NodeSpec:
     """One GPU server: the part of a cluster model the plan needs."""
 
     gpus_per_server: int = 2
-    """GPUs per server, sharing its one NIC (TX-GAIA of Samsi et al.: 2 V100 per node)."""
+    """GPUs per server (TX-GAIA of Samsi et al.: 2 V100 per node)."""
+    nics_per_server: int = 1
+    """NICs per server, each shared by gpus_per_server / nics_per_server GPUs (a DGX: 8 GPUs, 8 NICs)."""
+    rails: bool = False
+    """Rail-optimised: NIC j of every server on rail j's leaves (`plan/shape.py`); else a server's NICs
+    share a leaf."""
     pcie: str = "PCIe3x16"
     """Link between each GPU and the server's PCIe switch (V100-era servers: PCIe 3.0 x16)."""
     nvlink: str | None = None
@@ -70,14 +76,17 @@ class PlanSpec:
     """Link presets, e.g. 25GbE, OPA100 (100g-opa), 100GbE, HDR (200g-hdr), NDR (400g-ndr)."""
     prices: PriceTable
     """Prices of the fabrics' parts (and optionally of the GPU servers)."""
-    levels: tuple[int, ...] = (2,)
-    """Fat-tree levels to consider, 2 and/or 3."""
+    levels: tuple[int, ...] = ()
+    """Fat-tree levels to consider, 2 and/or 3; empty: the fewest the switch radix allows (1, 2 or 3)."""
     bisections: tuple[Fraction, ...] = (Fraction(1),)
     """Bisection ratios, 1/16 .. 1."""
-    algos: tuple[str, ...] = ("ring",)
-    """All-reduce algorithm specs (`fabriclab collectives list`)."""
-    hosts_per_leaf: int = 16
-    """Servers under one leaf switch (and leaves per pod of a 3-level tree)."""
+    algos: tuple[str, ...] = ("nccl",)
+    """All-reduce algorithm specs (`fabriclab collectives list`), or `nccl`: NCCL's own choice per bucket
+    size (`plan/library_choice.py`)."""
+    hosts_per_leaf: int | None = None
+    """NICs under one leaf switch (and leaves per pod of a 3-level tree); None: the most the radix allows."""
+    radix: int | None = None
+    """Ports per switch; None: the fabric generation's (`fabric/switches.py`)."""
     placement: str = "linear"
     """Ranks on GPUs: linear (a server's GPUs get consecutive ranks), round-robin or random."""
     fusion: FusionPolicy = field(default_factory=FusionPolicy)
@@ -118,9 +127,12 @@ def check_bisection(ratio: Fraction | float) -> Fraction:
 def _check(spec: PlanSpec) -> None:
     if not spec.profiles or not spec.gpus or not spec.fabrics or not spec.algos:
         raise ValueError("give at least one model, GPU count, fabric and algorithm")
-    g = spec.node.gpus_per_server
+    g, k = spec.node.gpus_per_server, spec.node.nics_per_server
     if not isinstance(g, int) or g < 1:
         raise ValueError(f"gpus per node {g!r}: give a whole number >= 1")
+    if not isinstance(k, int) or k < 1 or g % k:
+        raise ValueError(f"--nics-per-server {k!r}: give a whole number that divides --gpus-per-server {g} "
+                         f"(each NIC serves the same number of GPUs), e.g. 1 or {g}")
     bad = [n for n in spec.gpus if n < 1 or n % g]
     if bad:
         raise ValueError(f"{bad[0]} GPUs do not fill servers of {g} GPUs: give GPU counts that are "
@@ -136,78 +148,109 @@ def _check(spec: PlanSpec) -> None:
         raise ValueError(f"target scaling factor {spec.target}: give a value in (0, 1], e.g. 0.9")
     if spec.budget_usd is not None and not spec.budget_usd > 0:
         raise ValueError(f"budget {spec.budget_usd}: give a network budget > 0 in US dollars")
+    for algo in spec.algos:
+        if algo != NCCL:
+            check_schedule_size(algo, max(spec.gpus))
 
 
-def _network(spec: PlanSpec, fabric: str, levels: int, ratio: Fraction, gpus: int):
-    """The topology of one option, or None when the cluster fits one switch and levels/bisection
-    do not apply (then only the first such option is built)."""
-    node, hosts = spec.node, gpus // spec.node.gpus_per_server
-    common = dict(link=fabric, gpus_per_server=node.gpus_per_server, pcie=node.pcie, nvlink=node.nvlink)
-    if hosts <= spec.hosts_per_leaf:
-        return star(hosts=hosts, **common)
-    return fat_tree(levels=levels, hosts=hosts, hosts_per_leaf=spec.hosts_per_leaf, bisection=ratio, **common)
+def _options(spec: PlanSpec) -> list[tuple]:
+    """(gpus, fabric, levels or None, bisection) of every topology to build, one-switch duplicates dropped."""
+    out, seen = [], set()
+    for gpus in spec.gpus:
+        for fabric in (link_preset(f).name for f in spec.fabrics):
+            for levels in spec.levels or (None,):
+                for ratio in spec.bisections:
+                    try:
+                        tree = option_tree(spec.node, fabric, gpus, ratio, levels, spec.radix, spec.hosts_per_leaf)
+                    except ValueError as exc:
+                        out.append((gpus, fabric, levels, ratio, None, str(exc)))
+                        continue
+                    key = (gpus, fabric) + (() if tree.levels == 1 else (tree.levels, ratio))
+                    if key not in seen:
+                        seen.add(key)
+                        out.append((gpus, fabric, levels, ratio, tree, ""))
+    return out
 
 
-def run_plan(spec: PlanSpec, costs: CollectiveCosts | None = None) -> PlanResult:
-    """Evaluate every option of `spec` (module doc)."""
+def _algo_cost(costs: CollectiveCosts, spec: PlanSpec, fabric: str, topo, algo: str, gpus: int, placement):
+    if algo != NCCL:
+        return costs.cost(topo, algo, gpus, placement)
+    node = spec.node
+    cluster = grid_cluster(gpus_per_server=node.gpus_per_server, nics_per_server=node.nics_per_server,
+                           fabric=fabric, pcie=node.pcie, nvlink=node.nvlink)
+    return ChoiceCost(cluster=cluster, num_ranks=gpus,
+                      simulate=lambda name: costs.cost(topo, name, gpus, placement))
+
+
+def run_plan(spec: PlanSpec, costs: CollectiveCosts | None = None, progress=None) -> PlanResult:
+    """Evaluate every option of `spec` (module doc); `progress(done, total, what)` after each option."""
     _check(spec)
     t0 = time.perf_counter()
     costs = costs or CollectiveCosts(gamma_s_per_byte=spec.node.gamma_s_per_byte)
-    rows, skipped, built, seen = [], [], 0, set()
-    server = spec.prices.gpu_server_per_gpu
-    for gpus in spec.gpus:
-        for fabric in (link_preset(f).name for f in spec.fabrics):
-            prices = spec.prices.fabric(fabric)
-            for levels in spec.levels:
-                for ratio in spec.bisections:
-                    one_switch = gpus // spec.node.gpus_per_server <= spec.hosts_per_leaf
-                    key = (gpus, fabric) + (() if one_switch else (levels, ratio))
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    try:
-                        topo = _network(spec, fabric, levels, ratio, gpus)
-                    except ValueError as exc:
-                        skipped.append(f"{fabric}, {levels}-level, bisection {ratio}, {gpus} GPUs: {exc}")
-                        continue
-                    built += 1
-                    bill = count_network(topo.router.shape)
-                    network_usd = bill.cost_usd(prices)
-                    servers_usd = None if server is None else gpus * server.usd
-                    placement = place(gpus, topo, spec.placement)
-                    for algo in spec.algos:
-                        cost = costs.cost(topo, algo, gpus, placement)
-                        for profile in spec.profiles:
-                            it = simulate_iteration(profile, spec.fusion, cost)
-                            images = gpus * profile.batch_size / it.iteration_s
-                            cluster = network_usd + (servers_usd or 0.0)
-                            rows.append({
-                                "model": profile.model, "fabric": fabric,
-                                "topology": "1 switch" if one_switch else f"{levels}-level fat tree",
-                                "levels": 1 if one_switch else levels,
-                                "bisection": "1" if one_switch else str(ratio), "gpus": gpus,
-                                "servers": bill.num_nics, "algo": algo, "placement": spec.placement,
-                                "scaling_factor": it.scaling_factor, "images_per_s": images,
-                                "iteration_s": it.iteration_s, "overhead_s": it.overhead_s,
-                                "comm_s": it.comm_s, "num_buckets": it.num_buckets,
-                                "allreduce_intercept_s": cost.intercept_s,
-                                "allreduce_s_per_byte": cost.slope_s_per_byte, "sim_exact": cost.exact,
-                                "network_usd": network_usd, **bill.breakdown_usd(prices),
-                                "num_switches": bill.num_switches, "num_switch_ports": bill.num_switch_ports,
-                                "num_host_cables": bill.num_host_cables,
-                                "num_switch_cables": bill.num_switch_cables,
-                                "servers_usd": servers_usd,
-                                "cluster_usd": None if servers_usd is None else cluster,
-                                "network_share": (network_usd / cluster if servers_usd is not None
-                                                  and cluster > 0 else None),
-                                "usd_per_image_per_s": cluster / images,
-                            })
+    rows, skipped, built = [], [], 0
+    note = price_note(spec.profiles, spec.prices)
+    server = None if note else spec.prices.gpu_server_per_gpu
+    options = _options(spec)
+    total, done = sum(len(spec.algos) for o in options if o[4] is not None), 0
+    for gpus, fabric, levels, ratio, tree, why in options:
+        if tree is None:
+            skipped.append(f"{fabric}, {levels or 'any'}-level, bisection {ratio}, {gpus} GPUs: {why}")
+            continue
+        prices = spec.prices.fabric(fabric)
+        try:
+            topo = build_network(spec.node, fabric, gpus, tree, ratio)
+        except ValueError as exc:
+            skipped.append(f"{fabric}, {tree.levels}-level, bisection {ratio}, {gpus} GPUs: {exc}")
+            continue
+        built += 1
+        bill = count_network(topo.router.shape, radix=tree.radix)
+        network_usd = bill.cost_usd(prices)
+        servers_usd = None if server is None else gpus * server.usd
+        placement = option_placement(gpus, topo, spec.node, spec.placement)
+        one_switch = tree.levels == 1
+        for algo in spec.algos:
+            cost = _algo_cost(costs, spec, fabric, topo, algo, gpus, placement)
+            for profile in spec.profiles:
+                if isinstance(cost, ChoiceCost):
+                    cost.reset()
+                it = simulate_iteration(profile, spec.fusion, cost)
+                images = gpus * profile.batch_size / it.iteration_s
+                cluster = network_usd + (servers_usd or 0.0)
+                rows.append({
+                    "model": profile.model, "fabric": fabric,
+                    "topology": "1 switch" if one_switch else f"{tree.levels}-level fat tree",
+                    "levels": tree.levels, "radix": tree.radix, "hosts_per_leaf": tree.hosts_per_leaf,
+                    "leaves_per_pod": tree.leaves_per_pod,
+                    "bisection": "1" if one_switch else str(ratio), "gpus": gpus,
+                    "servers": gpus // spec.node.gpus_per_server, "nics_per_server": spec.node.nics_per_server,
+                    "rails": spec.node.rails, "algo": algo, "placement": spec.placement,
+                    "library_choice": cost.describe() if isinstance(cost, ChoiceCost) else algo,
+                    "compute": compute_label(profile),
+                    "scaling_factor": it.scaling_factor, "images_per_s": images,
+                    "iteration_s": it.iteration_s, "overhead_s": it.overhead_s,
+                    "comm_s": it.comm_s, "num_buckets": it.num_buckets,
+                    "allreduce_intercept_s": cost.intercept_s,
+                    "allreduce_s_per_byte": cost.slope_s_per_byte, "sim_exact": cost.exact,
+                    "network_usd": network_usd, **bill.breakdown_usd(prices),
+                    "num_nics": bill.num_nics, "num_switches": bill.num_switches,
+                    "num_switch_ports": bill.num_switch_ports, "num_switch_ports_bought": bill.num_ports_bought,
+                    "num_host_cables": bill.num_host_cables,
+                    "num_switch_cables": bill.num_switch_cables,
+                    "servers_usd": servers_usd,
+                    "cluster_usd": None if servers_usd is None else cluster,
+                    "network_share": (network_usd / cluster if servers_usd is not None
+                                      and cluster > 0 else None),
+                    "usd_per_image_per_s": cluster / images,
+                })
+            done += 1
+            if progress is not None:
+                progress(done, total, f"{fabric}, {gpus} GPUs, {tree.levels}-level, bisection {ratio}, {algo}")
     if not rows:
         raise ValueError("no option could be built: " + "; ".join(skipped[:3]))
     mark_pareto(rows)
     recs = recommend(rows, spec.target, spec.budget_usd)
     stats = {"num_options": len(rows), "num_topologies": built, "num_simulations": costs.num_simulations,
-             "wall_s": time.perf_counter() - t0}
+             "wall_s": time.perf_counter() - t0, "price_note": note}
     return PlanResult(rows=rows, recommendations=recs, skipped=skipped, stats=stats)
 
 
@@ -231,9 +274,17 @@ def mark_pareto(rows: list) -> None:
 
 
 def describe(row: dict) -> str:
-    """`100GbE, 2-level fat tree, bisection 1/4, ring`."""
+    """`100GbE, 2-level fat tree of 64-port switches, bisection 1/4, ring` (NCCL's choice: what it ran)."""
     where = row["topology"] + ("" if row["topology"] == "1 switch" else f", bisection {row['bisection']}")
-    return f"{row['fabric']}, {where}, {row['algo']}"
+    if row.get("radix") and row["topology"] != "1 switch":
+        where = where.replace("fat tree", f"fat tree of {row['radix']}-port switches", 1)
+    nics = row.get("nics_per_server", 1)
+    if nics > 1:
+        where += f", {nics} NICs per server" + (" on rails" if row.get("rails") else "")
+    algo = row["algo"]
+    if algo == "nccl":
+        algo = f"NCCL's choice ({row.get('library_choice', '-')})"
+    return f"{row['fabric']}, {where}, {algo}"
 
 
 def recommend(rows: list, target: float | None, budget_usd: float | None) -> list:
