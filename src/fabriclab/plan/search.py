@@ -194,7 +194,7 @@ def run_plan(spec: PlanSpec, costs: CollectiveCosts | None = None, progress=None
     total, done = sum(len(spec.algos) for o in options if o[4] is not None), 0
     for gpus, fabric, levels, ratio, tree, why in options:
         if tree is None:
-            skipped.append(f"{fabric}, {levels or 'any'}-level, bisection {ratio}, {gpus} GPUs: {why}")
+            skipped.append(f"{fabric}, {levels or 'fewest'}-level, bisection {ratio}, {gpus} GPUs: {why}")
             continue
         prices = spec.prices.fabric(fabric)
         try:

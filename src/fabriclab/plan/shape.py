@@ -6,7 +6,10 @@ network is K / g of a NIC. A plain fat tree keeps a server's NICs under one leaf
 rail-optimised (`NodeSpec.rails`) puts NIC j of every server on rail j: the hosts are ordered rail by
 rail, and the ranks of a server are placed on its K NICs in rails (`rail_placement`). The simulator
 carries traffic between two NICs of one server over the network (a real server would use NVLink or
-PCIe): with a server's NICs on one leaf that costs a leaf hop, on rails a spine hop.
+PCIe): with a server's NICs on one leaf that costs a leaf hop, on rails a spine hop. The simulated
+schedules are one channel: a ring crosses each server boundary with one flow, so more NICs do not speed
+it up here (NCCL spreads its channels over the NICs); algorithms whose GPUs send at once (butterfly,
+trees at their leaves) and the library's choice (`grid_cluster` knows the NICs) do see them.
 
 **Radix.** The tree has the levels the switch radix forces and leaves as full as the hosts divide
 (`fabric/switches.py`); `--levels` asks for a number of levels, which is skipped with the reason when the
@@ -42,7 +45,12 @@ def option_tree(node, fabric: str, gpus: int, ratio: Fraction, levels: int | Non
     radix = radix or default_radix(fabric)
     nics = gpus // node.gpus_per_server * node.nics_per_server
     if hosts_per_leaf is None:
-        return tree_for(nics, radix, ratio, levels)
+        try:
+            return tree_for(nics, radix, ratio, levels)
+        except ValueError as exc:
+            if "split evenly" not in str(exc):
+                raise
+            raise ValueError(_uneven(node, gpus, nics, radix, ratio, levels)) from None
     k = hosts_per_leaf
     if nics <= k and levels is None:
         return TreeChoice(levels=1, hosts_per_leaf=nics, radix=max(radix, nics))
@@ -52,6 +60,28 @@ def option_tree(node, fabric: str, gpus: int, ratio: Fraction, levels: int | Non
                          f"the radix {radix}: use --hosts-per-leaf {int(radix / (1 + ratio))} or less, or --radix")
     chosen = levels or (2 if nics <= radix * k else 3)
     return TreeChoice(levels=chosen, hosts_per_leaf=k, leaves_per_pod=k if chosen == 3 else None, radix=radix)
+
+
+def _fits(node, gpus: int, radix: int, ratio: Fraction, levels: int | None) -> bool:
+    try:
+        tree_for(gpus // node.gpus_per_server * node.nics_per_server, radix, ratio, levels)
+        return True
+    except ValueError:
+        return False
+
+
+def _uneven(node, gpus: int, nics: int, radix: int, ratio: Fraction, levels: int | None) -> str:
+    """Why `gpus` GPUs do not make a tree, with the nearest GPU counts and the bisections that do."""
+    g = node.gpus_per_server
+    down = next((n for n in range(gpus - g, g - 1, -g) if _fits(node, n, radix, ratio, levels)), None)
+    up = next((n for n in range(gpus + g, 4 * gpus + g, g) if _fits(node, n, radix, ratio, levels)), None)
+    counts = " or ".join(str(n) for n in (down, up) if n is not None)
+    ratios = [str(r) for r in (Fraction(1), Fraction(1, 2), Fraction(1, 4), Fraction(1, 8))
+              if r != ratio and _fits(node, gpus, radix, r, levels)]
+    return (f"{nics} NICs ({gpus} GPUs) do not split into whole leaves of {radix}-port switches at bisection "
+            f"{ratio} (a leaf's NICs must divide the NICs, and its up-links, NICs x bisection, be whole): "
+            + (f"use --gpus {counts}" if counts else "use another GPU count")
+            + (f", or --bisection {' or '.join(ratios)}" if ratios else ""))
 
 
 def build_network(node, fabric: str, gpus: int, tree: TreeChoice, ratio: Fraction):
