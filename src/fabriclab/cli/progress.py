@@ -32,27 +32,24 @@ QUIET_S = 2.0
 
 
 def progress_printer(spec, stream=None, clock=time.perf_counter):
-    """A `progress(done, total, what)` callback for `run_plan` (module doc)."""
+    """A `progress(done, total, what)` callback for `run_plan` (module doc); `done` 0 announces the run."""
     start = clock()
     big = max(spec.gpus) >= LARGE_GPUS
-    announced = []
 
     def progress(done: int, total: int, what: str) -> None:
         out = stream or sys.stderr
         elapsed = clock() - start
+        if done == 0:
+            if big or total >= LARGE_OPTIONS:
+                print(f"plan: {total} options up to {max(spec.gpus):,} GPUs, a line per option as it finishes",
+                      file=out, flush=True)
+            return
         if not (big or total >= LARGE_OPTIONS or elapsed > QUIET_S):
             return
         left = elapsed / done * (total - done)
         tail = "done" if done == total else f"about {left:,.0f} s left"
         print(f"plan: {done}/{total} options, {elapsed:,.0f} s, {tail} ({what})", file=out, flush=True)
-        announced.append(done)
 
-    def starting() -> None:
-        if big or len(spec.fabrics) * max(1, len(spec.bisections)) * len(spec.gpus) * len(spec.algos) >= LARGE_OPTIONS:
-            print(f"plan: up to {max(spec.gpus):,} GPUs, a line per option as it finishes", file=stream or sys.stderr,
-                  flush=True)
-
-    starting()
     return progress
 
 

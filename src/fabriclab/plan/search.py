@@ -192,9 +192,11 @@ def run_plan(spec: PlanSpec, costs: CollectiveCosts | None = None, progress=None
     server = None if note else spec.prices.gpu_server_per_gpu
     options = _options(spec)
     total, done = sum(len(spec.algos) for o in options if o[4] is not None), 0
+    if progress is not None:
+        progress(0, total, "starting")
     for gpus, fabric, levels, ratio, tree, why in options:
         if tree is None:
-            skipped.append(f"{fabric}, {levels or 'fewest'}-level, bisection {ratio}, {gpus} GPUs: {why}")
+            skipped.append(f"{fabric}, {f'{levels}-level' if levels else 'fat tree'}, bisection {ratio}, {gpus} GPUs: {why}")
             continue
         prices = spec.prices.fabric(fabric)
         try:
