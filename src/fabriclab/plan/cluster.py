@@ -29,6 +29,7 @@ from fabriclab.whatif.bucket_time import CostModel
 from fabriclab.whatif.iteration import simulate_iteration
 from fabriclab.plan.search import NodeSpec, PlanResult, PlanSpec, mark_pareto, recommend
 from fabriclab.plan.bill import NetworkBill
+from fabriclab.plan.compute import compute_label, price_note
 
 REL_RATE = 1e-6  # a price-table fabric matches the NIC when the line rates agree to this
 
@@ -85,7 +86,8 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
         raise ValueError(f"{bad[0]} GPUs do not fill servers of {g} GPUs of cluster file {where}: give GPU "
                          f"counts that are multiples of {g}")
     fabrics = tuple(dict.fromkeys(link_preset(f).name for f in spec.fabrics))
-    server = spec.prices.gpu_server_per_gpu
+    note = price_note(spec.profiles, spec.prices)
+    server = None if note else spec.prices.gpu_server_per_gpu
     rows, predicted = [], 0
     moved = moved_clusters(cluster)  # undetermined parameters at the pessimistic and the optimistic end
     for gpus in spec.gpus:
@@ -109,6 +111,7 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
                     "levels": 1 if one_switch else 2,
                     "bisection": "1" if one_switch else f"{cluster.network.bisection:g}", "gpus": gpus,
                     "servers": servers, "algo": "nccl", "placement": "linear", "cluster": cluster.name,
+                    "compute": compute_label(profile), "nics_per_server": cluster.server.nics_per_server,
                     "scaling_factor": it.scaling_factor, "images_per_s": images,
                     "scaling_low": min(low, it.scaling_factor), "scaling_high": max(high, it.scaling_factor),
                     "iteration_s": it.iteration_s, "overhead_s": it.overhead_s, "comm_s": it.comm_s,
@@ -130,5 +133,5 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
             rec["text"] += ("; with the cluster's undetermined parameters at their pessimistic end: "
                             + worst["text"].split(": ", 1)[1])
     stats = {"num_options": len(rows), "num_topologies": len(spec.gpus), "num_simulations": 0,
-             "num_predictions": predicted, "wall_s": time.perf_counter() - t0}
+             "num_predictions": predicted, "wall_s": time.perf_counter() - t0, "price_note": note}
     return PlanResult(rows=rows, recommendations=recs, skipped=[], stats=stats)

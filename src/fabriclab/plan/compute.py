@@ -17,7 +17,12 @@ Try it: `fabriclab plan --model bert_base --gpus 64`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from fabriclab.whatif.profiles import compute_label
 from fabriclab.workload.profile import V100_BATCH_S, Profile, load_profile
+
+__all__ = ["compute_label", "plan_profile", "cluster_profiles", "price_note", "profile_gpu", "same_gpu"]
 
 DEFAULT_ZOO_BATCH = 32
 """Samples per GPU of a zoo model's FLOP-built profile (the measured V100 profiles' batch)."""
@@ -39,7 +44,9 @@ def plan_profile(name: str, *, iteration_s: float | None = None) -> Profile:
     rate = training_flops_rate(measured)
     profile = flops_profile(name, rate, DEFAULT_ZOO_BATCH, backward_share(measured),
                             device="V100 (from FLOPs)")
-    return profile
+    label = (f"V100 training FLOP rate of the measured V100 profiles ({rate / 1e12:.3g} TFLOP/s) on the zoo layer "
+             f"table of {name}, batch {DEFAULT_ZOO_BATCH}")
+    return replace(profile, extra={**profile.extra, "compute": label})
 
 
 def profile_gpu(profile: Profile) -> str:
@@ -48,12 +55,14 @@ def profile_gpu(profile: Profile) -> str:
     return device.split(" ")[0] if device else "unknown"
 
 
-def compute_label(profile: Profile) -> str:
-    """`measured profile of V100 (...)` or `V100 FLOP rate on the zoo layer table of bert_base (...)`."""
-    if profile.device.endswith("(from FLOPs)"):
-        return (f"{profile_gpu(profile)} training FLOP rate of the measured V100 profiles on the zoo layer "
-                f"table of {profile.model} ({profile.source})")
-    return f"measured profile of {profile.device or 'an unknown device'} ({profile.source})"
+def cluster_profiles(profiles, cluster) -> tuple:
+    """The profiles on the cluster's GPU (`profile_for_gpu`: converted by the peak ratio when measured on
+    another GPU, and labelled so)."""
+    from fabriclab.fabric.cluster import cluster_gpu
+    from fabriclab.whatif.profiles import profile_for_gpu
+
+    gpu = cluster_gpu(cluster)
+    return tuple(profile_for_gpu(p, gpu) for p in profiles)
 
 
 def server_gpu(table) -> str:

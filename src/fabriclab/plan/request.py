@@ -18,7 +18,7 @@ from fabriclab.plan.cluster import cluster_node, matching_fabrics, run_cluster_p
 from fabriclab.plan.prices import load_prices
 from fabriclab.plan.search import NodeSpec, PlanResult, PlanSpec, check_bisection, run_plan
 from fabriclab.whatif.fusion import FusionPolicy
-from fabriclab.plan.compute import plan_profile
+from fabriclab.plan.compute import cluster_profiles, plan_profile
 
 # 16384 GPUs: the flow simulator runs a ring of that many ranks in ~13 s here (`fabriclab bench sim`)
 MAX_PLAN_GPUS = 16384
@@ -63,6 +63,7 @@ def plan_spec(request: PlanRequest) -> PlanSpec:
     node = NodeSpec(gpus_per_server=request.gpus_per_server or DEFAULT_GPUS_PER_SERVER,
                     nics_per_server=request.nics_per_server or 1, rails=request.rails)
     fabrics = request.fabrics
+    profiles = tuple(plan_profile(m, iteration_s=request.iteration_s) for m in request.models)
     if request.cluster is not None:
         given = [f for f, v in (("--gpus-per-server", request.gpus_per_server),
                                 ("--nics-per-server", request.nics_per_server), ("--radix", request.radix)) if v]
@@ -70,9 +71,10 @@ def plan_spec(request: PlanRequest) -> PlanSpec:
             raise ValueError(f"{(given or ['--rails'])[0]} does not apply with --cluster: {request.cluster_name} "
                              f"sets the servers and network (swap its NIC with --nic)")
         node = cluster_node(request.cluster)
+        profiles = cluster_profiles(profiles, request.cluster)
         fabrics = fabrics or matching_fabrics(request.cluster, prices, request.cluster_name)
     return PlanSpec(
-        profiles=tuple(plan_profile(m, iteration_s=request.iteration_s) for m in request.models),
+        profiles=profiles,
         gpus=request.gpus, fabrics=tuple(dict.fromkeys(fabrics or DEFAULT_FABRICS)),
         levels=tuple(dict.fromkeys(request.levels)),
         bisections=tuple(dict.fromkeys(check_bisection(b) for b in request.bisections)),

@@ -285,7 +285,7 @@ def describe(row: dict) -> str:
         where += f", {nics} NICs per server" + (" on rails" if row.get("rails") else "")
     algo = row["algo"]
     if algo == "nccl":
-        algo = f"NCCL's choice ({row.get('library_choice', '-')})"
+        algo = "NCCL's choice" + (f" ({row['library_choice']})" if row.get("library_choice") else "")
     return f"{row['fabric']}, {where}, {algo}"
 
 
