@@ -2,12 +2,17 @@
 --nics-per-server / --rails, the --nic swap, zoo models, compute labels, refusals as one line. No test
 reads the terminal width (COLUMNS is fixed; the checks read notes and JSON)."""
 
+import io
 import json
+from fractions import Fraction
 
 import typer
 from typer.testing import CliRunner
 
 from fabriclab.cli import plan as plan_cli
+from fabriclab.plan.prices import load_prices
+from fabriclab.plan.search import PlanSpec
+from fabriclab.workload.profile import load_profile
 
 runner = CliRunner()
 app = typer.Typer()
@@ -91,3 +96,30 @@ def test_whatif_nic_swap_and_compute_label():
     assert result.exit_code == 0, result.output
     assert "a100-hdr+NDR" in result.stdout and "instead of" in result.stdout
     assert "compute: measured profile of V100" in result.stdout and "converted to A100" in result.stdout
+
+
+def _spec(**kw):
+    base = dict(profiles=(load_profile("resnet50"),), gpus=(128,), fabrics=("100gbe",),
+                bisections=(Fraction(1),), prices=load_prices())
+    base.update(kw)
+    return PlanSpec(**base)
+
+
+def test_progress_lines_say_done_total_and_time_left():
+    from fabriclab.cli.progress import progress_printer
+
+    ticks = iter([0.0, 0.0, 10.0, 30.0])
+    out = io.StringIO()
+    report = progress_printer(_spec(gpus=(16384,)), stream=out, clock=lambda: next(ticks))
+    report(0, 3, "starting")
+    report(1, 3, "NDR, 16384 GPUs")
+    report(3, 3, "NDR, 16384 GPUs")
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("plan: 3 options up to 16,384 GPUs")
+    assert lines[1] == "plan: 1/3 options, 10 s, about 20 s left (NDR, 16384 GPUs)"
+    assert lines[2].startswith("plan: 3/3 options, 30 s, done")
+    quiet = io.StringIO()
+    small = progress_printer(_spec(gpus=(64,)), stream=quiet, clock=lambda: 0.0)
+    small(0, 1, "starting")
+    small(1, 1, "x")
+    assert quiet.getvalue() == ""

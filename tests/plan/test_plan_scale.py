@@ -1,7 +1,6 @@
 """The plan at today's scale: NCCL's choice by default, radix-true trees and their bill, NICs per server and
 rails, the schedule-size refusal, progress lines, compute labels and the server price of the same GPU."""
 
-import io
 import json
 from fractions import Fraction
 
@@ -123,26 +122,6 @@ def test_a_schedule_too_large_to_simulate_is_refused_up_front():
     check_schedule_size("double-binary-tree", 16384)
     check_schedule_size("ring", 16384)
     check_schedule_size("hierarchical:lower=ring:upper=ring:group=8", 1024)
-
-
-def test_progress_lines_say_done_total_and_time_left():
-    from fabriclab.cli.progress import progress_printer
-
-    ticks = iter([0.0, 0.0, 10.0, 30.0])
-    out = io.StringIO()
-    report = progress_printer(_spec(gpus=(16384,)), stream=out, clock=lambda: next(ticks))
-    report(0, 3, "starting")
-    report(1, 3, "NDR, 16384 GPUs")
-    report(3, 3, "NDR, 16384 GPUs")
-    lines = out.getvalue().splitlines()
-    assert lines[0].startswith("plan: 3 options up to 16,384 GPUs")
-    assert lines[1] == "plan: 1/3 options, 10 s, about 20 s left (NDR, 16384 GPUs)"
-    assert lines[2].startswith("plan: 3/3 options, 30 s, done")
-    quiet = io.StringIO()
-    small = progress_printer(_spec(gpus=(64,)), stream=quiet, clock=lambda: 0.0)
-    small(0, 1, "starting")
-    small(1, 1, "x")
-    assert quiet.getvalue() == ""
 
 
 # ---- compute and prices -----------------------------------------------------------------------------

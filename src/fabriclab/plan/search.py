@@ -1,13 +1,16 @@
 """How much network to buy: every (fabric, tree, bisection, GPU count, algorithm) option for a model,
 its scaling factor, throughput and network cost, the Pareto frontier and a recommendation.
 
-Each option is a real topology (`fabric.fat_tree`: 2 or 3 levels, the leaf or aggregation up-links
-reduced to the bisection; a cluster that fits one leaf switch is one switch), ranks placed on servers
-of `gpus_per_server` GPUs that share one NIC (`fabric.place`). Its all-reduce cost comes from the flow
-simulator on that topology (`plan_sim`, two sizes per simulation-equivalent topology), and the
-iteration from the what-if's replay (`simulate_iteration` with the fusion policy), so a plan point
-equals `fabriclab whatif --cost simulated` on the same topology. The network's parts are counted by
-`plan_cost` and priced by `fabric.prices`.
+Each option is a real topology (`plan/shape.py`: a fat tree of switches of the fabric generation's
+radix with the levels that radix forces, 1, 2 or 3, the leaf or aggregation up-links reduced to the
+bisection), ranks placed on servers of `gpus_per_server` GPUs and `nics_per_server` NICs, plain or on
+rails. Its all-reduce cost comes from the flow simulator on that topology (`plan/affine.py`, two sizes
+per simulation-equivalent topology): by default for the algorithm NCCL itself runs at each bucket size
+and scale (`plan/library_choice.py`), or for the `--algo` given; the iteration comes from the what-if's
+replay (`simulate_iteration` with the fusion policy), so a plan point with a given algorithm equals
+`fabriclab whatif --cost simulated` on the same topology. The network's parts, whole switches, are
+counted by `plan/bill.py` and priced by `plan/prices.py`; the server price counts only when it is of the
+profile's GPU (`plan/compute.py`), and every row says where its compute comes from.
 
 Scaling factor f = t_batch / (t_batch + exposed communication) (Zhang et al., NetAI'20);
 images/s = GPUs * batch per GPU / iteration; network share = network / (network + GPU servers);
@@ -18,7 +21,8 @@ cheaper and scales as well or better, one of the two strictly.
 The server is described by `NodeSpec`; a calibrated cluster model (a `--cluster FILE`) can fill it
 in place of the command-line options, the rest of the plan takes it as data.
 
-Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --fabrics 25gbe,100gbe --bisection 1,1/4`.
+Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --fabrics 25gbe,100gbe --bisection 1,1/4`, or at
+today's scale `fabriclab plan --gpus 16384 --gpus-per-server 8 --nics-per-server 8 --fabrics 400g-ndr --bisection 1`.
 """
 
 from __future__ import annotations
