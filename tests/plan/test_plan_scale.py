@@ -33,7 +33,7 @@ def test_the_radix_forces_the_levels():
     assert tree_for(64, 64, 1).levels == 1
     two = tree_for(2048, 64, 1)  # 64 leaves of 32 down / 32 up: R^2/2 non-blocking
     assert (two.levels, two.hosts_per_leaf) == (2, 32)
-    three = tree_for(2049 - 1 + 2048, 64, 1)  # 4096 NICs need a third level
+    three = tree_for(4096, 64, 1)  # 4096 NICs need a third level
     assert (three.levels, three.hosts_per_leaf, three.leaves_per_pod) == (3, 32, 32)
     assert max_hosts(2, 64, Fraction(1)) == 2048 and max_hosts(3, 64, Fraction(1)) == 65536
     assert max_hosts(2, 64, Fraction(1, 3)) == 64 * 48
@@ -162,3 +162,20 @@ def test_a_nic_swap_keeps_the_servers_and_says_what_was_swapped():
     assert "NDR" in ndr.description and "instead of" in ndr.description and ndr.name == "a100-hdr+NDR"
     assert "PCIe" in ndr.description  # a 400G NIC behind PCIe 4.0 x16 (31.5 GB/s) is PCIe-bound
     assert np.isclose(ndr.server.nic_efficiency, hdr.server.nic_efficiency)
+
+
+def test_an_engine_that_could_not_vouch_once_is_skipped_with_the_same_costs():
+    from fabriclab.fabric import fat_tree
+    from fabriclab.fabric.placement import place
+    from fabriclab.plan.affine import CollectiveCosts
+
+    trees = [fat_tree(hosts=32, hosts_per_leaf=8, bisection=Fraction(r), link="100GbE", gpus_per_server=2)
+             for r in ("1", "1/4")]
+    costs = CollectiveCosts()
+    costs.cost(trees[0], "double-binary-tree", 64, place(64, trees[0]))
+    # levels, then the general engine at the first size; the general engine alone at the second
+    assert costs.num_simulations == 3 and ("double-binary-tree", 64) in costs._levels_inexact
+    second = costs.cost(trees[1], "double-binary-tree", 64, place(64, trees[1]))
+    assert costs.num_simulations == 5
+    fresh = CollectiveCosts().cost(trees[1], "double-binary-tree", 64, place(64, trees[1]))
+    assert (second.intercept_s, second.slope_s_per_byte) == (fresh.intercept_s, fresh.slope_s_per_byte)
