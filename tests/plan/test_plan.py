@@ -161,8 +161,9 @@ def test_equivalent_topologies_share_runs_and_others_do_not():
     assert costs.num_simulations == 6  # butterfly loads the up-links: its own runs per bisection
     assert fly["1/4"](64 << 20) > 1.2 * fly["1"](64 << 20)
     random = costs.cost(trees["1"], "ring", 64, place(64, trees["1"], "random", seed=1))
-    # Its own runs (and, where the level engine cannot vouch for its answer, the general engine's too).
-    assert costs.num_simulations in (8, 10) and random(64 << 20) > ring["1"](64 << 20)
+    # Its own runs (and, where the level engine cannot vouch for its answer at the first size, the general
+    # engine's too, which alone runs the second size).
+    assert costs.num_simulations in (8, 9) and random(64 << 20) > ring["1"](64 << 20)
 
 
 # ---- the whole plan ------------------------------------------------------------------------------
