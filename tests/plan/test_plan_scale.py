@@ -110,6 +110,8 @@ def test_nics_per_server_are_hosts_of_the_tree_and_rails_place_servers_across_th
     railed, = run_plan(_spec(gpus=(64,), node=NodeSpec(gpus_per_server=8, nics_per_server=8, rails=True),
                              algos=("ring",))).rows
     assert railed["rails"] and railed["num_nics"] == 64
+    with pytest.raises(ValueError, match="--rails needs --nics-per-server > 1"):
+        run_plan(_spec(gpus=(64,), node=NodeSpec(gpus_per_server=8, rails=True)))
     with pytest.raises(ValueError, match="divides --gpus-per-server 8"):
         run_plan(_spec(gpus=(64,), node=NodeSpec(gpus_per_server=8, nics_per_server=3)))
 
@@ -179,3 +181,17 @@ def test_an_engine_that_could_not_vouch_once_is_skipped_with_the_same_costs():
     assert costs.num_simulations == 5
     fresh = CollectiveCosts().cost(trees[1], "double-binary-tree", 64, place(64, trees[1]))
     assert (second.intercept_s, second.slope_s_per_byte) == (fresh.intercept_s, fresh.slope_s_per_byte)
+
+
+def test_a_cluster_plan_bills_the_levels_its_radix_forces():
+    from fabriclab.fabric.presets import cluster_preset
+    from fabriclab.plan.cluster import cluster_bill
+
+    h100 = cluster_preset("dgx-h100")  # 8 x NDR per server on rails, leaves of 32 down / 32 up, 64-port switches
+    bill, levels = cluster_bill(h100, 256)  # 2,048 NICs: 8 rails x 8 leaves = 64 leaves, 2,048 up-links
+    assert (levels, bill.num_switches, bill.radix) == (2, 64 + 32, 64)
+    bill, levels = cluster_bill(h100, 2048)  # 16,384 NICs: 512 leaves > 64, so aggregation and core
+    assert (levels, bill.num_switches) == (3, 512 + 512 + 256)
+    assert bill.num_ports_bought == 1280 * 64 and bill.num_switch_cables == 2 * 512 * 32
+    one, levels = cluster_bill(h100, 1)
+    assert levels == 2 and one.num_nics == 8  # one server's 8 NICs sit on 8 rails' leaves

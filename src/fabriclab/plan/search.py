@@ -137,6 +137,9 @@ def _check(spec: PlanSpec) -> None:
     if not isinstance(k, int) or k < 1 or g % k:
         raise ValueError(f"--nics-per-server {k!r}: give a whole number that divides --gpus-per-server {g} "
                          f"(each NIC serves the same number of GPUs), e.g. 1 or {g}")
+    if spec.node.rails and k == 1:
+        raise ValueError("--rails needs --nics-per-server > 1: a rail is NIC j of every server (e.g. "
+                         "--gpus-per-server 8 --nics-per-server 8 --rails)")
     bad = [n for n in spec.gpus if n < 1 or n % g]
     if bad:
         raise ValueError(f"{bad[0]} GPUs do not fill servers of {g} GPUs: give GPU counts that are "
