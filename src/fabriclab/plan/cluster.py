@@ -39,7 +39,8 @@ REL_RATE = 1e-6  # a price-table fabric matches the NIC when the line rates agre
 
 def cluster_node(cluster: ClusterModel) -> NodeSpec:
     """The plan's server, filled from the cluster file (its own costs come from the cluster model)."""
-    return NodeSpec(gpus_per_server=cluster.server.gpus_per_server)
+    return NodeSpec(gpus_per_server=cluster.server.gpus_per_server, nics_per_server=cluster.server.nics_per_server,
+                    rails=cluster.network.fabric == "rail")
 
 
 def matching_fabrics(cluster: ClusterModel, prices: PriceTable, where: str) -> tuple[str, ...]:

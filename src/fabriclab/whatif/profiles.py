@@ -85,7 +85,7 @@ def profile_for_gpu(profile: Profile, gpu, precision: str = "fp32") -> Profile:
                          f"the cluster's GPU {gpu.name}: profile the model on {gpu.name} (`fabriclab profile`) or "
                          f"give a cluster of the profile's GPU")
     factor = here.peak(precision) / gpu.peak(precision)
-    base = profile.extra.get("compute") or f"measured profile of {device} ({profile.source})"
+    base = profile.extra.get("compute") or f"measured profile of {device} ({shipped_name(profile.source)})"
     label = (f"{base}, converted to {gpu.name} by the {precision} peak ratio "
              f"{here.peak(precision) / 1e12:g} / {gpu.peak(precision) / 1e12:g} TFLOP/s (x {factor:.3g} the time: a "
              f"roofline conversion, not a measurement on {gpu.name})")
@@ -98,4 +98,17 @@ def compute_label(profile: Profile) -> str:
     `measured profile of <device> (<source>)`."""
     if profile.extra.get("compute"):
         return profile.extra["compute"]
-    return f"measured profile of {profile.device or 'an unknown device'} ({profile.source})"
+    return f"measured profile of {profile.device or 'an unknown device'} ({shipped_name(profile.source)})"
+
+
+def shipped_name(source: str) -> str:
+    """A shipped profile's file as `fabriclab's workload/data/v100/resnet50.bk.log` (no install path)."""
+    from pathlib import Path
+
+    from fabriclab.workload.profile import DATA_DIR
+
+    root = Path(DATA_DIR).resolve().parents[2]
+    try:
+        return f"fabriclab's {Path(source).resolve().relative_to(root).as_posix()}"
+    except (ValueError, OSError):
+        return source
