@@ -195,3 +195,14 @@ def test_a_cluster_plan_bills_the_levels_its_radix_forces():
     assert bill.num_ports_bought == 1280 * 64 and bill.num_switch_cables == 2 * 512 * 32
     one, levels = cluster_bill(h100, 1)
     assert levels == 2 and one.num_nics == 8  # one server's 8 NICs sit on 8 rails' leaves
+
+
+def test_nccls_tree_between_nics_adds_the_chain_through_the_gpus_behind_each():
+    from fabriclab.plan.affine import AffineCost
+    from fabriclab.plan.library_choice import node_tree_cost
+
+    tree = AffineCost(intercept_s=1e-4, slope_s_per_byte=1e-10, num_ranks=16)
+    assert node_tree_cost(tree, 1, 1e9) is tree
+    slow_chain = node_tree_cost(tree, 8, 5e9)  # the chain's 0.2 ns/B is slower than the tree's 0.1 ns/B
+    assert slow_chain.num_ranks == 128 and slow_chain(1e6) == pytest.approx(1e-4 + 1e6 / 5e9)
+    assert node_tree_cost(tree, 8, 50e9)(1e6) == pytest.approx(tree(1e6))

@@ -7,7 +7,9 @@ that costs every bucket with a ring reports a scaling no real cluster has (0.351
 ResNet-50 on 400G NDR). So `--algo nccl` (the default) asks the cluster's library model which
 algorithm NCCL runs at each bucket size, and costs that bucket with the flow simulator's run of that
 algorithm on the option's topology (`plan/affine.py`: NCCL's ring is `ring`, its tree is
-`double-binary-tree`), each algorithm simulated only when NCCL picks it for some bucket.
+`double-binary-tree` between one GPU per NIC with a chain through the GPUs behind each NIC,
+`node_tree_cost`, as NCCL builds its trees between nodes and chains inside them), each algorithm
+simulated only when NCCL picks it for some bucket.
 
 The library model of a grid option is `grid_cluster`: the option's servers (GPUs, NICs per server,
 PCIe or NVLink inside) and fabric with the tuning constants of `presets.CURRENT_NCCL`, the NCCL
@@ -32,6 +34,22 @@ NCCL = "nccl"
 """The `--algo` name of the library's own choice."""
 SIMULATED_ALGO = {"ring": "ring", "tree": "double-binary-tree"}
 """NCCL's algorithm -> the simulator's algorithm spec (`fabriclab collectives list`)."""
+
+
+def node_tree_cost(leaders_cost, gpus_per_nic: int, intra_Bps: float):
+    """NCCL's tree on servers whose NICs serve several GPUs: a chain through the GPUs behind each NIC
+    (reduce up, broadcast down, pipelined) and the double binary tree between one GPU per NIC
+    (`leaders_cost`, simulated on the option's topology). Pipelined, the chain adds its per-byte time
+    only where it is slower than the tree's: intercept of the tree + max(both slopes) x size."""
+    from fabriclab.plan.affine import AffineCost
+
+    if gpus_per_nic <= 1:
+        return leaders_cost
+    chain = 1.0 / intra_Bps
+    return AffineCost(intercept_s=leaders_cost.intercept_s,
+                      slope_s_per_byte=max(leaders_cost.slope_s_per_byte, chain),
+                      num_ranks=leaders_cost.num_ranks * gpus_per_nic, simulated=leaders_cost.simulated,
+                      exact=leaders_cost.exact)
 
 
 def grid_cluster(*, gpus_per_server: int, nics_per_server: int, fabric: str, pcie: str,

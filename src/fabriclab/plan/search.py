@@ -31,9 +31,11 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+import numpy as np
+
 from fabriclab.fabric.links import link_preset
 from fabriclab.plan.compute import compute_label, price_note
-from fabriclab.plan.library_choice import NCCL, ChoiceCost, grid_cluster
+from fabriclab.plan.library_choice import NCCL, SIMULATED_ALGO, ChoiceCost, grid_cluster, node_tree_cost
 from fabriclab.plan.shape import build_network, check_schedule_size, option_placement, option_tree
 from fabriclab.plan.prices import PriceTable
 from fabriclab.whatif.fusion import FusionPolicy
@@ -185,8 +187,16 @@ def _algo_cost(costs: CollectiveCosts, spec: PlanSpec, fabric: str, topo, algo: 
     node = spec.node
     cluster = grid_cluster(gpus_per_server=node.gpus_per_server, nics_per_server=node.nics_per_server,
                            fabric=fabric, pcie=node.pcie, nvlink=node.nvlink)
-    return ChoiceCost(cluster=cluster, num_ranks=gpus,
-                      simulate=lambda name: costs.cost(topo, name, gpus, placement))
+    per_nic = node.gpus_per_server // node.nics_per_server
+    leaders = np.arange(gpus // per_nic, dtype=np.int64) * per_nic  # the first GPU behind each NIC
+    intra_Bps = link_preset(node.nvlink or node.pcie).effective_bandwidth(True)
+
+    def simulate(name: str):
+        if name != SIMULATED_ALGO["tree"] or per_nic == 1:
+            return costs.cost(topo, name, gpus, placement)
+        return node_tree_cost(costs.cost(topo, name, len(leaders), leaders), per_nic, intra_Bps)
+
+    return ChoiceCost(cluster=cluster, num_ranks=gpus, simulate=simulate)
 
 
 def run_plan(spec: PlanSpec, costs: CollectiveCosts | None = None, progress=None) -> PlanResult:
