@@ -47,10 +47,12 @@ def test_plain_table_recommendation_and_price_label():
     assert "network plan" in out and "illustrative prices" in out
     assert out.count("resnet50 at 64 GPUs: the cheapest option that reaches 0.90 is") == 1
     assert "resnet50 at 128 GPUs:" in out
-    table_lines = [line for line in out.splitlines() if "GbE" in line and "2L" in line]
-    assert len(table_lines) == 8
+    # 64 GPUs = 32 servers fit one 48-port 25GbE or 32-port 100GbE switch; 128 GPUs need 2 levels
+    table_lines = [line for line in out.splitlines() if line.startswith("  ") and "GbE" in line]
+    assert len(table_lines) == 6 and sum("2L" in line for line in table_lines) == 4
     assert all(len(line) <= 80 for line in table_lines)
-    assert "8 options on 8 topologies" in out
+    assert "6 options on 6 topologies" in out
+    assert "compute: measured profile of V100" in out and "NCCL's choice" in out
 
 
 def test_csv_on_stdout_notes_on_stderr_and_json_record(tmp_path):
@@ -58,11 +60,11 @@ def test_csv_on_stdout_notes_on_stderr_and_json_record(tmp_path):
     result = invoke(*SMALL, "--format", "csv", "--json", str(record_path))
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
-    assert len(rows) == 8 and {r["fabric"] for r in rows} == {"25GbE", "100GbE"}
+    assert len(rows) == 6 and {r["fabric"] for r in rows} == {"25GbE", "100GbE"}
     assert "cheapest option" in result.stderr
     record = json.loads(record_path.read_text())
     assert record["kind"] == "plan" and record["config"]["price_label"] == "illustrative"
-    assert len(record["results"]["rows"]) == 8
+    assert len(record["results"]["rows"]) == 6
     assert record["results"]["prices"]["fabrics"]["25GbE"]["nic"]["source"]
     assert record["results"]["recommendations"][0]["row"] is not None
 
@@ -71,7 +73,7 @@ def test_json_to_stdout():
     result = invoke(*SMALL, "--json", "-")
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
-    assert record["kind"] == "plan" and record["results"]["stats"]["num_options"] == 8
+    assert record["kind"] == "plan" and record["results"]["stats"]["num_options"] == 6
 
 
 def test_out_dir_gets_plot_and_rows(tmp_path):
@@ -93,8 +95,8 @@ def test_profile_file_and_user_prices(tmp_path):
     assert result.exit_code == 0, result.output
     (table,) = [json.loads(line) for line in result.stdout.splitlines()]
     (row,) = table["rows"]
-    # 32 servers, 16 per leaf, full bisection: 32 NICs and host cables, 32 up-links, 32 + 64 ports.
-    assert row["network $"] == f"{32 * 1 + 96 * 2 + 32 * 3 + 32 * 4:,}"
+    # 32 servers fit one 32-port 100GbE switch: 32 NICs and host cables, one whole switch of 32 ports.
+    assert row["network $"] == f"{32 * 1 + 32 * 2 + 32 * 3:,}"
     assert "share" not in row
     assert "our quotes prices" in result.stderr and "illustrative" not in result.stderr
 
@@ -102,7 +104,7 @@ def test_profile_file_and_user_prices(tmp_path):
 @pytest.mark.parametrize("args, fragment", [
     (("--fabrics", "25gbe,warp9"), "unknown link preset 'warp9'"),
     (("--bisection", "1,1/32"), "outside 1 .. 1/16"),
-    (("--bisection", "1/3"), "no option could be built"),
+    (("--gpus", "256", "--fabrics", "100gbe", "--bisection", "1/3"), "no option could be built"),
     (("--gpus", "63"), "multiples of --gpus-per-server"),
     (("--target", "1.2"), "(0, 1]"),
     (("--target", "nan"), "NaN"),
@@ -136,7 +138,7 @@ def test_plan_and_whatif_cli_agree_on_the_same_point(tmp_path):
     from fabriclab.cli.main import app as main_app
 
     plan_result = invoke("plan", "--gpus", "64", "--gpus-per-server", "1", "--fabrics", "25gbe",
-                         "--bisection", "1/4", "--json", "-")
+                         "--bisection", "1/4", "--algo", "ring", "--hosts-per-leaf", "16", "--json", "-")
     assert plan_result.exit_code == 0, plan_result.output
     (row,) = json.loads(plan_result.stdout)["results"]["rows"]
     path = tmp_path / "whatif.json"

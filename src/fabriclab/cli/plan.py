@@ -28,6 +28,7 @@ from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption,
                                   user_errors)
 from fabriclab.cli.options import load_cluster_option, parse_bisection
 from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
+from fabriclab.cli.nic_options import NicOption, NicsPerServerOption, RadixOption, RailsOption, swap_nic
 from fabriclab.cli.plan_llm import (ClustersOption, ExhaustiveOption, GbsOption, MaxConfigsOption, NicRatesOption,
                                     PrecisionOption, SeqOption, check_cnn_options, run_llm)
 from fabriclab.units import parse_int_list, parse_time
@@ -49,7 +50,9 @@ def _float(text: str | None, what: str, example: str) -> float | None:
     return value
 
 
-def _levels(text: str) -> tuple[int, ...]:
+def _levels(text: str | None) -> tuple[int, ...]:
+    if text is None:
+        return ()
     try:
         return tuple(dict.fromkeys(int(item) for item in split_list(text, "levels")))
     except ValueError as exc:
@@ -67,12 +70,14 @@ def plan_request(o: dict):
         gpus_per_server=o["gpus_per_server"],
         fabrics=None if o["fabrics"] is None else tuple(split_list(o["fabrics"], "fabrics")),
         levels=_levels(o["levels"]), bisections=tuple(parse_bisection(b) for b in split_list(o["bisection"], "bisections")),
-        algos=tuple(split_list(o["algo"], "algorithms")), hosts_per_leaf=o["hosts_per_leaf"],
+        algos=tuple(split_list(o["algo"] or "nccl", "algorithms")), hosts_per_leaf=o["hosts_per_leaf"],
+        radix=o["radix"], nics_per_server=o["nics_per_server"], rails=o["rails"],
         placement=o["placement"], fusion=o["fusion"], target=_float(o["target"], "--target", "0.9"),
         budget_usd=_float(o["budget"], "--budget", "500000"),
         prices_path=None if o["prices"] is None else str(o["prices"]),
         iteration_s=parse_time(o["iteration_time"]) if o["iteration_time"] else None,
-        cluster=cluster, cluster_name=o["cluster"] or "")
+        cluster=cluster if o["nic"] is None else swap_nic(cluster, o["nic"], o["cluster"]),
+        cluster_name=o["cluster"] or "")
 
 
 def plan_table(rows: list[dict]) -> Table:
@@ -103,8 +108,10 @@ def plan(
                               "or profile files from `fabriclab profile`, comma separated; or one LLM (llama3-70b, "
                               "... `fabriclab models`; a config.json): then parallel configurations are searched."),
     gpus: Optional[str] = typer.Option(None, help="GPU counts, e.g. 64,256,1024 (default 64,256,512; LLM 1024)."),
-    gpus_per_server: Optional[int] = typer.Option(None, help="GPUs per server; they share its one NIC "
-                                                "(default 2, TX-GAIA; not with --cluster)."),
+    gpus_per_server: Optional[int] = typer.Option(None, help="GPUs per server (default 2, TX-GAIA; not with "
+                                                "--cluster)."),
+    nics_per_server: NicsPerServerOption = None, rails: RailsOption = False, radix: RadixOption = None,
+    nic: NicOption = None,
     fabrics: Optional[str] = typer.Option(None, help=f"Link presets to compare (default {DEFAULT_FABRICS}); "
                                           "with --cluster the price entries of its network (default: those "
                                           "at its NIC rate); with an LLM the networks rail and/or fat-tree."),
@@ -114,11 +121,14 @@ def plan(
                                                "(its servers, network and NCCL model) instead of the --fabrics "
                                                "grid; --levels, --bisection, --algo, --hosts-per-leaf, "
                                                "--placement do not apply."),
-    levels: str = typer.Option("2", help="Fat-tree levels: 2, 3 or 2,3."),
+    levels: Optional[str] = typer.Option(None, help="Fat-tree levels: 2, 3 or 2,3 (default: the fewest the switch "
+                                         "radix allows)."),
     bisection: Optional[str] = typer.Option(None, "--bisection", "--bisections", help="Bisection ratios in 1 .. "
                                             "1/16, e.g. 1,1/2,1/4 (default 1,1/2,1/4; LLM: each cluster's)."),
-    algo: str = typer.Option("ring", help="All-reduce algorithm(s) (`fabriclab collectives list`)."),
-    hosts_per_leaf: int = typer.Option(16, help="Servers per leaf switch (and leaves per pod, 3 levels)."),
+    algo: Optional[str] = typer.Option(None, help="All-reduce algorithm(s) (`fabriclab collectives list`); default "
+                                       "nccl: NCCL's own choice of ring or tree per bucket size and scale."),
+    hosts_per_leaf: Optional[int] = typer.Option(None, help="NICs per leaf switch (and leaves per pod, 3 levels; "
+                                                 "default: as many as the radix allows)."),
     placement: str = typer.Option("linear", help="Ranks on GPUs: linear, round-robin or random."),
     fusion: str = typer.Option("time-or-size", help="Gradient fusion: time-or-size (5 ms / 64 MiB, Zhang et al.), horovod, ddp, none."),
     target: Optional[str] = typer.Option(None, help="Scaling factor to reach (default 0.9 without --budget)."),
@@ -165,8 +175,10 @@ def _plan_cnn(o: dict) -> None:
     _print_plan(output, spec, request, result)
     config = {"model": o["model"], "gpus": o["gpus"], "gpus_per_server": spec.node.gpus_per_server,
               "fabrics": o["fabrics"] if request.cluster is None or o["fabrics"] else ",".join(spec.fabrics),
-              "cluster": o["cluster"], "levels": o["levels"], "bisection": o["bisection"], "algo": o["algo"],
-              "hosts_per_leaf": o["hosts_per_leaf"], "placement": o["placement"], "fusion": o["fusion"],
+              "cluster": o["cluster"], "levels": o["levels"], "bisection": o["bisection"],
+              "algo": ",".join(spec.algos), "hosts_per_leaf": o["hosts_per_leaf"], "radix": o["radix"],
+              "nics_per_server": spec.node.nics_per_server, "rails": o["rails"], "nic": o["nic"],
+              "placement": o["placement"], "fusion": o["fusion"],
               "target": spec.target, "budget_usd": spec.budget_usd, "gamma_s_per_byte": spec.node.gamma_s_per_byte,
               "prices": spec.prices.source, "price_label": spec.prices.label}
     results = {"rows": result.rows, "recommendations": result.recommendations, "skipped": result.skipped,
@@ -187,6 +199,10 @@ def _plan_cnn(o: dict) -> None:
 def _print_plan(output: Output, spec, request, result) -> None:
     output.table(plan_table(result.rows))
     output.note(spec.prices.describe())
+    if result.stats.get("price_note"):
+        output.note(result.stats["price_note"])
+    for label in dict.fromkeys(r["compute"] for r in result.rows if r.get("compute")):
+        output.note(f"compute: {label}")
     for rec in result.recommendations:
         output.note(rec["text"])
     for why in result.skipped:
@@ -196,6 +212,7 @@ def _print_plan(output: Output, spec, request, result) -> None:
         output.note("scaling range with the cluster's parameters that no log determined at either end: "
                     + "; ".join(f"{r['model']} {r['gpus']} GPUs {r['fabric']} {r['scaling_low']:.3f}-"
                                 f"{r['scaling_high']:.3f}" for r in result.rows))
+        output.note(f"cluster: {c.description}")
         output.note(f"cluster {c.name} ({request.cluster_name}): {spec.node.gpus_per_server} GPUs and "
                     f"{c.server.nics_per_server} NICs per server, {c.network.fabric} network; "
                     f"{s['num_options']} options, {s['num_predictions']} bucket sizes predicted, {s['wall_s']:.2f} s")

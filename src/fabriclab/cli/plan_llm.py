@@ -44,8 +44,9 @@ ExhaustiveOption = Annotated[bool, typer.Option(
 
 LLM_ONLY = ("clusters", "nic_rates", "gbs", "seq", "precision", "max_configs")
 # CNN-only options and their defaults: given otherwise with an LLM, they are an error, not silently ignored
-CNN_ONLY = {"gpus_per_server": None, "levels": "2", "algo": "ring", "hosts_per_leaf": 16, "placement": "linear",
-            "fusion": "time-or-size", "target": None, "iteration_time": None}
+CNN_ONLY = {"gpus_per_server": None, "levels": None, "algo": None, "hosts_per_leaf": None, "placement": "linear",
+            "fusion": "time-or-size", "target": None, "iteration_time": None, "radix": None,
+            "nics_per_server": None, "rails": False, "nic": None}
 
 
 def check_cnn_options(o: dict) -> None:

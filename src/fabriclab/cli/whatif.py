@@ -46,6 +46,7 @@ from fabriclab.cli.options import (
     load_cluster_option,
     parse_number,
 )
+from fabriclab.cli.nic_options import NicOption
 
 from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
 
@@ -115,7 +116,15 @@ def whatif_request(o: dict):
         gamma_s_per_byte=None if gamma is None else check_gamma(parse_number(gamma, "--gamma"), "--gamma"),
         compress_add=o["compress_add"], auto_leaf=o["hosts_per_leaf"] is None,
         topology=TOPOLOGY.build(o, hosts=str(workers[0])) if simulated else None,
-        cluster=None if o["cluster"] is None else load_cluster_option(o["cluster"]))
+        cluster=_cluster(o))
+
+
+def _cluster(o: dict):
+    """The --cluster, with its NICs swapped for --nic when given."""
+    from fabriclab.cli.nic_options import swap_nic
+
+    cluster = None if o["cluster"] is None else load_cluster_option(o["cluster"])
+    return cluster if o["nic"] is None else swap_nic(cluster, o["nic"], o["cluster"])
 
 
 @app.callback()
@@ -134,7 +143,7 @@ def whatif(
     cost: Optional[str] = typer.Option(None, help="All-reduce cost: ring-addest (Zhang et al.'s ring formula "
                                        "with measured additions; the default), closed-form, simulated, or "
                                        "cluster (the default with --cluster)."),
-    cluster: ClusterOption = None,
+    cluster: ClusterOption = None, nic: NicOption = None,
     algo: str = typer.Option("ring", help="Algorithm spec(s) for closed-form / simulated."),
     latency: str = typer.Option("0", help="Per-message (closed-form) or per-link (simulated) latency."),
     gamma: Optional[str] = typer.Option(None, metavar="S_PER_BYTE",
@@ -176,7 +185,8 @@ def whatif(
                           "latency_s": request.latency_s, "gamma_s_per_byte": request.gamma_s_per_byte,
                           "add_cost": add_cost,
                           "topology": request.topology.as_dict() if request.topology is not None else None,
-                          "cluster": str(cluster) if cluster is not None else None}, answer.rows)
+                          "cluster": str(cluster) if cluster is not None else None, "nic": nic,
+                          "compute": list(answer.compute)}, answer.rows)
 
 
 def _print_whatif(out, answer, request, wall: float, csv_path, plots) -> None:
@@ -196,6 +206,10 @@ def _print_whatif(out, answer, request, wall: float, csv_path, plots) -> None:
     if c is not None:
         out.note(f"cluster {c.name}: {c.server.gpus_per_server} GPUs and {c.server.nics_per_server} NICs per "
                  f"server; Gbps is one NIC's line rate")
+        out.note(f"cluster: {c.description}")
+    for label in answer.compute:
+        out.note(f"compute: {label}")
+    if c is not None:
         out.note("range: the scaling factor with the cluster's parameters that no log determined at either end "
                  "of their band (`simulate collective --cluster` names them per size); `fitted`: none matters")
     out.note(f"{len(answer.rows)} points in {wall:.3f} s")

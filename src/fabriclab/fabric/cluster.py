@@ -416,3 +416,19 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
 def with_server(model: ClusterModel, **changes) -> ClusterModel:
     """The model with server fields replaced."""
     return replace(model, server=replace(model.server, **changes))
+
+
+def swap_nic(model: ClusterModel, nic: Link, where: str = "") -> ClusterModel:
+    """The same servers, network and library with NIC `nic` instead (a what-if): its line rate and latency;
+    the calibrated share of the line rate the library reaches (`nic_efficiency`) is kept. The returned
+    description says what was swapped, and when the GPU-to-NIC PCIe path is slower than the new NIC."""
+    s = model.server
+    old = f"{s.nic_bandwidth_Bps * 8 / 1e9:g} Gb/s"
+    text = (f"{model.name}{' (' + where + ')' if where and where != model.name else ''} with {s.nics_per_server} x "
+            f"{nic.name} ({nic.bandwidth_Bps * 8 / 1e9:g} Gb/s) per server instead of its {s.nics_per_server} x {old} "
+            f"NICs; servers, network, library and the fitted NIC efficiency {s.nic_efficiency:.3g} kept")
+    if s.pcie_bandwidth_Bps < nic.bandwidth_Bps * s.nic_efficiency:
+        text += (f"; its GPU-to-NIC PCIe path ({s.pcie_bandwidth_Bps / 1e9:.1f} GB/s) is slower than the new NIC "
+                 f"({nic.bandwidth_Bps * s.nic_efficiency / 1e9:.1f} GB/s) and limits it")
+    swapped = replace(s, nic_bandwidth_Bps=nic.bandwidth_Bps, nic_latency_s=nic.latency_s)
+    return replace(model, name=f"{model.name}+{nic.name}", description=text, server=swapped)

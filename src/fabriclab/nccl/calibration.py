@@ -145,11 +145,41 @@ def calibrate_cluster(request: CalibrationRequest) -> Calibration:
     cluster = replace(result.cluster, name=request.name, fit=fit_info,
                       description=f"calibrated from {', '.join(request.log_names)} "
                                   f"(prior: {prior.description.removeprefix('prior: ')})")
+    check_nic(cluster, residuals, request.nic)
     residuals = with_ranges(cluster, residuals, held)
     covered = coverage(residuals)
     cluster = replace(cluster, fit={**fit_info, "held_out_coverage": covered})
     return Calibration(cluster=cluster, params=result.params, residuals=residuals, fitted_summary=fitted_summary,
                        held_summary=held_summary, coverage=covered, version_note=_version_note(runs + held, request))
+
+
+NIC_MISFIT_PCT = 20.0
+"""Largest |error| of the fitted multi-server rows >= NIC_ROWS_BYTES before the NIC is called contradicted."""
+NIC_ROWS_BYTES = 64 << 20
+
+
+def check_nic(cluster: ClusterModel, residuals: list, nic) -> None:
+    """Refuse a fit whose large multi-server rows, which the NIC decides, miss by more than NIC_MISFIT_PCT:
+    the logs contradict the NIC given (e.g. `--nic NDR` on HDR logs: +37.6 % at 16 GPUs), and a cluster
+    file from it would carry the wrong network. The message gives the numbers."""
+    g = cluster.server.gpus_per_server
+    rows = [r for r in residuals if not r.held_out and r.num_gpus > g and r.size_bytes >= NIC_ROWS_BYTES]
+    if not rows:
+        return
+    worst = max(rows, key=lambda r: abs(r.error_pct))
+    if abs(worst.error_pct) <= NIC_MISFIT_PCT:
+        return
+    side = "faster" if worst.error_pct > 0 else "slower"
+    per = cluster.server.nics_per_server
+    raise ValueError(
+        f"the logs contradict --nic {nic.name} ({per} x {nic.bandwidth_Bps * 8 / 1e9:g} Gb/s per server): at "
+        f"{worst.num_gpus} GPUs ({worst.num_gpus // g} servers), {worst.size_bytes / (1 << 20):,.0f} MiB the fitted "
+        f"model gives {worst.predicted_busbw_GBps:.1f} GB/s busbw where {Path(worst.source).name} measured "
+        f"{worst.measured_busbw_GBps:.1f} ({worst.error_pct:+.1f} %, the model {side}; more than "
+        f"{NIC_MISFIT_PCT:g} % on rows >= {NIC_ROWS_BYTES >> 20} MiB across servers, which the NIC decides, "
+        f"NIC efficiency fitted {cluster.server.nic_efficiency:.2f}): give the NIC the logs were measured on "
+        f"(--nic HDR for Azure ND A100 v4) or the right --nics-per-server; for a what-if with another NIC "
+        f"calibrate on the real one and swap it: `fabriclab plan --cluster FILE --nic {nic.name}`")
 
 
 def with_ranges(cluster: ClusterModel, residuals: list, runs: list[NcclRun]) -> list:

@@ -10,8 +10,10 @@ as `fabric/rail.py` builds them:
 
 * NICs: servers x NICs per server, each with one server-to-leaf cable and one leaf port;
 * leaves: rail: NICs per server x ceil(servers / leaf ports); fat tree: ceil(NICs / leaf ports);
-* with more than one leaf, each leaf links once to each of max(1, round(leaf ports x bisection)) spines
-  (two ports and one switch cable per link).
+* with more than one leaf, each leaf has max(1, round(leaf ports x bisection)) up-links (two ports and one
+  switch cable each) to spines of the switch radix (the NIC generation's, `fabric/switches.py`): as few
+  spines as those links need; more leaves than the radix need a third level (`cluster_bill`);
+* whole switches are priced (switches x radix ports). The prediction itself does not see the levels.
 
 Try it: `fabriclab plan --cluster cluster.json --gpus 64,256 --model resnet50`.
 """
@@ -23,19 +25,22 @@ import time
 
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.links import link_preset
+from fabriclab.fabric.switches import default_radix
 from fabriclab.plan.prices import PriceTable
 from fabriclab.nccl.band import moved_clusters
 from fabriclab.whatif.bucket_time import CostModel
 from fabriclab.whatif.iteration import simulate_iteration
 from fabriclab.plan.search import NodeSpec, PlanResult, PlanSpec, mark_pareto, recommend
 from fabriclab.plan.bill import NetworkBill
+from fabriclab.plan.compute import compute_label, price_note
 
 REL_RATE = 1e-6  # a price-table fabric matches the NIC when the line rates agree to this
 
 
 def cluster_node(cluster: ClusterModel) -> NodeSpec:
     """The plan's server, filled from the cluster file (its own costs come from the cluster model)."""
-    return NodeSpec(gpus_per_server=cluster.server.gpus_per_server)
+    return NodeSpec(gpus_per_server=cluster.server.gpus_per_server, nics_per_server=cluster.server.nics_per_server,
+                    rails=cluster.network.fabric == "rail")
 
 
 def matching_fabrics(cluster: ClusterModel, prices: PriceTable, where: str) -> tuple[str, ...]:
@@ -49,18 +54,44 @@ def matching_fabrics(cluster: ClusterModel, prices: PriceTable, where: str) -> t
     return names
 
 
-def cluster_bill(cluster: ClusterModel, servers: int) -> NetworkBill:
-    """The parts of the cluster's network for `servers` servers (module doc)."""
+def cluster_bill(cluster: ClusterModel, servers: int, radix: int | None = None) -> tuple[NetworkBill, int]:
+    """The parts of the cluster's network for `servers` servers (module doc) and its levels. Switches have
+    `radix` ports (default: the NIC generation's, `fabric/switches.py`, at least leaf_ports x (1 +
+    bisection)): up to `radix` leaves share one layer of spines, more need a third level (aggregation
+    switches of radix / 2 down and up in pods, then cores), and whole switches are bought."""
     nics_per, net = cluster.server.nics_per_server, cluster.network
     nics = servers * nics_per
     if net.fabric == "rail":
         leaves = nics_per * math.ceil(servers / net.leaf_ports)
     else:
         leaves = math.ceil(nics / net.leaf_ports)
-    spines = 0 if leaves <= 1 else max(1, round(net.leaf_ports * net.bisection))
-    links = leaves * spines
-    return NetworkBill(num_nics=nics, num_switches=leaves + spines, num_switch_ports=nics + 2 * links,
-                       num_host_cables=nics, num_switch_cables=links)
+    ups = max(1, round(net.leaf_ports * net.bisection))
+    try:
+        generation = default_radix(link_name(cluster))
+    except ValueError:
+        generation = 0
+    radix = radix or max(generation, net.leaf_ports + ups)
+    if leaves <= 1:
+        return NetworkBill(num_nics=nics, num_switches=1, num_switch_ports=nics, num_host_cables=nics,
+                           num_switch_cables=0, radix=radix), 1
+    links = leaves * ups
+    if leaves <= radix:
+        spines = math.ceil(links / radix)
+        return NetworkBill(num_nics=nics, num_switches=leaves + spines, num_switch_ports=nics + 2 * links,
+                           num_host_cables=nics, num_switch_cables=links, radix=radix), 2
+    aggs = math.ceil(links / (radix // 2))
+    cores = math.ceil(aggs * (radix // 2) / radix)
+    return NetworkBill(num_nics=nics, num_switches=leaves + aggs + cores, num_switch_ports=nics + 4 * links,
+                       num_host_cables=nics, num_switch_cables=2 * links, radix=radix), 3
+
+
+def link_name(cluster: ClusterModel) -> str:
+    """The link preset at the cluster's NIC rate (NDR for 400 Gb/s InfiniBand-class NICs), for its radix."""
+    rate = cluster.server.nic_bandwidth_Bps
+    for name in ("EDR", "HDR", "NDR", "XDR", "25GbE", "100GbE", "200GbE"):
+        if abs(link_preset(name).bandwidth_Bps - rate) <= REL_RATE * rate:
+            return name
+    raise ValueError(f"no switch generation known at {rate * 8 / 1e9:g} Gb/s")
 
 
 def pessimistic_recommendations(rows: list[dict], spec: PlanSpec) -> list[dict]:
@@ -85,15 +116,16 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
         raise ValueError(f"{bad[0]} GPUs do not fill servers of {g} GPUs of cluster file {where}: give GPU "
                          f"counts that are multiples of {g}")
     fabrics = tuple(dict.fromkeys(link_preset(f).name for f in spec.fabrics))
-    server = spec.prices.gpu_server_per_gpu
+    note = price_note(spec.profiles, spec.prices)
+    server = None if note else spec.prices.gpu_server_per_gpu
     rows, predicted = [], 0
     moved = moved_clusters(cluster)  # undetermined parameters at the pessimistic and the optimistic end
     for gpus in spec.gpus:
         servers = max(1, gpus // g)
-        bill = cluster_bill(cluster, servers)
+        bill, levels = cluster_bill(cluster, servers)
         cost = CostModel(kind="cluster", cluster=cluster, num_workers=gpus)
         ends = [CostModel(kind="cluster", cluster=c, num_workers=gpus) for c in moved]
-        one_switch = bill.num_switches <= 1
+        one_switch = levels == 1
         for fabric in fabrics:
             prices = spec.prices.fabric(fabric)
             network_usd = bill.cost_usd(prices)
@@ -105,10 +137,11 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
                 images = gpus * profile.batch_size / it.iteration_s
                 rows.append({
                     "model": profile.model, "fabric": fabric,
-                    "topology": "1 switch" if one_switch else f"{cluster.network.fabric} 2-level",
-                    "levels": 1 if one_switch else 2,
+                    "topology": "1 switch" if one_switch else f"{cluster.network.fabric} {levels}-level",
+                    "levels": levels, "radix": bill.radix,
                     "bisection": "1" if one_switch else f"{cluster.network.bisection:g}", "gpus": gpus,
                     "servers": servers, "algo": "nccl", "placement": "linear", "cluster": cluster.name,
+                    "compute": compute_label(profile), "nics_per_server": cluster.server.nics_per_server,
                     "scaling_factor": it.scaling_factor, "images_per_s": images,
                     "scaling_low": min(low, it.scaling_factor), "scaling_high": max(high, it.scaling_factor),
                     "iteration_s": it.iteration_s, "overhead_s": it.overhead_s, "comm_s": it.comm_s,
@@ -130,5 +163,5 @@ def run_cluster_plan(spec: PlanSpec, cluster: ClusterModel, where: str) -> PlanR
             rec["text"] += ("; with the cluster's undetermined parameters at their pessimistic end: "
                             + worst["text"].split(": ", 1)[1])
     stats = {"num_options": len(rows), "num_topologies": len(spec.gpus), "num_simulations": 0,
-             "num_predictions": predicted, "wall_s": time.perf_counter() - t0}
+             "num_predictions": predicted, "wall_s": time.perf_counter() - t0, "price_note": note}
     return PlanResult(rows=rows, recommendations=recs, skipped=[], stats=stats)

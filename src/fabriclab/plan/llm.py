@@ -126,11 +126,13 @@ def names_llm(model: str) -> bool:
 def check_model_names(models: str) -> None:
     """A ValueError naming every kind of model when a name of `--model` is none of them."""
     from fabriclab.workload.profile import V100_BATCH_S
+    from fabriclab.workload.zoo import list_models
 
     for name in (m.strip() for m in models.split(",")):
-        if name and name not in V100_BATCH_S and not Path(name).exists():
+        if name and name not in V100_BATCH_S and name not in list_models() and not Path(name).exists():
             raise ValueError(f"--model {name!r} is neither a built-in V100 profile ({', '.join(V100_BATCH_S)}), nor "
-                             f"an existing file, nor a built-in LLM ({', '.join(list_llms())})")
+                             f"a zoo model (`fabriclab models`: {', '.join(list_models()[:4])}, ...), nor an "
+                             f"existing file, nor a built-in LLM ({', '.join(list_llms())})")
 
 
 def default_gbs(seq: int) -> int:

@@ -4,8 +4,8 @@ Servers: GPUs / GPUs per server, at the per-GPU server price of the cluster's GP
 H100 from a public listing, H200 and B200 estimates with their basis, A100 its launch price), unless a
 `--prices FILE` gives `gpu_server_per_gpu` (then that price, for every cluster of the plan). Network: the
 parts of the cluster's rail-optimised or fat-tree network counted as `fabriclab plan --cluster` counts them
-(`plan/cluster.cluster_bill`: NICs, leaves, spines for the bisection, cables; two levels, so a lower bound
-at tens of thousands of GPUs, where a third level is needed), priced at the price-table fabric whose line
+(`plan/cluster.cluster_bill`: NICs, leaves, spines for the bisection, cables, a third level where the switch
+radix needs one, whole switches), priced at the price-table fabric whose line
 rate is the NIC's (the table's own first, then `prices.EXTRA_FABRIC_PRICES` for 800G).
 
 Try it: `python -c "from fabriclab.plan.llm_cost import option_cost; from fabriclab.plan.prices import
@@ -53,12 +53,13 @@ def option_cost(cluster: ClusterModel, gpus: int, table: PriceTable, *, shipped:
     servers = max(1, gpus // g)
     server = server_price(cluster, table, shipped=shipped)
     fabric, where = network_prices(cluster, table)
-    bill = cluster_bill(cluster, servers)
+    bill, levels = cluster_bill(cluster, servers)
     servers_usd = servers * g * server.usd
     network_usd = bill.cost_usd(fabric)
     return {"servers": servers, "servers_usd": servers_usd, "network_usd": network_usd,
             "cluster_usd": servers_usd + network_usd, "network_share": network_usd / (servers_usd + network_usd),
             **bill.breakdown_usd(fabric), "num_nics": bill.num_nics, "num_switches": bill.num_switches,
+            "network_levels": levels, "switch_radix": bill.radix,
             "num_switch_ports": bill.num_switch_ports, "num_switch_cables": bill.num_switch_cables,
             "priced_fabric": fabric.fabric, "network_prices_from": where, "server_price_per_gpu_usd": server.usd,
             "server_price_source": server.source, "network_price_sources": {

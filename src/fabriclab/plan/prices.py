@@ -23,6 +23,7 @@ from pathlib import Path
 from fabriclab.fabric.links import link_preset
 
 DEFAULT_PRICES = Path(__file__).parent / "data" / "prices.json"
+SHIPPED_SOURCE = "fabriclab's shipped table (plan/data/prices.json)"
 ITEMS = ("nic", "switch_port", "host_cable", "switch_cable")
 _EXAMPLE = ('{"fabrics": {"100GbE": {"nic": 800, "switch_port": 250, "host_cable": 80, '
             '"switch_cable": 125}}}')
@@ -64,6 +65,8 @@ class PriceTable:
     """Canonical fabric name -> FabricPrices."""
     gpu_server_per_gpu: Price | None = None
     """Server price per GPU (None: the network's share of the cluster is unknown)."""
+    server_gpu: str = ""
+    """The GPU that server price is of (`"gpu"` of the entry, e.g. `H100`); empty: H100 (`plan/compute.py`)."""
     label: str = ""
     """`illustrative` for the shipped table; what the user calls theirs otherwise."""
     source: str = ""
@@ -74,6 +77,8 @@ class PriceTable:
     def fabric(self, name: str) -> FabricPrices:
         """The prices of fabric `name` (any spelling of a link preset)."""
         canonical = link_preset(name).name
+        if canonical not in self.fabrics and self.source == SHIPPED_SOURCE and canonical in EXTRA_FABRIC_PRICES:
+            return EXTRA_FABRIC_PRICES[canonical]  # the 800G estimates below complete the shipped table
         if canonical not in self.fabrics:
             raise ValueError(f"no prices for fabric {name!r} in {self.source}: add an entry \"{canonical}\" "
                              f"with {', '.join(ITEMS)} to the price file, or drop it from --fabrics "
@@ -102,7 +107,7 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
     except json.JSONDecodeError as exc:
         raise ValueError(f"price file {path} is not JSON ({exc.msg} at line {exc.lineno}): "
                          f"write an object such as {_EXAMPLE}") from None
-    source = "fabriclab's shipped table (plan/data/prices.json)" if shipped else str(path)
+    source = SHIPPED_SOURCE if shipped else str(path)
     return parse_prices(data, source=source)
 
 
@@ -126,8 +131,9 @@ def parse_prices(data: object, *, source: str = "<prices>") -> PriceTable:
             item: _price(entry[item], f"{source}: fabrics.{name}.{item}") for item in ITEMS})
     server = data.get("gpu_server_per_gpu")
     server_price = None if server is None else _price(server, f"{source}: gpu_server_per_gpu")
+    server_gpu = str(server.get("gpu", "")) if isinstance(server, dict) else ""
     return PriceTable(fabrics=fabrics, label=str(data.get("label", "")), source=source,
-                      note=str(data.get("note", "")), gpu_server_per_gpu=server_price)
+                      note=str(data.get("note", "")), gpu_server_per_gpu=server_price, server_gpu=server_gpu)
 
 
 def _price(value: object, where: str) -> Price:
@@ -173,4 +179,9 @@ EXTRA_FABRIC_PRICES: dict[str, FabricPrices] = {
                         switch_port=Price(usd=656, date="2026-11-24", source=f"{_XDR_BASIS} (Quantum-X800 port)"),
                         host_cable=Price(usd=600, date="2026-11-24", source=f"{_XDR_BASIS} (copper, 1-3 m)"),
                         switch_cable=Price(usd=3_600, date="2026-11-24", source=f"{_XDR_BASIS} (two optics)")),
+    "800GbE": FabricPrices(fabric="800GbE",
+                           nic=Price(usd=4_400, date="2026-11-24", source=f"{_XDR_BASIS} (ConnectX-8 SuperNIC, Ethernet)"),
+                           switch_port=Price(usd=656, date="2026-11-24", source=f"{_XDR_BASIS} (Spectrum-4 SN5600 port)"),
+                           host_cable=Price(usd=600, date="2026-11-24", source=f"{_XDR_BASIS} (copper, 1-3 m)"),
+                           switch_cable=Price(usd=3_600, date="2026-11-24", source=f"{_XDR_BASIS} (two optics)")),
 }

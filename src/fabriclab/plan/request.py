@@ -18,7 +18,7 @@ from fabriclab.plan.cluster import cluster_node, matching_fabrics, run_cluster_p
 from fabriclab.plan.prices import load_prices
 from fabriclab.plan.search import NodeSpec, PlanResult, PlanSpec, check_bisection, run_plan
 from fabriclab.whatif.fusion import FusionPolicy
-from fabriclab.workload.profile import load_profile
+from fabriclab.plan.compute import cluster_profiles, plan_profile
 
 # 16384 GPUs: the flow simulator runs a ring of that many ranks in ~13 s here (`fabriclab bench sim`)
 MAX_PLAN_GPUS = 16384
@@ -34,10 +34,13 @@ class PlanRequest:
     gpus: tuple[int, ...]
     gpus_per_server: int | None = None
     fabrics: tuple[str, ...] | None = None
-    levels: tuple[int, ...] = (2,)
+    levels: tuple[int, ...] = ()
     bisections: tuple[Fraction, ...] = (Fraction(1),)
-    algos: tuple[str, ...] = ("ring",)
-    hosts_per_leaf: int = 16
+    algos: tuple[str, ...] = ("nccl",)
+    hosts_per_leaf: int | None = None
+    radix: int | None = None
+    nics_per_server: int | None = None
+    rails: bool = False
     placement: str = "linear"
     fusion: str = "time-or-size"
     target: float | None = None
@@ -57,29 +60,36 @@ def plan_spec(request: PlanRequest) -> PlanSpec:
     policy = FusionPolicy(name=request.fusion)
     policy.buckets([1], [0.0])  # an unknown policy name fails here, before the work
     prices = load_prices(request.prices_path)
-    node, fabrics = NodeSpec(gpus_per_server=request.gpus_per_server or DEFAULT_GPUS_PER_SERVER), request.fabrics
+    node = NodeSpec(gpus_per_server=request.gpus_per_server or DEFAULT_GPUS_PER_SERVER,
+                    nics_per_server=request.nics_per_server or 1, rails=request.rails)
+    fabrics = request.fabrics
+    profiles = tuple(plan_profile(m, iteration_s=request.iteration_s) for m in request.models)
     if request.cluster is not None:
-        if request.gpus_per_server is not None:
-            raise ValueError(f"--gpus-per-server does not apply with --cluster: {request.cluster_name} sets the "
-                             f"servers")
+        given = [f for f, v in (("--gpus-per-server", request.gpus_per_server),
+                                ("--nics-per-server", request.nics_per_server), ("--radix", request.radix)) if v]
+        if given or request.rails:
+            raise ValueError(f"{(given or ['--rails'])[0]} does not apply with --cluster: {request.cluster_name} "
+                             f"sets the servers and network (swap its NIC with --nic)")
         node = cluster_node(request.cluster)
+        profiles = cluster_profiles(profiles, request.cluster)
         fabrics = fabrics or matching_fabrics(request.cluster, prices, request.cluster_name)
     return PlanSpec(
-        profiles=tuple(load_profile(m, iteration_s=request.iteration_s) for m in request.models),
+        profiles=profiles,
         gpus=request.gpus, fabrics=tuple(dict.fromkeys(fabrics or DEFAULT_FABRICS)),
         levels=tuple(dict.fromkeys(request.levels)),
         bisections=tuple(dict.fromkeys(check_bisection(b) for b in request.bisections)),
-        algos=tuple(dict.fromkeys(request.algos)), hosts_per_leaf=request.hosts_per_leaf,
+        algos=tuple(dict.fromkeys(request.algos)), hosts_per_leaf=request.hosts_per_leaf, radix=request.radix,
         placement=request.placement, fusion=policy, node=node, target=request.target,
         budget_usd=request.budget_usd, prices=prices)
 
 
-def run(spec: PlanSpec, request: PlanRequest, run_points=None) -> PlanResult:
+def run(spec: PlanSpec, request: PlanRequest, run_points=None, progress=None) -> PlanResult:
     """Plan the cluster when there is one (its servers, network and library model), else the grid, its
-    points run by `run_points` (`search.run_plan`)."""
+    points run by `run_points` (`search.run_plan`); `progress(done, total, what)` after each point of the grid
+    (when they run here)."""
     if request.cluster is not None:
         return run_cluster_plan(spec, request.cluster, request.cluster_name)
-    return run_plan(spec, run_points=run_points)
+    return run_plan(spec, run_points=run_points, progress=progress)
 
 
 def prices_used(spec: PlanSpec) -> dict:

@@ -68,3 +68,47 @@ def flops_profile(model: str, rate_flops: float, batch_size: int, backward_fract
             grads.append(GradReady(name=layer.name, size_bytes=layer.param_bytes, ready_s=t))
     return Profile(model=model, device=device, batch_size=batch_size, iteration_s=iteration,
                    grads=tuple(grads), source=f"zoo layer table of {model} at {rate_flops / 1e12:.3g} TFLOP/s")
+
+
+def profile_for_gpu(profile: Profile, gpu, precision: str = "fp32") -> Profile:
+    """`profile` on GPU `gpu` (a `fabric.gpus.GpuSpec`): unchanged when it was measured on that GPU, else its
+    times scaled by the ratio of the two GPUs' `precision` peaks (a roofline conversion, said in
+    `extra["compute"]`); a ValueError when the profile's GPU is unknown, so nothing is mixed silently."""
+    from fabriclab.fabric.gpus import gpu_for_name
+
+    device = profile.device.split(" (")[0].strip()
+    here = gpu_for_name(device)
+    if here is not None and (here.name == gpu.name or gpu.name.upper().startswith(device.upper())):
+        return profile
+    if here is None:
+        raise ValueError(f"profile {profile.model} was measured on {profile.device!r}, which fabriclab cannot match to "
+                         f"the cluster's GPU {gpu.name}: profile the model on {gpu.name} (`fabriclab profile`) or "
+                         f"give a cluster of the profile's GPU")
+    factor = here.peak(precision) / gpu.peak(precision)
+    base = profile.extra.get("compute") or f"measured profile of {device} ({shipped_name(profile.source)})"
+    label = (f"{base}, converted to {gpu.name} by the {precision} peak ratio "
+             f"{here.peak(precision) / 1e12:g} / {gpu.peak(precision) / 1e12:g} TFLOP/s (x {factor:.3g} the time: a "
+             f"roofline conversion, not a measurement on {gpu.name})")
+    scaled = scaled_profile(profile, time_factor=factor, device=gpu.name)
+    return replace(scaled, extra={**profile.extra, "compute": label})
+
+
+def compute_label(profile: Profile) -> str:
+    """Where a profile's compute comes from: its `extra["compute"]` (a conversion, a FLOP-built profile), else
+    `measured profile of <device> (<source>)`."""
+    if profile.extra.get("compute"):
+        return profile.extra["compute"]
+    return f"measured profile of {profile.device or 'an unknown device'} ({shipped_name(profile.source)})"
+
+
+def shipped_name(source: str) -> str:
+    """A shipped profile's file as `fabriclab's workload/data/v100/resnet50.bk.log` (no install path)."""
+    from pathlib import Path
+
+    from fabriclab.workload.profile import DATA_DIR
+
+    root = Path(DATA_DIR).resolve().parents[2]
+    try:
+        return f"fabriclab's {Path(source).resolve().relative_to(root).as_posix()}"
+    except (ValueError, OSError):
+        return source

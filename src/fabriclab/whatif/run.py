@@ -70,6 +70,8 @@ class WhatifAnswer:
     """The algorithms of the rows (`nccl`: the cluster's library chose per size)."""
     ranged: bool
     """Whether the rows carry a range."""
+    compute: tuple[str, ...] = ()
+    """Where each profile's compute comes from (`whatif.profiles.compute_label`)."""
 
 
 def resolve(request: WhatifRequest) -> WhatifRequest:
@@ -93,8 +95,13 @@ def resolve(request: WhatifRequest) -> WhatifRequest:
                              "--bandwidth")
         from fabriclab.nccl.layout import check_cluster_gpus
 
+        from fabriclab.fabric.cluster import cluster_gpu
+        from fabriclab.whatif.profiles import profile_for_gpu
+
         check_cluster_gpus(request.cluster, request.workers[-1], "--workers")
         bandwidths, algos = (request.cluster.server.nic_bandwidth_Bps,), ("nccl",)
+        gpu = cluster_gpu(request.cluster)  # compute of the cluster's GPU: converted and labelled when measured elsewhere
+        request = replace(request, profiles=tuple(profile_for_gpu(p, gpu) for p in request.profiles))
     return replace(request, cost=cost, bandwidths_Bps=bandwidths or DEFAULT_BANDWIDTHS_BPS, algos=algos)
 
 
@@ -184,4 +191,7 @@ def run_whatif(request: WhatifRequest, run_points=None) -> WhatifAnswer:
     work.makes()  # every worker count checked against the machine here, before the work
     run_points = run_points or (lambda fn, context, points: [fn(context, p) for p in points])
     rows = run_points(whatif_point, work, sweep_points(axes))
-    return WhatifAnswer(rows=rows, cost=request.cost, algos=request.algos, ranged=request.cluster is not None)
+    from fabriclab.whatif.profiles import compute_label
+
+    return WhatifAnswer(rows=rows, cost=request.cost, algos=request.algos, ranged=request.cluster is not None,
+                        compute=tuple(dict.fromkeys(compute_label(p) for p in request.profiles)))

@@ -28,8 +28,10 @@ def run(*, gpus: tuple[int, ...] = GPUS, fabrics: tuple[str, ...] = FABRICS,
         bisections: tuple[Fraction, ...] = BISECTIONS, models: tuple[str, ...] = tuple(V100_BATCH_S)) -> dict:
     """Time one plan over the grid; returns points, seconds, points per second and the plan's stats."""
     t0 = time.perf_counter()
+    # the grid as first benchmarked: ring on 2-level trees of 16 servers per leaf (the plan's default is now
+    # NCCL's choice on radix-true trees, whose tree simulations cost more; `fabriclab plan` prints its progress)
     spec = PlanSpec(profiles=tuple(load_profile(m) for m in models), gpus=gpus, fabrics=fabrics,
-                    bisections=bisections, prices=load_prices())
+                    bisections=bisections, prices=load_prices(), algos=("ring",), levels=(2,), hosts_per_leaf=16)
     result = run_plan(spec)
     wall = time.perf_counter() - t0
     points = len(result.rows)
