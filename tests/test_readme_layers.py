@@ -27,3 +27,12 @@ def test_the_picture_names_every_package_in_layer_order():
 
 def test_the_picture_check_reads_the_block():
     assert _pictured()[0] == "cli" and _pictured()[-1] == "workload"
+
+
+def test_ci_runs_the_readme_test_command():
+    """`.ci/run` runs the README's second set-up command as it stands there (the two commands open the README)."""
+    root = Path(__file__).resolve().parents[1]
+    block = (root / "README.md").read_text().split("```", 2)[1].strip().splitlines()
+    assert len(block) == 2 and block[0].endswith("fabriclab run") and block[1].endswith("python -m pytest -q")
+    ci = [line for line in (root / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    assert ci[-1] == block[1]
