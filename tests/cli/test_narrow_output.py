@@ -49,3 +49,20 @@ def test_a_pipe_pads_no_line_to_the_longest_note():
     assert all(line[2:].startswith("awan-") and not line.endswith(" ") for line in rows)
     widths = sorted(len(line) for line in rows)
     assert widths[0] < widths[-1] - 100  # a long note widens its own line only: no padding to the longest
+
+
+def test_notes_wrap_on_a_terminal_and_stay_whole_in_a_pipe(monkeypatch):
+    import io
+
+    from fabriclab.cli.common import wrap_for_terminal
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("COLUMNS", "40")
+    text = "resnet50 at 4096 GPUs: the cheapest option that reaches 0.90 is NDR at 1,022,925.125 images/s"
+    wrapped = wrap_for_terminal(text, Tty())
+    assert all(len(line) <= 40 for line in wrapped.splitlines()) and "1,022,925.125" in wrapped
+    assert wrapped.replace("\n  ", " ") == text
+    assert wrap_for_terminal(text, io.StringIO()) == text  # a pipe: one line, whole

@@ -52,3 +52,4 @@ def test_store_off_on_the_command_line_adds_no_record_and_makes_no_file(tmp_path
     result = CliRunner().invoke(app, ["whatif", "llm", "--gpus", "8", "--store", "off"])
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "off").exists() and not (tmp_path / "home").exists()
+

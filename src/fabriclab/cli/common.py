@@ -232,13 +232,30 @@ class Output:
     def note(self, text: str) -> None:
         """A human line: stdout for table/plain/markdown output, stderr when stdout is for programs."""
         file = sys.stderr if self.machine_stdout else sys.stdout
-        file.write(text.rstrip("\n") + "\n")
+        file.write(wrap_for_terminal(text.rstrip("\n"), file) + "\n")
         file.flush()
 
     def record(self, kind: str, config: dict, results: Any, top: dict | None = None) -> dict | None:
         """Write the record to `--json` (if given) and the results store; returns the record. `top`:
         headline numbers also at the record's top level."""
         return save_record(self.json_path, kind, config, results, self.store, top)
+
+
+def wrap_for_terminal(text: str, file) -> str:
+    """`text` with each line wrapped at the terminal's width (continuations indented two spaces) when `file`
+    is a terminal; unchanged in a pipe. Words are never split, so no number is cut."""
+    try:
+        tty = file.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    width = terminal_width(file) if tty else None
+    if not width:
+        return text
+    import textwrap
+
+    return "\n".join(line if len(line) <= width else textwrap.fill(
+        line, width=width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+        for line in text.split("\n"))
 
 
 def terminal_width(file) -> int | None:
