@@ -65,6 +65,4 @@ def test_notes_wrap_on_a_terminal_and_stay_whole_in_a_pipe(monkeypatch):
     wrapped = wrap_for_terminal(text, Tty())
     assert all(len(line) <= 40 for line in wrapped.splitlines()) and "1,022,925.125" in wrapped
     assert wrapped.replace("\n  ", " ") == text
-    assert wrap_for_terminal(text, io.StringIO()) != text  # COLUMNS asks for a width, also in a pipe
-    monkeypatch.delenv("COLUMNS")
     assert wrap_for_terminal(text, io.StringIO()) == text  # a pipe: one line, whole

@@ -243,13 +243,12 @@ class Output:
 
 def wrap_for_terminal(text: str, file) -> str:
     """`text` with each line wrapped at the terminal's width (continuations indented two spaces) when `file`
-    is a terminal or COLUMNS asks for a width; unchanged in a pipe. Words are never split, so no number is
-    cut."""
+    is a terminal; unchanged in a pipe. Words are never split, so no number is cut."""
     try:
         tty = file.isatty()
     except (AttributeError, ValueError):
         tty = False
-    width = terminal_width(file) if tty or "COLUMNS" in os.environ else None
+    width = terminal_width(file) if tty else None
     if not width:
         return text
     import textwrap
