@@ -16,6 +16,7 @@ Try it: `fabriclab whatif --workers 16 --bandwidth 25Gbps`.
 from __future__ import annotations
 
 import math
+import textwrap
 import time
 from pathlib import Path
 from typing import Optional
@@ -208,7 +209,8 @@ def _print_whatif(out, answer, request, wall: float, csv_path, plots) -> None:
                  f"server; Gbps is one NIC's line rate")
         out.note(f"cluster: {c.description}")
     for label in answer.compute:
-        out.note(f"compute: {label}")
+        out.note(textwrap.fill(f"compute: {label}", width=80, subsequent_indent="  ", break_long_words=False,
+                               break_on_hyphens=False))
     if c is not None:
         out.note("range: the scaling factor with the cluster's parameters that no log determined at either end "
                  "of their band (`simulate collective --cluster` names them per size); `fitted`: none matters")
