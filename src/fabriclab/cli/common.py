@@ -168,6 +168,20 @@ def _store_record(record: dict, store: Path | None) -> None:
                           f"{kept}", style="yellow", markup=False, soft_wrap=True)
 
 
+def write_trace_file(path: Path, trace: dict, written: str) -> int:
+    """Write a Chrome/Perfetto trace as JSON and say `written` on stderr; a failed write is one error line
+    and EXIT_FAILED (the run's record is still written by the caller)."""
+    import json
+
+    try:
+        path.write_text(json.dumps(trace) + "\n")
+    except OSError as exc:
+        print_error(f"cannot write the trace to {path}: {exc.strerror or exc}")
+        return EXIT_FAILED
+    print(written, file=sys.stderr)
+    return 0
+
+
 def check_output_path(path: Path | None, option: str = "--json") -> None:
     """Before the work: `path` (a file to write) must be writable, or a ValueError says what to change."""
     if path is None or path == STDOUT:

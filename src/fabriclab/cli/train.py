@@ -19,7 +19,6 @@ Try it: `fabriclab train --model resnet50 --np 4 --batch-size 32 --image-size 32
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
@@ -30,7 +29,7 @@ from rich.table import Table
 from fabriclab.bench.train.config import SYNTHETIC, TrainBenchConfig
 from fabriclab.bench.train.report import HEADER, is_display_step, step_line, total_lines
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption,
-                                  check_output_path, print_error, user_errors)
+                                  check_output_path, print_error, user_errors, write_trace_file)
 from fabriclab.cli.train_options import (RUN, TRAINER, BackendOption, BaselineOption, BatchSizeOption,
                                          BucketOption, ChannelsLastOption, CommThreadsOption, CompressionOption,
                                          CycleTimeOption, DataOption, DeviceOption, DilationOption,
@@ -152,13 +151,8 @@ def _write_trace(trace: dict, path: Path, config: TrainBenchConfig) -> int:
     from fabriclab.runtime.meters import chrome_trace
 
     title = f"{describe(config, 'ours')}, last {config.trace_steps} steps"
-    try:
-        path.write_text(json.dumps(chrome_trace({int(r): ev for r, ev in trace.items()}, title)) + "\n")
-    except OSError as exc:
-        print_error(f"cannot write the trace to {path}: {exc.strerror or exc}")
-        return EXIT_FAILED
-    print(f"trace written to {path}", file=sys.stderr)
-    return 0
+    return write_trace_file(path, chrome_trace({int(r): ev for r, ev in trace.items()}, title),
+                            f"trace written to {path}")
 
 
 class LiveLines:

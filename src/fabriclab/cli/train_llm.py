@@ -12,8 +12,6 @@ Try it: `fabriclab train --model gpt-tiny --np 8 --tp 2 --pp 2 --gbs 16 --zero 1
 
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -22,7 +20,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from fabriclab.cli.common import EXIT_FAILED, Output, print_error
+from fabriclab.cli.common import EXIT_FAILED, Output, print_error, write_trace_file
 from fabriclab.cli.options import parse_count
 
 SeedOption = Annotated[int, typer.Option(help="Seed of the weights and data (transformer models).")]
@@ -76,9 +74,7 @@ def build_config(o: dict):
 def execute(config, trace: Path | None, out: Output) -> int:
     """Run, print, write the trace and the record; returns the exit code."""
     from fabriclab.runtime.environment import LaunchError
-    from fabriclab.runtime.llm.trainer import run_llm_train
-
-    from fabriclab.runtime.llm.trainer import describe
+    from fabriclab.runtime.llm.trainer import describe, run_llm_train
 
     out.note(f"training {config.spec.name}: {describe(config.par, config.dtype)}, {config.steps} steps "
              f"(+{config.warmup} warm-up) on {config.device}")
@@ -94,7 +90,7 @@ def execute(config, trace: Path | None, out: Output) -> int:
     out.table(split_table(result))
     code = 0
     if trace is not None:
-        code = write_trace(trace, spans, result, config)
+        code = write_trace(trace, spans, config)
     out.record("train.llm", {"model": config.spec.name, "parallel": asdict(config.par), "steps": config.steps,
                              "warmup": config.warmup, "seed": config.seed, "dtype": config.dtype,
                              "adam": asdict(config.adam), "device": config.device}, result,
@@ -129,16 +125,11 @@ def split_table(result: dict) -> Table:
     return table
 
 
-def write_trace(path: Path, spans: dict, result: dict, config) -> int:
+def write_trace(path: Path, spans: dict, config) -> int:
+    """Every rank's last step in the simulator's trace format (`runtime/llm/trace.py`)."""
     from fabriclab.runtime.llm.trace import measured_trace
-
     from fabriclab.runtime.llm.trainer import describe
 
     title = f"{config.spec.name}, {describe(config.par, config.dtype)}"
-    try:
-        path.write_text(json.dumps(measured_trace({int(r): s for r, s in spans.items()}, title)) + "\n")
-    except OSError as exc:
-        print_error(f"cannot write the trace to {path}: {exc.strerror or exc}")
-        return EXIT_FAILED
-    print(f"trace written to {path} (the last step of {len(spans)} ranks)", file=sys.stderr)
-    return 0
+    return write_trace_file(path, measured_trace({int(r): s for r, s in spans.items()}, title),
+                            f"trace written to {path} (the last step of {len(spans)} ranks)")

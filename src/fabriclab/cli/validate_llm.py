@@ -8,13 +8,12 @@ Try it: `sudo fabriclab validate emulated --workload llm --hosts 4 --gpus-per-se
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from rich import box
 from rich.table import Table
 
-from fabriclab.cli.common import EXIT_FAILED, Output, print_error
+from fabriclab.cli.common import EXIT_FAILED, Output, print_error, write_trace_file
 from fabriclab.cli.options import parse_count
 
 DEFAULT_LINK = "200Mbps"
@@ -51,9 +50,10 @@ def run(o: dict, output: Output) -> int:
         return EXIT_FAILED
     result.pop("answer")
     trace = result.pop("trace")
+    code = 0
     if o["trace"] is not None:
-        o["trace"].write_text(json.dumps(trace) + "\n")
-        output.note(f"measured and simulated step side by side: {o['trace']} (open in ui.perfetto.dev)")
+        code = write_trace_file(o["trace"], trace, f"measured and simulated step side by side: {o['trace']} "
+                                                   f"(open in ui.perfetto.dev)")
     cal = result["calibration"]
     output.table(table(result))
     output.note(f"  calibration: 1-rank step {cal['one_rank_step_s'] * 1e3:.1f} ms -> efficiency "
@@ -64,7 +64,7 @@ def run(o: dict, output: Output) -> int:
                 f"step within 25 %")
     output.record("validate.llm", asdict(config), result,
                   top={"passed": result["passed"], "step_error": result["rows"][0]["error"]})
-    return 0
+    return code
 
 
 def table(result: dict) -> Table:
