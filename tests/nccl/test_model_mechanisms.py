@@ -92,3 +92,54 @@ def test_a_row_deeper_than_any_fitted_row_gets_a_wider_range():
         if gpus == 128:
             assert all(any("beyond the fit" in n for n in b.prior_parameters) for b in bands)
     assert np.all(np.array(widths[128]) > np.array(widths[16]))
+
+
+def test_ll_holds_a_step_back_at_every_network_hop():
+    """Across the network LL is store and forward (NCCL's proxy sends a step once every line has its
+    flag): one more tree level adds, up and down, the step written by the GPU and moved over the NIC."""
+    from fabriclab.nccl.pipeline import _hop_rates
+
+    c = a100_hdr_prior()
+    size = [64 << 10]
+    ch = active_channels(c, 128, "tree", "LL", size)
+    assert (ch == active_channels(c, 64, "tree", "LL", size)).all()
+    unit = size[0] / ch[0]
+    _, net_ch = _hop_rates(c, "LL", ch)
+    hop = unit / net_ch[0] + unit * c.library.protocols["LL"].per_byte_s
+    added = tree_fill_s(c, 128, "LL", size)[0] - tree_fill_s(c, 64, "LL", size)[0]
+    assert added == pytest.approx(2 * hop, rel=1e-9)
+    # a GPU that writes LL lines twice as slowly holds each step back twice as long
+    slow = replace(c, library=replace(c.library, protocols={
+        **c.library.protocols, "LL": replace(c.library.protocols["LL"], per_byte_s=2 * c.library.protocols["LL"].per_byte_s)}))
+    assert tree_fill_s(slow, 128, "LL", size)[0] > tree_fill_s(c, 128, "LL", size)[0] + 4 * unit * c.library.protocols["LL"].per_byte_s
+
+
+def test_a_network_hop_costs_every_protocol_what_the_network_adds():
+    from fabriclab.nccl.fit import Param, carry_network_hop
+
+    names = ["tree.LL.net_step_s", "tree.LL128.net_step_s", "tree.Simple.net_step_s", "ring.LL.net_step_s",
+             "ring.Simple.net_step_s", "tree.LL128.base_s"]
+    priors = [5e-6, 8.5e-6, 28e-6, 2.7e-6, 4e-6, 4.4e-6]
+    params = [Param(name=f"library.latencies.{n}", prior=p, lower=p / 100, upper=p * 100) for n, p in zip(names, priors)]
+    values = np.array([10e-6, 8.5e-6, 28e-6, 0.3e-6, 4e-6, 4.4e-6])
+    active = np.array([True, False, False, True, False, False])
+    out = carry_network_hop(params, values, active)
+    assert out[0] == values[0] and out[3] == values[3]  # fitted ones stay
+    assert out[1] == pytest.approx(13.5e-6) and out[2] == pytest.approx(33e-6)  # + the tree's 5 us
+    assert out[4] == pytest.approx(2e-6)  # the ring's hop is 2.4 us faster, but at least half NCCL's 4 us
+    assert out[5] == values[5]  # not a network step
+
+
+def test_calibrated_trees_pay_the_fitted_network_hop_with_ll128():
+    from pathlib import Path
+
+    from fabriclab.nccl.logs import read_runs
+
+    logs = Path(__file__).resolve().parents[2] / "examples" / "nccl-tests-a100"
+    runs = tuple(r for g in (2, 4, 8, 16) for r in read_runs(logs / f"nccl_{g}.log"))
+    result = calibrate_cluster(CalibrationRequest(runs=runs, nic=link_preset("hdr")))
+    fit = result.cluster.fit["parameters"]
+    ll, ll128 = fit["library.latencies.tree.LL.net_step_s"], fit["library.latencies.tree.LL128.net_step_s"]
+    assert ll["fitted"] and not ll128["fitted"]
+    assert ll128["value"] == pytest.approx(ll128["prior"] + ll["value"] - ll["prior"], rel=1e-9)
+    assert ll["value"] > 1.5 * ll["prior"]  # this network's hop is slower than NCCL's constant

@@ -31,6 +31,7 @@ from fabriclab.cli.common import (
 from fabriclab.fabric.cluster import save_cluster
 from fabriclab.fabric.links import parse_link
 from fabriclab.nccl.logs import read_runs
+from fabriclab.nccl.fit import source_word
 from fabriclab.units import format_size, parse_size_range
 from fabriclab.report.calibrate import band_table_rows, measured_busbw, switch_notes
 
@@ -146,7 +147,7 @@ def _params_table(params, version: str) -> Table:
     for col in ("parameter", "value", "prior", "from"):
         table.add_column(col, justify="left" if col in ("parameter", "from") else "right")
     for p in params:
-        source = ("fit, at bound" if p.at_bound else "fit") if p.determined else "prior"
+        source = source_word(p.determined, p.at_bound, p.value, p.prior)
         table.add_row(p.name.replace("library.", "").replace("server.", ""), _quantity(p.name, p.value),
                       _quantity(p.name, p.prior), source)
     return table

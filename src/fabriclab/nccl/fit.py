@@ -248,7 +248,7 @@ def calibrate(runs: list[NcclRun], prior: ClusterModel, *, keep=None,
 
     frac = np.clip((log_prior - lo) / span, 1e-6, 1 - 1e-6)
     x, cost = _levenberg_marquardt(residual, np.log(frac / (1 - frac)))
-    fitted = values(x)
+    fitted = carry_network_hop(params, values(x), active)
     info, lever, reach = sensitivities(log_predicted, fitted, params)
     cluster = apply(prior, params, fitted)
     result_params = tuple(FittedParam(name=p.name, value=float(v), prior=p.prior, determined=bool(a),
@@ -257,6 +257,42 @@ def calibrate(runs: list[NcclRun], prior: ClusterModel, *, keep=None,
                           for p, v, a, i, lv, rc in zip(params, fitted, active, info, lever, reach))
     residuals = tuple(r for run, *_ in obs for r in check(cluster, [run], keep=keep, fitted=True))
     return FitResult(cluster=cluster, params=result_params, residuals=residuals, cost=float(cost))
+
+
+def carry_network_hop(params: list[Param], values: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """`values` with every network-step latency no row determined moved by what the network added to the
+    fitted ones of the same algorithm.
+
+    A step across the network costs NCCL's constant for the protocol (hwLat NET, `src/graph/tuning.cc`:
+    what the protocol's own handshake adds) plus what this cluster's network adds per hop (NIC, switches,
+    the proxy's turn), and the second part is the same whichever protocol crosses it. So when the logs
+    determine an algorithm's network step for one protocol (a 2-server log runs trees with LL only), its
+    excess over NCCL's constant is this network's per-hop latency, and the algorithm's other protocols
+    (tree/LL128, which 32-128 GPUs run at 128 KB - 32 MB and no 1-2 server log shows) pay it too: NCCL's
+    constant + the mean excess of the fitted ones, at least half NCCL's constant. The value stays a prior
+    (`determined` false): `nccl/band.py` gives it its range."""
+    out = values.copy()
+    steps: dict[str, list[int]] = {}
+    for j, p in enumerate(params):
+        parts = p.name.split(".")
+        if parts[1] == "latencies" and parts[4] == "net_step_s":
+            steps.setdefault(parts[2], []).append(j)
+    for idx in steps.values():
+        known = [j for j in idx if active[j]]
+        if not known:
+            continue
+        excess = float(np.mean([values[j] - params[j].prior for j in known]))
+        for j in idx:
+            if not active[j]:
+                out[j] = min(max(params[j].prior + excess, params[j].prior / 2), params[j].upper)
+    return out
+
+
+def source_word(determined: bool, at_bound: bool, value: float, prior: float) -> str:
+    """Where a parameter's value comes from, for the calibration's tables."""
+    if determined:
+        return "fit, at bound" if at_bound else "fit"
+    return "prior" if value == prior else "prior + fitted net hop"  # carry_network_hop
 
 
 def information(residual, values: np.ndarray, params: list[Param], step: float = 1e-3) -> np.ndarray:

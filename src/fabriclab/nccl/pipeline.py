@@ -15,8 +15,16 @@ version the cluster runs (`nccl/versions.py` holds the constants with their file
   the tree's depth and with the chunk, and matters where a channel's share is a few chunks (128 KB - 32 MB
   at 32-128 GPUs). A ring's steps already move one rank's share each in turn: its link time includes them.
 
-LL forwards 8-byte words with their flags line by line, so its pipeline unit is one line per thread
-(`NCCL_LL_MAX_NTHREADS` x 8 data bytes), not a chunk. Simple's fill is already in NCCL's own hop latency
+LL forwards 8-byte words with their flags line by line inside a server (a GPU reads its peer's lines as
+their flags appear), so there its pipeline unit is one line per thread (`NCCL_LL_MAX_NTHREADS` x 8 data
+bytes). Across the network it is store and forward: NCCL's proxy sends an LL step only once every line
+of the step carries its flag (v2.7.8 `src/transport/net.cc`, sendProxy: `ready = 0` at the first line
+whose flag1/flag2 is not the step's), and a tree LL step is the channel's whole chunk (`all_reduce.h`,
+tree LL: `stepLines` x 8 B = 32 KB, or the channel's share rounded to threads x 8 B when smaller). So
+every network hop holds the chunk back until the GPU has written all of it (LL's per-byte cost, the
+model's `protocols.LL.per_byte_s`) and then moves it over the NIC; the receiving GPU starts after the
+last byte lands. That cost is paid once per network hop, up and down, and grows with the tree's depth,
+where a steady-state bandwidth sees none of it (16-64 KB on 32+ GPUs). Simple's fill is already in NCCL's own hop latency
 of a tree ("Tree/Simple is the latency a 256kB chunk", v2.9.9 `src/graph/tuning.cc` above hwLat), which
 the cost model's tree/Simple step latency starts from: it is not added twice.
 
@@ -79,13 +87,14 @@ def tree_fill_s(cluster: ClusterModel, num_gpus: int, protocol: str, sizes_bytes
     net_hops = int(math.log2(lay.num_servers))
     intra_hops = lay.per_server - 1
     depth = intra_hops + net_hops
-    if protocol == "LL":
-        chunk = np.full(size.shape, float(_LL_UNIT_BYTES))
-    else:
-        chunk = np.array([tree_chunk_bytes(table, protocol, int(s), int(c), lay.num_servers, num_gpus, depth)
-                          for s, c in zip(size, channels)], dtype=np.float64)
+    chunk = np.array([tree_chunk_bytes(table, protocol, int(s), int(c), lay.num_servers, num_gpus, depth)
+                      for s, c in zip(size, channels)], dtype=np.float64)
     unit = np.minimum(size / channels, chunk)
     intra_ch, net_ch = _hop_rates(cluster, protocol, channels)
-    t_intra, t_net = unit / intra_ch, unit / net_ch
+    if protocol == "LL":  # lines inside the server; the whole step, written first, across the network
+        t_intra = np.minimum(unit, _LL_UNIT_BYTES) / intra_ch
+        t_net = unit / net_ch + unit * lib.protocols["LL"].per_byte_s
+    else:
+        t_intra, t_net = unit / intra_ch, unit / net_ch
     slowest = np.maximum(t_intra if intra_hops else 0.0, t_net)
     return 2 * intra_hops * t_intra + 2 * net_hops * t_net - slowest

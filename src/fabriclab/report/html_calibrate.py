@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fabriclab.nccl.fit import source_word
 from fabriclab.report.calibrate import band_summary, band_table_rows, measured_busbw, switch_notes
 from fabriclab.report.html_parts import (Section, esc, figure, log_axis, new_figure, num, pct, safely, series_style,
                                          source, table)
@@ -57,8 +58,8 @@ def _calibrate_one(stored: Stored) -> str:
            f"({', '.join(f'{g} GPUs' for _, g, _ in logs)}), measured as points and the fitted model as lines.")
     params = results.get("parameters") or {}
     prow = [[esc(name.replace("library.", "").replace("server.", "")), _quantity(name, p.get("value"), stored),
-             _quantity(name, p.get("prior"), stored), esc(("fit, at bound" if p.get("at_bound") else "fit")
-                                                   if p.get("fitted") else "prior")]
+             _quantity(name, p.get("prior"), stored),
+             esc(source_word(bool(p.get("fitted")), bool(p.get("at_bound")), p.get("value"), p.get("prior")))]
             for name, p in params.items() if isinstance(p, dict)]
     headers, _ = band_table_rows(residuals)
     summary = band_summary(residuals)
