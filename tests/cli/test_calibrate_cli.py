@@ -35,8 +35,8 @@ def test_calibrate_writes_a_cluster_and_prints_residuals(tmp_path):
     assert next(r for r in rows if r[:3] == ["nccl_2.log", "2", "8B"])[4] == "0.0009249"
     bands = result.output.split("# |error| per size band", 1)[1].splitlines()
     assert bands[1].split() == ["#", "GPUs", "<=", "8", "KB", "16-512", "KB", "1-32", "MB", ">=", "64", "MB"]
-    assert bands[2].split() == ["2", "4.4", "/", "7.0", "29.2", "/", "40.5", "2.5", "/", "5.4", "1.2", "/", "4.6"]
-    assert ("note: 2 GPUs, 512KB -> 1MB: the model's time falls (82.4 -> 60.76 us) where NCCL's tuning "
+    assert bands[2].split() == ["2", "4.4", "/", "7.0", "29.2", "/", "40.6", "2.5", "/", "5.4", "1.2", "/", "4.6"]
+    assert ("note: 2 GPUs, 512KB -> 1MB: the model's time falls (82.47 -> 60.76 us) where NCCL's tuning "
             "switches ring/LL -> ring/LL128") in result.output
     record = json.loads((tmp_path / "rec.json").read_text())
     assert record["results"]["fitted_rows"]
@@ -108,3 +108,22 @@ def test_prediction_in_nccl_tests_layout_reads_back(tmp_path, capsys):
     assert "ring/" in plain and "busbw range" in plain
     _predict(out, 12, sizes, None, expect_exit=2)
     assert "12 GPUs do not fill whole servers" in capsys.readouterr().out
+
+
+@needs_logs
+def test_sharp_and_the_carried_network_hop(tmp_path):
+    out = tmp_path / "a100.json"
+    result = CliRunner().invoke(app, ["nccl-tests", *_logs(2, 4, 8, 16), "--sharp", "--out", str(out), "--format",
+                                      "plain"])
+    assert result.exit_code == 0, result.output
+    cluster = load_cluster(out)
+    assert cluster.network.sharp is True
+    line = next(x for x in result.output.splitlines() if "tree.LL128.net_step_s" in x)
+    assert line.split()[-4:] == ["prior", "+", "fitted", "net", "hop"][-4:] and "8.5 us" in line
+    assert not load_cluster(_calibrated(tmp_path)).network.sharp
+
+
+def _calibrated(tmp_path):
+    out = tmp_path / "plain.json"
+    assert CliRunner().invoke(app, ["nccl-tests", *_logs(2, 16), "--out", str(out)]).exit_code == 0
+    return out

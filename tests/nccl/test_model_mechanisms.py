@@ -143,3 +143,26 @@ def test_calibrated_trees_pay_the_fitted_network_hop_with_ll128():
     assert ll["fitted"] and not ll128["fitted"]
     assert ll128["value"] == pytest.approx(ll128["prior"] + ll["value"] - ll["prior"], rel=1e-9)
     assert ll["value"] > 1.5 * ll["prior"]  # this network's hop is slower than NCCL's constant
+
+
+def test_sharp_in_the_cluster_file_lets_nccl_run_collnet(tmp_path):
+    import json
+
+    from fabriclab.fabric.cluster import load_cluster, save_cluster
+
+    sizes = [1 << k for k in range(10, 31, 2)]
+    # A100: CollNet; H100: NVLS across servers, which NCCL runs only over SHARP too
+    for preset, algorithm in (("dgx-a100", "collnet"), ("dgx-h100", "nvls")):
+        plain = cluster_preset(preset)
+        sharp = replace(plain, network=replace(plain.network, sharp=True))
+        _, picks_plain = collective_times(plain, 128, sizes)
+        _, picks_sharp = collective_times(sharp, 128, sizes)
+        assert not any(p.startswith(("collnet", "nvls")) for p in picks_plain)
+        assert any(p.startswith(algorithm) for p in picks_sharp)
+    save_cluster(sharp, tmp_path / "c.json")
+    assert load_cluster(tmp_path / "c.json").network.sharp is True
+    data = json.loads((tmp_path / "c.json").read_text())
+    data["network"]["sharp"] = "yes"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="network.sharp is 'yes'; give true or false"):
+        load_cluster(tmp_path / "bad.json")

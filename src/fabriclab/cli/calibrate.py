@@ -72,6 +72,8 @@ def nccl_tests_cmd(
     = None,
     intra: Annotated[str, typer.Option(help="Inside a server: nvswitch or pcie.")] = "nvswitch",
     fabric: Annotated[str, typer.Option(help="Network of the cluster file: rail or fat-tree.")] = "rail",
+    sharp: Annotated[bool, typer.Option("--sharp", help=(
+        "The switches reduce in the network (NVIDIA SHARP): NCCL may run CollNet across servers."))] = False,
     nccl_version: Annotated[str | None, typer.Option("--nccl-version", metavar="X.Y.Z", help=(
         "NCCL version the logs were measured with, when they do not say (2.9 to the current 2.2x)."))] = None,
     fmt: FormatOption = None,
@@ -89,7 +91,7 @@ def nccl_tests_cmd(
         runs=runs, held=tuple(run for path in (check or []) for run in read_runs(path)),
         hold_out_range=None if sizes is None else (min(sizes), max(sizes)), nic=parse_link(nic),
         nics_per_server=nics_per_server, gpus_per_server=gpus_per_server, intra=intra, fabric=fabric,
-        nccl_version=nccl_version, name=out.stem, log_names=tuple(p.name for p in logs),
+        sharp=sharp, nccl_version=nccl_version, name=out.stem, log_names=tuple(p.name for p in logs),
         record={"logs": [str(p) for p in logs], "checked_logs": [str(p) for p in check or []],
                 "hold_out_sizes": hold_out_sizes})
     cal = calibrate_cluster(request)

@@ -80,6 +80,9 @@ class NetworkSpec:
     """NIC ports per leaf switch (HDR Quantum QM8700: 40 ports, 20 down and 20 up)."""
     bisection: float = 1.0
     """Leaf up-links per down-port, in (0, 1]; 1 is non-blocking."""
+    sharp: bool = False
+    """The switches reduce in the network (NVIDIA SHARP, with NCCL's SHARP plugin loaded): NCCL may then
+    run CollNet across servers (`nccl/choice.py`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -393,6 +396,8 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
         if not 0 < proto.link_factor <= 1:
             raise ValueError(f"cluster file {where}: library.protocols.{p}.link_factor is {proto.link_factor!r}; "
                              f"give a share in (0, 1]")
+    if not isinstance(n.sharp, bool):
+        raise ValueError(f"cluster file {where}: network.sharp is {n.sharp!r}; give true or false")
     choices = {"server.intra": (s.intra, ("nvswitch", "pcie")), "network.fabric": (n.fabric, ("rail", "fat-tree")),
                "library.selection": (lib.selection, SELECTIONS)}
     for key, (value, allowed) in choices.items():

@@ -43,6 +43,8 @@ class CalibrationRequest:
     """nvswitch or pcie."""
     fabric: str = "rail"
     """rail or fat-tree."""
+    sharp: bool = False
+    """The switches reduce in the network (SHARP): NCCL may run CollNet (`--sharp`)."""
     name: str = "cluster"
     """Name of the cluster written."""
     nccl_version: str | None = None
@@ -115,9 +117,10 @@ def prior_for(runs: list[NcclRun], request: CalibrationRequest) -> ClusterModel:
         g = multi.pop() if multi else max(r.num_ranks for r in runs)
     bench = all(r.label for r in runs)  # `fabriclab collectives bench` tables: Gloo's ring, not NCCL
     version = LEGACY_NCCL_VERSION if bench else nccl_version_for(runs, request.nccl_version)[0]
-    return prior_cluster(gpus_per_server=g, gpu_name=(devices or ["GPU"])[0] if not bench else "CPU",
-                         intra=request.intra, nic=request.nic, nics_per_server=request.nics_per_server,
-                         fabric=request.fabric, library="gloo" if bench else "nccl", nccl_version=version)
+    prior = prior_cluster(gpus_per_server=g, gpu_name=(devices or ["GPU"])[0] if not bench else "CPU",
+                          intra=request.intra, nic=request.nic, nics_per_server=request.nics_per_server,
+                          fabric=request.fabric, library="gloo" if bench else "nccl", nccl_version=version)
+    return replace(prior, network=replace(prior.network, sharp=request.sharp)) if request.sharp else prior
 
 
 def calibrate_cluster(request: CalibrationRequest) -> Calibration:

@@ -22,8 +22,8 @@ are taken as x86 with Intel CPUs (NCCL's LL ceilings and network overhead depend
 
 Algorithms are returned as ("ring", "LL") style labels: ring, tree, collnet_direct (2.9-2.13's single
 CollNet too), collnet_chain, nvls, nvls_tree, pat. NVLS needs an NVSwitch server of compute capability
-9.0+ (H100, H200, B200: NVLink SHARP); CollNet needs SHARP in the network, which the cluster file does
-not record yet: pass `collnet=True`; PAT runs allgather / reduce_scatter at one GPU per server from 2.23.
+9.0+ (H100, H200, B200: NVLink SHARP); CollNet needs SHARP in the network (the cluster file's
+`network.sharp`, or `collnet=True`); PAT runs allgather / reduce_scatter at one GPU per server from 2.23.
 alltoall and sendrecv are point-to-point in NCCL, outside the tuning model: no estimates, and the label
 ("p2p", "Simple"). Trees are considered on one server too (NCCL builds them as chains there).
 
@@ -303,10 +303,11 @@ def _times(t: TuningTable, m: _Machine, coll: str, algo: str, proto: str, algbw:
 
 
 def nccl_estimates(cluster: ClusterModel, num_gpus: int, num_servers: int, sizes_bytes,
-                   collective: str = "allreduce", *, collnet: bool = False) -> dict[tuple[str, str], np.ndarray]:
+                   collective: str = "allreduce", *, collnet: bool | None = None) -> dict[tuple[str, str], np.ndarray]:
     """(algorithm, protocol) -> NCCL's estimated time in microseconds at every size, for the ones its
     version enables on this cluster, in NCCL's order (ties go to the first). `collnet`: the network
-    offers SHARP (CollNet). Point-to-point collectives (alltoall, sendrecv): {}."""
+    offers SHARP (CollNet); None: what the cluster's `network.sharp` says. Point-to-point collectives
+    (alltoall, sendrecv): {}."""
     if collective in POINT_TO_POINT:
         return {}
     if collective not in COLLECTIVES:
@@ -317,7 +318,7 @@ def nccl_estimates(cluster: ClusterModel, num_gpus: int, num_servers: int, sizes
     table = table_of(lib.nccl_version)
     if table is LEGACY_TABLE:
         return _legacy_estimates(cluster, num_gpus, num_servers, size, collective)
-    m = _machine(cluster, table, num_gpus, num_servers, collnet)
+    m = _machine(cluster, table, num_gpus, num_servers, cluster.network.sharp if collnet is None else collnet)
     out = {}
     for algo in table.algorithms:
         if not _enabled(table, m, algo, collective, lib.algorithms):
@@ -332,7 +333,7 @@ def nccl_estimates(cluster: ClusterModel, num_gpus: int, num_servers: int, sizes
 
 
 def nccl_choices(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: str = "allreduce",
-                 num_servers: int | None = None, *, collnet: bool = False) -> list[tuple[str, str]]:
+                 num_servers: int | None = None, *, collnet: bool | None = None) -> list[tuple[str, str]]:
     """The (algorithm, protocol) NCCL runs at every size: the lowest estimate, the first in NCCL's order
     (tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat) on ties."""
     g = cluster.server.gpus_per_server
