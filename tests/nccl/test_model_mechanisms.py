@@ -109,9 +109,10 @@ def test_ll_holds_a_step_back_at_every_network_hop():
     added = tree_fill_s(c, 128, "LL", size)[0] - tree_fill_s(c, 64, "LL", size)[0]
     assert added == pytest.approx(2 * hop, rel=1e-9)
     # a GPU that writes LL lines twice as slowly holds each step back twice as long
-    slow = replace(c, library=replace(c.library, protocols={
-        **c.library.protocols, "LL": replace(c.library.protocols["LL"], per_byte_s=2 * c.library.protocols["LL"].per_byte_s)}))
-    assert tree_fill_s(slow, 128, "LL", size)[0] > tree_fill_s(c, 128, "LL", size)[0] + 4 * unit * c.library.protocols["LL"].per_byte_s
+    ll = c.library.protocols["LL"]
+    slow = replace(c, library=replace(c.library, protocols={**c.library.protocols,
+                                                            "LL": replace(ll, per_byte_s=2 * ll.per_byte_s)}))
+    assert tree_fill_s(slow, 128, "LL", size)[0] > tree_fill_s(c, 128, "LL", size)[0] + 4 * unit * ll.per_byte_s
 
 
 def test_a_network_hop_costs_every_protocol_what_the_network_adds():
@@ -120,7 +121,8 @@ def test_a_network_hop_costs_every_protocol_what_the_network_adds():
     names = ["tree.LL.net_step_s", "tree.LL128.net_step_s", "tree.Simple.net_step_s", "ring.LL.net_step_s",
              "ring.Simple.net_step_s", "tree.LL128.base_s"]
     priors = [5e-6, 8.5e-6, 28e-6, 2.7e-6, 4e-6, 4.4e-6]
-    params = [Param(name=f"library.latencies.{n}", prior=p, lower=p / 100, upper=p * 100) for n, p in zip(names, priors)]
+    params = [Param(name=f"library.latencies.{n}", prior=p, lower=p / 100, upper=p * 100)
+              for n, p in zip(names, priors)]
     values = np.array([10e-6, 8.5e-6, 28e-6, 0.3e-6, 4e-6, 4.4e-6])
     active = np.array([True, False, False, True, False, False])
     out = carry_network_hop(params, values, active)

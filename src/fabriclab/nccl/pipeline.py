@@ -24,7 +24,9 @@ tree LL: `stepLines` x 8 B = 32 KB, or the channel's share rounded to threads x 
 every network hop holds the chunk back until the GPU has written all of it (LL's per-byte cost, the
 model's `protocols.LL.per_byte_s`) and then moves it over the NIC; the receiving GPU starts after the
 last byte lands. That cost is paid once per network hop, up and down, and grows with the tree's depth,
-where a steady-state bandwidth sees none of it (16-64 KB on 32+ GPUs). Simple's fill is already in NCCL's own hop latency
+where a steady-state bandwidth sees none of it (16-64 KB on 32+ GPUs).
+
+Simple's fill is already in NCCL's own hop latency
 of a tree ("Tree/Simple is the latency a 256kB chunk", v2.9.9 `src/graph/tuning.cc` above hwLat), which
 the cost model's tree/Simple step latency starts from: it is not added twice.
 

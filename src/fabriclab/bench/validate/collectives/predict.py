@@ -68,7 +68,8 @@ def fit(config: CheckConfig, runs: dict[str, NcclRun]) -> list[Fit]:
                efficiency=config.efficiency)
 
     def one(ops: tuple[str, ...]) -> Fit:
-        request = CalibrationRequest(runs=tuple(runs[op] for op in ops), nic=nic, gpus_per_server=1,
+        # the NIC is the link fabriclab shaped itself: a shortfall is Gloo's (half-duplex pairs), not the NIC's
+        request = CalibrationRequest(runs=tuple(runs[op] for op in ops), nic=nic, gpus_per_server=1, check_nic=False,
                                      name=f"emulated-star-{config.calibrate_hosts}",
                                      log_names=tuple(runs[op].source for op in ops))
         try:
