@@ -27,8 +27,10 @@ def test_nccl_runs_fewer_channels_on_small_buffers():
 
 def test_tree_pipeline_fill_grows_with_depth_and_is_not_counted_twice():
     c = a100_hdr_prior()
-    fill = {g: tree_fill_s(c, g, "LL128", [MB])[0] for g in (16, 32, 128)}
-    assert 0 < fill[16] < fill[32] < fill[128]  # 1, 2, 4 network levels up and down
+    fill = {g: tree_fill_s(c, g, "LL128", [MB])[0] for g in (16, 32, 64, 128)}
+    assert 0 < fill[16] < fill[32] < fill[64] < fill[128]  # 1, 2, 3, 4 network levels up and down
+    # a level more adds a hop up and a hop down, each moving two children's chunks through one NIC share
+    assert fill[128] - fill[64] == pytest.approx(fill[64] - fill[32], rel=1e-9)
     assert tree_fill_s(c, 8, "LL128", [MB])[0] == 0  # one server: no tree
     assert tree_fill_s(c, 128, "Simple", [MB])[0] == 0  # already in NCCL's tree/Simple hop latency
     # the fill is part of the tree's time: without it the tree would be faster by exactly that much
@@ -105,7 +107,7 @@ def test_ll_holds_a_step_back_at_every_network_hop():
     assert (ch == active_channels(c, 64, "tree", "LL", size)).all()
     unit = size[0] / ch[0]
     _, net_ch = _hop_rates(c, "LL", ch)
-    hop = unit / net_ch[0] + unit * c.library.protocols["LL"].per_byte_s
+    hop = 2 * unit / net_ch[0] + unit * c.library.protocols["LL"].per_byte_s  # two children share the NIC
     added = tree_fill_s(c, 128, "LL", size)[0] - tree_fill_s(c, 64, "LL", size)[0]
     assert added == pytest.approx(2 * hop, rel=1e-9)
     # a GPU that writes LL lines twice as slowly holds each step back twice as long

@@ -9,7 +9,8 @@ version the cluster runs (`nccl/versions.py` holds the constants with their file
   rate x the channels), so the link time is simulated with the channels NCCL really runs.
 * **A tree's pipeline.** A tree moves each channel's share in chunks (NCCL picks the chunk per size and
   tree depth: `enqueue.cc`'s `tree.depth` rules for Simple, `nstepsLL128` for LL128). A chunk is forwarded
-  hop by hop, up the chain inside a server and the binary tree across servers, then down again. With k
+  hop by hop, up the chain inside a server and the binary tree across servers (a server takes its two
+  children's chunks in through the channel's NIC, and sends down to both through it), then down again. With k
   chunks through stages of times t_1..t_H the time is sum(t_i) + (k - 1) max(t_i): the steady state pays
   k x max(t_i) (the link time), the pipeline's fill and drain add sum(t_i) - max(t_i), which grows with
   the tree's depth and with the chunk, and matters where a channel's share is a few chunks (128 KB - 32 MB
@@ -93,10 +94,13 @@ def tree_fill_s(cluster: ClusterModel, num_gpus: int, protocol: str, sizes_bytes
                       for s, c in zip(size, channels)], dtype=np.float64)
     unit = np.minimum(size / channels, chunk)
     intra_ch, net_ch = _hop_rates(cluster, protocol, channels)
+    # a binary tree's node takes its two children's chunks in through its channel's NIC and sends the result
+    # down to both through it (a tree of 2 servers has one child)
+    children = min(2, lay.num_servers - 1)
     if protocol == "LL":  # lines inside the server; the whole step, written first, across the network
         t_intra = np.minimum(unit, _LL_UNIT_BYTES) / intra_ch
-        t_net = unit / net_ch + unit * lib.protocols["LL"].per_byte_s
+        t_net = children * unit / net_ch + unit * lib.protocols["LL"].per_byte_s
     else:
-        t_intra, t_net = unit / intra_ch, unit / net_ch
+        t_intra, t_net = unit / intra_ch, children * unit / net_ch
     slowest = np.maximum(t_intra if intra_hops else 0.0, t_net)
     return 2 * intra_hops * t_intra + 2 * net_hops * t_net - slowest
