@@ -97,3 +97,15 @@ def test_a_prior_takes_the_nvlink_of_its_gpu():
              for name in ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA B200")}
     nvlink = {g: link_preset(f"NVLink-{g}").effective_bandwidth(True) for g in ("A100", "H100", "B200")}
     assert list(rates.values()) == [nvlink["A100"], nvlink["H100"], nvlink["H100"], nvlink["B200"]]
+
+
+def test_presets_carry_their_generation_s_ll128_ceiling_so_newer_gpus_are_not_slower():
+    from fabriclab.fabric.presets import cluster_preset
+    from fabriclab.nccl.predict import collective_times
+
+    per_channel = {name: cluster_preset(name).library.protocols["LL128"].busbw_cap_Bps
+                   / cluster_preset(name).library.num_channels for name in ("dgx-a100", "dgx-h100", "hgx-b200")}
+    assert per_channel == {"dgx-a100": 20.0e9, "dgx-h100": 36.7e9, "hgx-b200": 73.4e9}
+    # 1 GB all-gather on 64 GPUs: NCCL 2.27 picks LL128 on B200; with A100's ceiling it ran below the H200
+    t = {n: collective_times(cluster_preset(n), 64, [1 << 30], "allgather")[0][0] for n in ("hgx-h200", "hgx-b200")}
+    assert t["hgx-b200"] < t["hgx-h200"]

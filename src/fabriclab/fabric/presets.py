@@ -35,6 +35,7 @@ Try it: `fabriclab simulate collective --cluster hgx-b200 --gpus 64 --sizes 1MB,
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from fabriclab.fabric.cluster import ClusterModel, ComputeSpec, a100_hdr_prior, prior_cluster
 from fabriclab.fabric.gpus import gpu_preset
@@ -55,49 +56,64 @@ def tx_gaia(nic: str = "25GbE") -> ClusterModel:
 
 # The NCCL release a DGX runs today (PyTorch 2.8-2.9 wheels ship NCCL 2.27): its tuning model and latencies.
 CURRENT_NCCL = "2.27.7"
+# What one channel of LL128 moves at most on the GPU generation, in that release (v2.27.7-1 src/graph/tuning.cc,
+# perChMaxRingLL128Bws: Ampere 20.0, Hopper 36.7, Blackwell 2 x 36.7 GB/s); a prior cluster's is NCCL 2.7.8's
+# 16.7 (A100), which held a B200 below an H200 wherever NCCL picks LL128.
+_LL128_PER_CHANNEL_GBPS = {"ampere": 20.0, "hopper": 36.7, "blackwell": 2 * 36.7}
+
+
+def _current_nccl(cluster: ClusterModel, generation: str) -> ClusterModel:
+    """`cluster` with the LL128 ceiling of its GPU generation in CURRENT_NCCL, over all its channels."""
+    lib = cluster.library
+    ll128 = replace(lib.protocols["LL128"], busbw_cap_Bps=_LL128_PER_CHANNEL_GBPS[generation] * 1e9 * lib.num_channels)
+    return replace(cluster, library=replace(lib, protocols={**lib.protocols, "LL128": ll128}))
 
 
 def dgx_a100() -> ClusterModel:
     """NVIDIA DGX A100: 8 A100-SXM4-80GB, NVSwitch, 8 x HDR, rail-optimised."""
     gpu = gpu_preset("a100-80gb")
-    return prior_cluster(gpus_per_server=8, gpu_name=gpu.name, nic=link_preset("HDR"),
-                         pcie=link_preset("PCIe4x16"), name="dgx-a100", memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
+    cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, nic=link_preset("HDR"),
+                            pcie=link_preset("PCIe4x16"), name="dgx-a100", memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
                          leaf_ports=20, nccl_version=CURRENT_NCCL, compute=ComputeSpec(gpu=gpu),
                          description=f"preset: NVIDIA DGX A100 (8 A100-SXM4-80GB, NVSwitch, 8 x HDR), "
                                      f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
+    return _current_nccl(cluster, "ampere")
 
 
 def dgx_h100() -> ClusterModel:
     """NVIDIA DGX H100: 8 H100-SXM5-80GB, NVSwitch, 8 x NDR, rail-optimised."""
     gpu = gpu_preset("h100")
-    return prior_cluster(gpus_per_server=8, gpu_name=gpu.name, nic=link_preset("NDR"),
+    cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, nic=link_preset("NDR"),
                          pcie=link_preset("PCIe5x16"), name="dgx-h100", memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
                          leaf_ports=32, nccl_version=CURRENT_NCCL, compute=ComputeSpec(gpu=gpu),
                          description=f"preset: NVIDIA DGX H100 (8 H100-SXM5-80GB, NVSwitch, 8 x NDR), "
                                      f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
+    return _current_nccl(cluster, "hopper")
 
 
 def hgx_h200() -> ClusterModel:
     """NVIDIA HGX H200: 8 H200-SXM-141GB, NVSwitch (NVLink 4), 8 x NDR, rail-optimised."""
     gpu = gpu_preset("h200")
-    return prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-H100"),
+    cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-H100"),
                          nic=link_preset("NDR"), pcie=link_preset("PCIe5x16"), name="hgx-h200",
                          memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
                          compute=ComputeSpec(gpu=gpu),
                          description=f"preset: NVIDIA HGX H200 (8 H200-SXM-141GB, NVSwitch NVLink 4, 8 x NDR), "
                                      f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
+    return _current_nccl(cluster, "hopper")
 
 
 def hgx_b200() -> ClusterModel:
     """NVIDIA HGX B200 with 800G NICs: 8 B200, NVSwitch (NVLink 5), 8 x XDR, PCIe 5.0, rail-optimised."""
     gpu = gpu_preset("b200")
-    return prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-B200"),
+    cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-B200"),
                          nic=link_preset("XDR"), pcie=link_preset("PCIe5x16"), name="hgx-b200",
                          memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
                          compute=ComputeSpec(gpu=gpu),
                          description=f"preset: NVIDIA HGX B200 (8 B200-SXM-180GB, NVSwitch NVLink 5, 8 x XDR "
                                      f"800 Gb/s behind PCIe 5.0), rail-optimised; NCCL {CURRENT_NCCL}'s own "
                                      f"constants")
+    return _current_nccl(cluster, "blackwell")
 
 
 PRESETS: dict[str, Callable[[], ClusterModel]] = {
