@@ -6,8 +6,10 @@ pass, the NIC efficiency, LL's per-byte cost, LL128's busbw ceiling, the tree's 
 (algorithm, protocol) latency. It minimises the squared log error of the predicted times (out of place
 and in place; 1-rank runs move nothing between GPUs and are left out) plus a weak pull of every parameter
 towards its prior (a penalty on log(value / prior)), by Levenberg-Marquardt on a bounded log scale. A
-parameter no row depends on stays at its prior; the report marks it `prior`. NCCL's choice of algorithm
-and protocol per row comes from its own tuning model (`nccl/choice.py`) and is fixed during the fit.
+parameter no row depends on stays at its prior; the report marks it `prior` (a network step's prior takes
+the network's fitted excess of its algorithm along, `carry_network_hop`: `prior + fitted net hop`). NCCL's
+choice of algorithm and protocol per row comes from its own tuning model (`nccl/choice.py`) and is fixed
+during the fit.
 
 Never fit to the rows you check: `calibrate(runs)` fits on `runs`; `check(cluster, runs)` predicts
 others and gives their errors.
