@@ -123,7 +123,12 @@ def prior_for(runs: list[NcclRun], request: CalibrationRequest) -> ClusterModel:
     prior = prior_cluster(gpus_per_server=g, gpu_name=(devices or ["GPU"])[0] if not bench else "CPU",
                           intra=request.intra, nic=request.nic, nics_per_server=request.nics_per_server,
                           fabric=request.fabric, library="gloo" if bench else "nccl", nccl_version=version)
-    return replace(prior, network=replace(prior.network, sharp=request.sharp)) if request.sharp else prior
+    if not request.sharp:
+        return prior
+    if version == LEGACY_NCCL_VERSION:
+        raise ValueError("--sharp: these logs run NCCL 2.7.8's model (they do not say their version, or they are "
+                         "Gloo's), which fabriclab keeps without CollNet; give --nccl-version 2.9 or later")
+    return replace(prior, network=replace(prior.network, sharp=True))
 
 
 def calibrate_cluster(request: CalibrationRequest) -> Calibration:
