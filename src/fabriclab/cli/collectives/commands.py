@@ -169,7 +169,8 @@ def _cases(collectives: list[str], algos: list[str] | None, rank_counts: list[in
     if seconds > MAX_VERIFY_S:  # the quick upper bound is too high: count the messages of each spec
         seconds = _sweep_seconds(plan, counts, VerifyCost())
     if num_cases > MAX_CASES or seconds > MAX_VERIFY_S:
-        raise ValueError(f"this sweep is {num_cases:,} schedules, about {seconds / 60:,.0f} min of verification "
+        length = f"about {seconds / 60:,.0f}" if seconds <= MAX_VERIFY_S else f"more than {MAX_VERIFY_S / 60:.0f}"
+        raise ValueError(f"this sweep is {num_cases:,} schedules, {length} min of verification "
                          f"on this machine; the limit is {MAX_CASES:,} schedules and {MAX_VERIFY_S / 60:.0f} "
                          f"min: verify fewer --ranks, --counts, --algo or --collective at a time")
     return [Case(collective=c, spec=s, num_ranks=n, count=k, root=root, user_spec=user)
@@ -177,8 +178,16 @@ def _cases(collectives: list[str], algos: list[str] | None, rank_counts: list[in
 
 
 def _sweep_seconds(plan: list, counts: list[int], cost: VerifyCost) -> float:
-    return sum(_seconds(cost, c, s, n, k, user) * len(roots)
-               for c, n, roots, specs in plan for s, user in specs for k in counts)
+    """Estimated seconds of the sweep, up to the first sum past MAX_VERIFY_S (then the sweep is refused, and
+    a 1,000-rank sweep is refused in a second instead of after a minute of counting)."""
+    total = 0.0
+    for c, n, roots, specs in plan:
+        for s, user in specs:
+            for k in counts:
+                total += _seconds(cost, c, s, n, k, user) * len(roots)
+                if total > MAX_VERIFY_S:
+                    return total
+    return total
 
 
 def _seconds(cost: VerifyCost, collective: str, spec: str, num_ranks: int, count: int, user_spec: bool) -> float:
