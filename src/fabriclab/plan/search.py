@@ -163,21 +163,27 @@ def _check(spec: PlanSpec) -> None:
 
 
 def _options(spec: PlanSpec) -> list[tuple]:
-    """(gpus, fabric, levels or None, bisection) of every topology to build, one-switch duplicates dropped."""
+    """(gpus, fabric, levels or None, bisection, tree or None, why not) of every topology to build, one-switch
+    duplicates dropped."""
+    return [o for gpus in spec.gpus for fabric in (link_preset(f).name for f in spec.fabrics)
+            for o in _point_options(spec, gpus, fabric)]
+
+
+def _point_options(spec: PlanSpec, gpus: int, fabric: str) -> list[tuple]:
+    """The options of one (GPU count, fabric) point (duplicates never cross points: a point is part of the
+    key). A point computes only its own: all of them cost ~0.1 s on a 500-point plan, once per point."""
     out, seen = [], set()
-    for gpus in spec.gpus:
-        for fabric in (link_preset(f).name for f in spec.fabrics):
-            for levels in spec.levels or (None,):
-                for ratio in spec.bisections:
-                    try:
-                        tree = option_tree(spec.node, fabric, gpus, ratio, levels, spec.radix, spec.hosts_per_leaf)
-                    except ValueError as exc:
-                        out.append((gpus, fabric, levels, ratio, None, str(exc)))
-                        continue
-                    key = (gpus, fabric) + (() if tree.levels == 1 else (tree.levels, ratio))
-                    if key not in seen:
-                        seen.add(key)
-                        out.append((gpus, fabric, levels, ratio, tree, ""))
+    for levels in spec.levels or (None,):
+        for ratio in spec.bisections:
+            try:
+                tree = option_tree(spec.node, fabric, gpus, ratio, levels, spec.radix, spec.hosts_per_leaf)
+            except ValueError as exc:
+                out.append((gpus, fabric, levels, ratio, None, str(exc)))
+                continue
+            key = () if tree.levels == 1 else (tree.levels, ratio)
+            if key not in seen:
+                seen.add(key)
+                out.append((gpus, fabric, levels, ratio, tree, ""))
     return out
 
 
@@ -250,7 +256,7 @@ def plan_point(spec: PlanSpec, point: tuple[int, str]) -> dict:
     gpus, fabric = point
     costs = CollectiveCosts(gamma_s_per_byte=spec.node.gamma_s_per_byte)
     rows, skipped, built = [], [], 0
-    for _, _, _, ratio, tree, _ in (o for o in _options(spec) if o[:2] == point and o[4] is not None):
+    for _, _, _, ratio, tree, _ in (o for o in _point_options(spec, gpus, fabric) if o[4] is not None):
         try:
             topo = build_network(spec.node, fabric, gpus, tree, ratio)
         except ValueError as exc:
