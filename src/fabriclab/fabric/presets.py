@@ -73,10 +73,11 @@ def dgx_a100() -> ClusterModel:
     """NVIDIA DGX A100: 8 A100-SXM4-80GB, NVSwitch, 8 x HDR, rail-optimised."""
     gpu = gpu_preset("a100-80gb")
     cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, nic=link_preset("HDR"),
-                            pcie=link_preset("PCIe4x16"), name="dgx-a100", memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
-                         leaf_ports=20, nccl_version=CURRENT_NCCL, compute=ComputeSpec(gpu=gpu),
-                         description=f"preset: NVIDIA DGX A100 (8 A100-SXM4-80GB, NVSwitch, 8 x HDR), "
-                                     f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
+                            pcie=link_preset("PCIe4x16"), name="dgx-a100",
+                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=20, nccl_version=CURRENT_NCCL,
+                            compute=ComputeSpec(gpu=gpu),
+                            description=f"preset: NVIDIA DGX A100 (8 A100-SXM4-80GB, NVSwitch, 8 x HDR), "
+                                        f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
     return _current_nccl(cluster, "ampere")
 
 
@@ -84,10 +85,11 @@ def dgx_h100() -> ClusterModel:
     """NVIDIA DGX H100: 8 H100-SXM5-80GB, NVSwitch, 8 x NDR, rail-optimised."""
     gpu = gpu_preset("h100")
     cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, nic=link_preset("NDR"),
-                         pcie=link_preset("PCIe5x16"), name="dgx-h100", memory_bandwidth_Bps=gpu.memory_bandwidth_Bps,
-                         leaf_ports=32, nccl_version=CURRENT_NCCL, compute=ComputeSpec(gpu=gpu),
-                         description=f"preset: NVIDIA DGX H100 (8 H100-SXM5-80GB, NVSwitch, 8 x NDR), "
-                                     f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
+                            pcie=link_preset("PCIe5x16"), name="dgx-h100",
+                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
+                            compute=ComputeSpec(gpu=gpu),
+                            description=f"preset: NVIDIA DGX H100 (8 H100-SXM5-80GB, NVSwitch, 8 x NDR), "
+                                        f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
     return _current_nccl(cluster, "hopper")
 
 
@@ -95,11 +97,11 @@ def hgx_h200() -> ClusterModel:
     """NVIDIA HGX H200: 8 H200-SXM-141GB, NVSwitch (NVLink 4), 8 x NDR, rail-optimised."""
     gpu = gpu_preset("h200")
     cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-H100"),
-                         nic=link_preset("NDR"), pcie=link_preset("PCIe5x16"), name="hgx-h200",
-                         memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
-                         compute=ComputeSpec(gpu=gpu),
-                         description=f"preset: NVIDIA HGX H200 (8 H200-SXM-141GB, NVSwitch NVLink 4, 8 x NDR), "
-                                     f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
+                            nic=link_preset("NDR"), pcie=link_preset("PCIe5x16"), name="hgx-h200",
+                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
+                            compute=ComputeSpec(gpu=gpu),
+                            description=f"preset: NVIDIA HGX H200 (8 H200-SXM-141GB, NVSwitch NVLink 4, 8 x NDR), "
+                                        f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
     return _current_nccl(cluster, "hopper")
 
 
@@ -107,12 +109,12 @@ def hgx_b200() -> ClusterModel:
     """NVIDIA HGX B200 with 800G NICs: 8 B200, NVSwitch (NVLink 5), 8 x XDR, PCIe 5.0, rail-optimised."""
     gpu = gpu_preset("b200")
     cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-B200"),
-                         nic=link_preset("XDR"), pcie=link_preset("PCIe5x16"), name="hgx-b200",
-                         memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
-                         compute=ComputeSpec(gpu=gpu),
-                         description=f"preset: NVIDIA HGX B200 (8 B200-SXM-180GB, NVSwitch NVLink 5, 8 x XDR "
-                                     f"800 Gb/s behind PCIe 5.0), rail-optimised; NCCL {CURRENT_NCCL}'s own "
-                                     f"constants")
+                            nic=link_preset("XDR"), pcie=link_preset("PCIe5x16"), name="hgx-b200",
+                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
+                            compute=ComputeSpec(gpu=gpu),
+                            description=f"preset: NVIDIA HGX B200 (8 B200-SXM-180GB, NVSwitch NVLink 5, 8 x XDR "
+                                        f"800 Gb/s behind PCIe 5.0), rail-optimised; NCCL {CURRENT_NCCL}'s own "
+                                        f"constants")
     return _current_nccl(cluster, "blackwell")
 
 
