@@ -63,16 +63,21 @@ def _agree(a: list[float], b: list[float]) -> bool:
     return all(abs(x - y) <= LOSS_REL * abs(y) for x, y in zip(a, b))
 
 
+def _round_row(config, r: int, ours: tuple[list, list], peer: tuple[list, list]) -> dict:
+    """One round's row from (step times, losses) of ours and of the peer."""
+    row = {"round": r, "ours_tokens_per_s": _tokens_per_s(config, ours[0]),
+           "peer_tokens_per_s": _tokens_per_s(config, peer[0]), "losses_agree": _agree(ours[1], peer[1])}
+    row["ratio"] = row["ours_tokens_per_s"] / row["peer_tokens_per_s"]
+    return row
+
+
 def one_rank(bench: LlmBenchConfig, on_round=None) -> dict:
     from fabriclab.runtime.llm.reference import plain_loop, run_single
 
     config, rows = bench.train_config(), []
     for r in range(bench.rounds):
         ours, plain = run_single(config), plain_loop(config)
-        row = {"round": r, "ours_tokens_per_s": _tokens_per_s(config, ours["step_times_s"]),
-               "peer_tokens_per_s": _tokens_per_s(config, plain["step_times_s"]),
-               "losses_agree": _agree(ours["losses"], plain["losses"])}
-        row["ratio"] = row["ours_tokens_per_s"] / row["peer_tokens_per_s"]
+        row = _round_row(config, r, (ours["step_times_s"], ours["losses"]), (plain["step_times_s"], plain["losses"]))
         rows.append(row)
         if on_round:
             on_round("TP=1 vs plain loop", row)
@@ -86,10 +91,7 @@ def tp2(bench: LlmBenchConfig, on_round=None) -> dict:
     results = launch(_tp_rank, (bench, config), config=LaunchConfig(num_ranks=2, timeout_s=300)).results[0]
     rows = []
     for r, (ours, peer) in enumerate(results):
-        row = {"round": r, "ours_tokens_per_s": _tokens_per_s(config, ours["times"]),
-               "peer_tokens_per_s": _tokens_per_s(config, peer["times"]),
-               "losses_agree": _agree(ours["losses"], peer["losses"])}
-        row["ratio"] = row["ours_tokens_per_s"] / row["peer_tokens_per_s"]
+        row = _round_row(config, r, (ours["times"], ours["losses"]), (peer["times"], peer["losses"]))
         rows.append(row)
         if on_round:
             on_round("TP=2 vs DTensor", row)
