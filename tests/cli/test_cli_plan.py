@@ -6,28 +6,10 @@ import io
 import json
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from fabriclab.cli import plan as plan_cli
 from fabriclab.plan.search import V100_GAMMA_S_PER_BYTE
 from fabriclab.workload.profile import load_profile
-
-runner = CliRunner()
-app = typer.Typer()
-
-
-@app.callback()
-def _main() -> None:
-    """Test app holding the plan command (the lead registers it in main.py)."""
-
-
-plan_cli.register(app)
-
-
-def invoke(*args: str, target_app=app):
-    return runner.invoke(target_app, list(args), env={"COLUMNS": "80", "FABRICLAB_STORE": "off"})
-
+from plan_app import invoke
 
 SMALL = ("plan", "--gpus", "64,128", "--fabrics", "25gbe,100gbe", "--bisection", "1,1/4")
 

@@ -5,26 +5,10 @@ import csv
 import json
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from fabriclab.cli import plan as plan_cli
+from plan_app import invoke
 
-runner = CliRunner()
-app = typer.Typer()
-
-
-@app.callback()
-def _main() -> None:
-    """Test app holding the plan command."""
-
-
-plan_cli.register(app)
 SMALL = ("plan", "--model", "llama3-8b", "--gpus", "64", "--clusters", "dgx-h100", "--gbs", "256", "--seq", "4096")
-
-
-def invoke(*args: str):
-    return runner.invoke(app, list(args), env={"COLUMNS": "80", "FABRICLAB_STORE": "off"})
 
 
 def assert_one_line_error(result, fragment: str) -> None:

@@ -5,28 +5,11 @@ reads the terminal width (COLUMNS is fixed; the checks read notes and JSON)."""
 import json
 from fractions import Fraction
 
-import typer
-from typer.testing import CliRunner
 
-from fabriclab.cli import plan as plan_cli
 from fabriclab.plan.prices import load_prices
 from fabriclab.plan.search import PlanSpec
 from fabriclab.workload.profile import load_profile
-
-runner = CliRunner()
-app = typer.Typer()
-
-
-@app.callback()
-def _main() -> None:
-    """Test app holding the plan command."""
-
-
-plan_cli.register(app)
-
-
-def invoke(*args: str, target_app=app):
-    return runner.invoke(target_app, list(args), env={"COLUMNS": "80", "FABRICLAB_STORE": "off"})
+from plan_app import invoke
 
 
 def _rows(result):
