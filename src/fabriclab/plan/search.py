@@ -209,7 +209,11 @@ def plan_points(spec: PlanSpec) -> list[tuple[int, str]]:
     """The plan's points: (GPU count, fabric) of every option that can be built, each its trees, bisections,
     algorithms and models; no simulation is shared between two points (their topologies differ in ranks or
     links), the options of one point share theirs (`plan/affine.py`)."""
-    return list(dict.fromkeys((gpus, fabric) for gpus, fabric, *_, tree, _ in _options(spec) if tree))
+    return _points(_options(spec))
+
+
+def _points(options: list[tuple]) -> list[tuple[int, str]]:
+    return list(dict.fromkeys((gpus, fabric) for gpus, fabric, *_, tree, _ in options if tree))
 
 
 def run_plan(spec: PlanSpec, run_points=None, progress=None) -> PlanResult:
@@ -221,7 +225,7 @@ def run_plan(spec: PlanSpec, run_points=None, progress=None) -> PlanResult:
     options = _options(spec)
     skipped = [f"{fabric}, {f'{levels}-level' if levels else 'fat tree'}, bisection {ratio}, {gpus} GPUs: {why}"
                for gpus, fabric, levels, ratio, tree, why in options if tree is None]
-    points = plan_points(spec)
+    points = _points(options)
     parts = (run_points or _here(progress))(plan_point, spec, points)
     rows = [row for part in parts for row in part["rows"]]
     skipped += [why for part in parts for why in part["skipped"]]
