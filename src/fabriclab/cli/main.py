@@ -17,29 +17,18 @@ import sys
 from typing import Any
 
 import typer
-
-try:  # typer >= 0.25 carries its own copy of click; older typers use click itself
-    from typer import _click as click
-    from typer._click import exceptions as click_errors
-    from typer.exceptions import Abort
-except ImportError:  # pragma: no cover
-    import click
-    from click import exceptions as click_errors
-    from click.exceptions import Abort
-from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.core import TyperCommand, TyperGroup  # typer's documented classes for custom commands and groups
 
 import fabriclab
 from fabriclab.cli.common import print_error, user_errors
 
-_type_of = TyperOption.display_type_rich
-
-
-def _flag_type(self: TyperOption, ctx: click.Context) -> str | None:
-    """The value type help shows beside an option; none beside a flag (`--baseline`, not `<bool>`)."""
-    return None if self.is_flag else _type_of(self, ctx)
-
-
-TyperOption.display_type_rich = _flag_type
+# click's error classes, reached through typer's public `BadParameter` (a click `UsageError`) rather than by
+# import: typer before 0.26 raises click's own, typer 0.26 and later its private copy of click, and a private
+# module may move in any release (`from typer import _click` broke every command once). `Abort` is public.
+_CLICK_ERRORS = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
+UsageError = _CLICK_ERRORS["UsageError"]
+ClickException = _CLICK_ERRORS["ClickException"]
+Command = Any  # a click command (click's own or typer's copy): for annotations only
 
 # name -> (module, one-line help); the module's `register(app)` adds the command or group `name`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -84,12 +73,14 @@ def _available(name: str) -> bool:
     return module == __name__ or importlib.util.find_spec(module) is not None
 
 
-def load_command(name: str) -> click.Command:
+def load_command(name: str) -> Command:
     """Import the module behind `name` and return its click command (a group for command groups)."""
     if name == "run":
         return typer.main.get_command(_run_app)
     module = importlib.import_module(COMMANDS[name][0])
-    holder = typer.Typer(add_completion=False)
+    # Plain help, as the top level's: typer's rich help shows `<bool>` beside a flag in some versions, and the
+    # holder's markup mode is the one every command below it is built with.
+    holder = typer.Typer(add_completion=False, rich_markup_mode=None)
     holder.callback()(lambda: None)  # a callback keeps the holder a group even with one command
     module.register(holder)
     group = typer.main.get_command(holder)
@@ -120,13 +111,13 @@ class LazyGroup(TyperGroup):
 
     _listing = False
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, current_spellings(args))
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: typer.Context) -> list[str]:
         return [name for name in COMMANDS if _available(name)]
 
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+    def get_command(self, ctx: typer.Context, name: str) -> Command | None:
         if name not in COMMANDS or not _available(name):
             return None
         if self._listing:  # the top-level help needs only the name and the line of help
@@ -139,22 +130,22 @@ class LazyGroup(TyperGroup):
             return super().main(*args, standalone_mode=False, **kwargs)
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
-        except getattr(click_errors, "NoArgsIsHelpError", ()) as exc:
-            exc.show()  # a group called without a command: its help, exit 2 as click does
-            sys.exit(exc.exit_code)
-        except click_errors.UsageError as exc:
+        except UsageError as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # click >= 8.2: a group called without a command
+                exc.show()  # its help, exit 2 as click does
+                sys.exit(exc.exit_code)
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
             print_error(exc.format_message().replace("\n", " ") + where)
             sys.exit(exc.exit_code)
-        except click_errors.ClickException as exc:
+        except ClickException as exc:
             print_error(exc.format_message().replace("\n", " "))
             sys.exit(exc.exit_code)
-        except Abort:
+        except typer.Abort:
             print_error("interrupted")
             sys.exit(130)
         sys.exit(code if isinstance(code, int) else 0)
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_help(self, ctx: typer.Context, formatter: Any) -> None:
         self._listing = True
         try:
             super().format_help(ctx, formatter)
@@ -186,7 +177,7 @@ def main(
     """Run, simulate and compare collectives and data-parallel training on network fabrics."""
 
 
-_run_app = typer.Typer(add_completion=False)
+_run_app = typer.Typer(add_completion=False, rich_markup_mode=None)  # plain help, as in load_command
 
 
 @_run_app.command("run")
