@@ -11,21 +11,17 @@ from pathlib import Path
 import pytest
 
 from fabriclab.workload import protowire as pw
-from fabriclab.workload.chakra import (
+from fabriclab.workload.chakra import comm_groups_path, graph_nodes, load_et, read_et, write_et
+from fabriclab.workload.etfile import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
     COMM_SEND_NODE,
     COMP_NODE,
     EtAttr,
     EtNode,
-    comm_groups_path,
     encode_metadata,
     encode_node,
-    graph_nodes,
-    load_et,
-    read_et,
     read_et_file,
-    write_et,
     write_et_file,
 )
 from fabriclab.workload.graph import COLLECTIVES, Op, RankGraph
@@ -133,10 +129,15 @@ def test_the_mapping_uses_the_fields_astra_sim_reads(tmp_path):
     assert nodes[100].type == COMM_COLL_NODE and nodes[100].attr("comm_type") == 0  # ALL_REDUCE
     assert kinds["comm_type"] == kinds["comm_size"] == "int64" and nodes[100].attr("comm_size") == 1 << 20
     by_name = {n.name: n for n in nodes.values()}
-    schema = {"allreduce": 0, "reduce": 1, "allgather": 2, "broadcast": 5, "alltoall": 6, "reduce_scatter": 7,
-              "barrier": 9}  # et_def.proto's CollectiveCommType
+    # et_def.proto's CollectiveCommType; REDUCE (1) and BARRIER (9), which ASTRA-sim stops at, are written as
+    # the REDUCE_SCATTER of the buffer and a 4-byte ALL_REDUCE
+    schema = {"allreduce": 0, "reduce": 7, "allgather": 2, "broadcast": 5, "alltoall": 6, "reduce_scatter": 7,
+              "barrier": 0}
     for collective, number in schema.items():
         assert by_name[f"c.{collective}"].attr("comm_type") == number
+    assert by_name["c.barrier"].attr("comm_size") == 4 and by_name["c.barrier"].attr("fabriclab_collective") == "barrier"
+    assert by_name["c.reduce"].attr("fabriclab_collective") == "reduce"
+    assert not {n.attr("comm_type") for n in nodes.values()} & {1, 9}
     send, recv = nodes[3], nodes[4]
     assert send.type == COMM_SEND_NODE and (send.attr("comm_src"), send.attr("comm_dst")) == (0, 1)
     assert recv.type == COMM_RECV_NODE and (recv.attr("comm_src"), recv.attr("comm_dst")) == (1, 0)
@@ -144,7 +145,8 @@ def test_the_mapping_uses_the_fields_astra_sim_reads(tmp_path):
     groups = json.loads(comm_groups_path(tmp_path / "g").read_text())
     pg = nodes[100].attr("pg_name")
     assert groups[pg] == [0, 1] and int(pg) >= 1  # ASTRA-sim's group ids: integers, 0 is all ranks
-    assert dict(zip(et.meta("fabriclab_pg_names"), et.meta("fabriclab_communicators")))[pg] == "tp"
+    named = dict(zip(et.meta("fabriclab_communicators"), et.meta("fabriclab_pg_names")))
+    assert named["tp"] == named["pp"] == pg  # one group of ranks, one id, whichever communicators name it
 
 
 def test_stream_order_is_in_data_deps_so_the_order_survives_in_astra_sim():
@@ -258,7 +260,8 @@ def test_a_foreign_trace_maps_the_standard_fields(tmp_path):
     assert (ops[11].kind, ops[11].duration_s, ops[11].deps) == ("compute", 0.0, (10,))  # MEM_LOAD: zero time
     assert (ops[12].collective, ops[12].communicator, ops[12].group_size, ops[12].deps) == \
         ("allgather", "1", 2, (10,))  # deduplicated data_deps, ctrl_deps ignored; group: all ranks (files)
-    assert (ops[12].duration_s, ops[12].stream, ops[12].size_bytes) == (40e-6, "comm", 4096)
+    # ASTRA-sim's all-gather comm_size is one rank's part: the gathered buffer is 2 x 4096
+    assert (ops[12].duration_s, ops[12].stream, ops[12].size_bytes) == (40e-6, "comm", 8192)
     assert (ops[13].collective, ops[13].communicator, ops[13].size_bytes) == ("reduce_scatter", "world", 512)
     assert ops[14].collective == "allgather"  # GATHER: approximated
     assert (ops[15].collective, ops[15].peer, ops[15].size_bytes) == ("recv", 0, 256)  # tensor_size fallback

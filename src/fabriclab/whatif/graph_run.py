@@ -26,9 +26,8 @@ from dataclasses import dataclass, field, replace
 
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.nccl.predict import collective_times
+from fabriclab.workload.chakra import BARRIER_BYTES
 from fabriclab.workload.graph import STREAMS, Op, RankGraph, topological
-
-BARRIER_BYTES = 4  # torch.distributed.barrier on NCCL all-reduces a one-element tensor
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,8 +169,8 @@ def _covered(intervals: list[tuple[float, float]]) -> float:
 
 
 def sample_graphs(num_ranks: int = 4) -> list[RankGraph]:
-    """A small step with every op kind and collective, to try the Chakra reader and writer and this runner:
-    two pipeline stages of ranks (`pp`: send/recv between rank r and r + num_ranks / 2), ranks in pairs
+    """A small step with every op kind and every collective ASTRA-sim runs, to try the Chakra reader and
+    writer and this runner: two pipeline stages of ranks (`pp`: send/recv between rank r and r + num_ranks / 2), ranks in pairs
     (`tp`) and `world` collectives; the communication is left uncosted (0 s)."""
     if num_ranks < 4 or num_ranks % 2:
         raise ValueError(f"sample_graphs: num_ranks {num_ranks}: give an even number >= 4")
@@ -194,10 +193,11 @@ def _sample_rank(r: int, num_ranks: int, peer: int) -> RankGraph:
                deps=(2,), **comm) for i, c in enumerate(("allreduce", "allgather", "reduce_scatter"), start=3)]
     ops += [Op(id=6, name="layer.bwd", kind="compute", flops=8e12, duration_s=5e-3, deps=(2,)),
             p2p(7, "pp.recv.grad" if first else "pp.send.grad", "recv" if first else "send", (6,))]
+    # only collectives ASTRA-sim runs (it stops at reduce and barrier), so that the example runs there too
     ops += [Op(id=i, name=f"world.{c}", collective=c, communicator="world", size_bytes=size, group_size=num_ranks,
                deps=(7,), **comm)
-            for i, (c, size) in enumerate((("alltoall", 4 << 20), ("broadcast", 1 << 20), ("reduce", 1 << 20),
-                                           ("barrier", 0)), start=8)]
+            for i, (c, size) in enumerate((("alltoall", 4 << 20), ("broadcast", 1 << 20), ("allreduce", 1 << 20),
+                                           ("allgather", 2 << 20)), start=8)]
     ops.append(Op(id=12, name="optimizer", kind="compute", flops=1e9, duration_s=2e-4, deps=(3, 4, 5, 11)))
     tp = [r - r % 2, r - r % 2 + 1]
     return RankGraph(rank=r, num_ranks=num_ranks, ops=tuple(ops),

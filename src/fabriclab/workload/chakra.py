@@ -1,128 +1,109 @@
 """Chakra execution traces (the per-rank `.et` files ASTRA-sim reads) to and from fabriclab's rank graphs.
 
-Written from the published schema, with no `chakra` and no `protobuf` package (`workload/protowire.py`):
-mlcommons/chakra `schema/protobuf/et_def.proto` as of commit 21585d8 (v1.0.0, 2026-05-20); the file has not
-changed since a1120dd (2024-05-09), so traces of Chakra 0.0.4 (ASTRA-sim's examples) read the same. A file
-is what `protolib.encodeMessage` writes: a varint-length-prefixed `GlobalMetadata` message, then one `Node`
-message after another; one file per rank, `<prefix>.<rank>.et`, the name ASTRA-sim opens
-(astra-sim/workload/Workload.cc: `et_filename + "." + to_string(sys->id) + ".et"`).
+The messages and their wire format are `workload/etfile.py`; this module maps rank graphs onto them with
+the conventions ASTRA-sim (astra-sim 518bd51, the build in `../shared/tools/astra-sim`) runs, so that what
+`write_et` writes runs there and reads back exactly. One file per rank, `<prefix>.<rank>.et`, the name
+ASTRA-sim opens (astra-sim/workload/Workload.cc: `et_filename + "." + to_string(sys->id) + ".et"`); ASTRA-sim
+simulates as many ranks as its network has NPUs, and every one needs its file.
 
-Mapping (attribute names and value types as Chakra's feeder reads them, src/feeder/et_feeder_node.cpp):
-- compute op -> COMP_NODE: `duration_micros` (rounded), `num_ops` (int64, the FLOPs), `is_cpu_op` false;
-  no `tensor_size` (an op carries no memory bytes), so run ASTRA-sim in replay mode: its roofline mode
-  skips nodes without one.
-- collective -> COMM_COLL_NODE: `comm_type` (int64, CollectiveCommType), `comm_size` (int64 bytes),
-  `pg_name`. ASTRA-sim reads `pg_name` as an integer id of a group in its `--comm-group-configuration`
-  file ("" or "0": all ranks). When the graphs carry their communicator groups, each distinct group
-  gets an id from 1 and `write_et` writes that file as `<prefix>.comm_groups.json`; otherwise
-  `pg_name` is the communicator's name. ASTRA-sim simulates ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER,
-  ALL_TO_ALL and BROADCAST (replayed from its duration); REDUCE and BARRIER are written as the schema
-  numbers them, and ASTRA-sim stops at them.
+Mapping (attribute names and value types as Chakra's feeder reads them, chakra src/feeder_v3/et_feeder_node.h;
+integer kinds convert into each other there):
+- compute op -> COMP_NODE: `duration_micros` (rounded; ASTRA-sim replays it in nanoseconds x 1000, and 0 as
+  1 ns: Workload.cc issue_replay), `num_ops` (int64, the FLOPs), `tensor_size` (uint64, `Op.memory_bytes`)
+  where both are >= 1, `is_cpu_op` false. ASTRA-sim's roofline mode (`roofline-enabled` in its system file)
+  costs a node num_ops / min(peak-perf, local-mem-bw x num_ops / tensor_size) and skips one without
+  `tensor_size` (Workload.cc issue_comp: "tensor_size is 0 ... invalid node"); tensor_size without num_ops
+  would divide 0 by 0 there, hence both or neither. Replay mode (roofline off) takes `duration_micros`.
+- collective -> COMM_COLL_NODE: `comm_type` (int64, CollectiveCommType), `comm_size` (int64), `pg_name`.
+  Sizes: fabriclab's `size_bytes` is nccl-tests' buffer (the whole buffer of an all-reduce and an
+  all-to-all's send buffer, the gathered output of an all-gather, the input of a reduce-scatter); ASTRA-sim
+  takes the same, except for the all-gather, whose `comm_size` is one rank's contribution (see
+  `astra_comm_size`). ASTRA-sim runs ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER and ALL_TO_ALL, replays
+  BROADCAST from its duration, and stops at anything else ("Unsupported collective comm type"): a
+  `reduce` is written as the REDUCE_SCATTER of its buffer (the same bytes on each ring link, less the
+  last 1/n) and a `barrier` as a 4-byte ALL_REDUCE (torch.distributed's NCCL barrier all-reduces one
+  element), each with `fabriclab_collective` so the reader gets it back.
+- `pg_name` is ASTRA-sim's communicator group: the integer id of a group in its `--comm-group-configuration`
+  JSON (`{"<id>": [ranks]}`, read by Workload::initialize_comm_groups), and "" or "0" for all ranks
+  (Workload::extract_comm_group). When the graphs carry their communicator groups, each distinct group (a
+  set of ranks, whichever communicators name it) gets an id from 1, the same in every rank's file, and
+  `write_et` writes `<prefix>.comm_groups.json`; without groups `pg_name` is the communicator's name
+  (which ASTRA-sim cannot run). A group smaller than all ranks runs as one ring over its ranks in the
+  file's order, which is sorted here (system/CommunicatorGroup.cc get_collective_plan: several per-dimension
+  algorithms are replaced by one "ring"); each hop costs the network dimension where the two ranks'
+  addresses first differ (astra-network-analytical MultiDimTopology::send).
 - send / recv -> COMM_SEND_NODE / COMM_RECV_NODE with `comm_src`, `comm_dst`, `comm_tag` (int32) and
-  `comm_size`; the k-th send from a to b and the k-th receive at b from a share tag k (posted order).
+  `comm_size`; ASTRA-sim matches a send with a receive on (tag, src, dst, size) and counts repeats of the
+  same key in order (network_frontend/analytical/common/CallbackTracker.cc, ChunkIdGenerator.cc): the k-th
+  send from a to b and the k-th receive at b from a share tag k (posted order). Its own collectives tag
+  their messages from 500,000,000 up (Sys.hh FrontEndSendRecvType::COLLECTIVE), these from 0: no clash.
 - Dependencies -> `data_deps`, in order. Stream order: an op whose previous op on its stream (in
   topological order, as `RankGraph.critical_path_s` takes them) is not among its dependencies gets
-  that op appended to `data_deps`, because ASTRA-sim's feeder waits on `data_deps` (chakra
-  et_feeder.cpp), and listed alone in `ctrl_deps` to mark the edge as the stream's; the reader takes
-  it off again. So ASTRA-sim runs the ops in fabriclab's order, and a round trip is exact.
+  that op appended to `data_deps`, and listed alone in `ctrl_deps` to mark the edge as the stream's (the
+  reader takes it off again); ASTRA-sim's feeder (chakra src/feeder_v3/dependancy_solver.cpp) waits on
+  both lists. So ASTRA-sim runs the ops in fabriclab's order, and a round trip is exact. ASTRA-sim runs
+  one compute node and one comm node (sends and collectives; receives do not count) at a time per rank
+  (astra-sim/workload/HardwareResource.cc), whatever stream fabriclab gives them.
 - What the standard fields cannot hold goes into `fabriclab_*` attributes, only where needed: the exact
-  seconds and FLOPs where `duration_micros` and `num_ops` round them, a group size, stream or communicator
-  other than the node type and the groups imply; the GlobalMetadata holds the rank, the rank count, and
-  each communicator's ranks and pg_name.
+  seconds, FLOPs, memory and buffer bytes where the standard fields round or convert them, a group size,
+  stream, collective or communicator other than the standard fields imply; the GlobalMetadata holds the
+  rank, the rank count, and each communicator's ranks and pg_name.
 
 A trace fabriclab did not write (no `fabriclab_graph` in its GlobalMetadata) is read from the standard
-fields: durations, `num_ops`, comm types and sizes (`comm_size`, else `tensor_size`), `pg_name` (else
-"world"); group sizes from a communicator-group file when given, else the number of ranks; compute on
-the `compute` stream, communication on `comm` (ASTRA-sim runs one GPU computation and one communication
-at a time, astra-sim/workload/HardwareResource.cc); `ctrl_deps` are ignored (Chakra's PyTorch converter
-puts the enclosing CPU op there). Other node types (MEM_LOAD, METADATA, ...) become zero-time compute
-ops, comm nodes marked `is_cpu_op` compute ops of their host time; `EtImport.unknown_nodes` counts both.
+fields: durations, `num_ops`, `tensor_size`, comm types and sizes (`comm_size`, else `tensor_size`, in
+ASTRA-sim's convention), `pg_name` (else "world"); group sizes from a communicator-group file when given,
+else all ranks (`num_ranks`, by default one more than the highest rank among the files); compute on the
+`compute` stream, communication on `comm`; `ctrl_deps` are ignored (Chakra's PyTorch converter puts the
+enclosing CPU op there). Other node types (MEM_LOAD, METADATA, ...) become zero-time compute ops, comm
+nodes marked `is_cpu_op` compute ops of their host time; `EtImport.unknown_nodes` counts both.
 
 Try it: `fabriclab chakra example --out /tmp/demo && fabriclab chakra show /tmp/demo`.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import struct
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NamedTuple
 
-from fabriclab.workload import protowire as pw
+from fabriclab.workload.etfile import (
+    COMM_COLL_NODE,
+    COMM_RECV_NODE,
+    COMM_SEND_NODE,
+    COMP_NODE,
+    NODE_TYPES,
+    EtAttr,
+    EtFile,
+    EtNode,
+    read_et_file,
+    write_et_file,
+)
 from fabriclab.workload.graph import Op, RankGraph, topological
 
-ET_VERSION = "0.0.4"  # the GlobalMetadata version of Chakra's tagged release, which ASTRA-sim's examples carry
-FORMAT_REVISION = 1  # `fabriclab_graph` in the GlobalMetadata: how fabriclab laid out its attributes
+FORMAT_REVISION = 2  # `fabriclab_graph` in the GlobalMetadata: 2 = ASTRA-sim's all-gather size, tensor_size
 
-# et_def.proto's NodeType and CollectiveCommType.
-NODE_TYPES = {0: "INVALID_NODE", 1: "METADATA_NODE", 2: "MEM_LOAD_NODE", 3: "MEM_STORE_NODE", 4: "COMP_NODE",
-              5: "COMM_SEND_NODE", 6: "COMM_RECV_NODE", 7: "COMM_COLL_NODE"}
-COMP_NODE, COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE = 4, 5, 6, 7
+# et_def.proto's CollectiveCommType, as the schema numbers our collectives.
 COMM_TYPES = {"allreduce": 0, "reduce": 1, "allgather": 2, "broadcast": 5, "alltoall": 6, "reduce_scatter": 7,
               "barrier": 9}
+COLLECTIVE_OF = {v: k for k, v in COMM_TYPES.items()}
+# What is written in place of the collectives ASTRA-sim stops at (module docstring): collective, fixed bytes.
+BARRIER_BYTES = 4  # torch.distributed.barrier on NCCL all-reduces a one-element tensor
+WRITTEN_AS = {"reduce": ("reduce_scatter", None), "barrier": ("allreduce", BARRIER_BYTES)}
 # Comm types with no collective of ours: read as the nearest one (GATHER / SCATTER move at most the
 # bytes of an all-gather / broadcast of the same buffer), counted in EtImport.approximated.
 FOREIGN_COMM_TYPES = {3: ("GATHER", "allgather"), 4: ("SCATTER", "broadcast"),
                       8: ("REDUCE_SCATTER_BLOCK", "reduce_scatter")}
-COLLECTIVE_OF = {v: k for k, v in COMM_TYPES.items()}
-
-# AttributeProto's oneof: scalar kinds at fields 3, 5, ..., 31, their lists right after.
-_SCALARS = ("double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64",
-            "sfixed32", "sfixed64", "bool", "string", "bytes")
-ATTR_FIELDS = {**{k: 3 + 2 * i for i, k in enumerate(_SCALARS)},
-               **{k + "_list": 4 + 2 * i for i, k in enumerate(_SCALARS)}}
-_KIND_OF = {v: k for k, v in ATTR_FIELDS.items()}
-_FIXED = {"double": struct.Struct("<d"), "float": struct.Struct("<f"), "fixed32": struct.Struct("<I"),
-          "fixed64": struct.Struct("<Q"), "sfixed32": struct.Struct("<i"), "sfixed64": struct.Struct("<q")}
-_VARINT_KINDS = {"int32", "int64", "uint32", "uint64", "sint32", "sint64", "bool"}
+# The smallest all-gather comm_size written: ASTRA-sim cuts a collective into comm_size /
+# preferred-dataset-splits byte chunks, and an all-gather (the one collective it does not round up to a
+# chunk of at least one byte per NPU, system/Sys.cc determine_chunk_size) with a chunk of 0 bytes never
+# ends (comm_size 0: the rank stalls; below the splits: Sys::generate_collective loops forever). Any
+# system file whose preferred-dataset-splits is at most this runs every all-gather.
+MIN_ALLGATHER_COMM_SIZE = 64
 # Op fields that `fabriclab_<field>` attributes carry where the standard fields do not.
-EXTRA_FIELDS = ("duration_s", "flops", "communicator", "collective", "size_bytes", "group_size", "peer", "stream")
-
-
-class EtAttr(NamedTuple):
-    """One AttributeProto: a name and one typed value (a named tuple, not a dataclass: a trace has millions,
-    and a tuple is built and hashed several times faster)."""
-
-    name: str
-    kind: str
-    """The oneof member: `int64`, `double`, `string`, `bool`, `int64_list`, ... (see ATTR_FIELDS)."""
-    value: object
-
-
-@dataclass(frozen=True, kw_only=True)
-class EtNode:
-    """One Node message (inputs and outputs, the IOInfo strings, are skipped)."""
-
-    id: int
-    name: str = ""
-    type: int = COMP_NODE
-    """A NodeType number (NODE_TYPES)."""
-    ctrl_deps: tuple[int, ...] = ()
-    data_deps: tuple[int, ...] = ()
-    start_time_micros: int = 0
-    duration_micros: int = 0
-    attrs: tuple[EtAttr, ...] = ()
-
-    def attr(self, name: str, default: object = None) -> object:
-        """The value of the attribute `name`, else `default`."""
-        return next((a.value for a in self.attrs if a.name == name), default)
-
-
-@dataclass(frozen=True, kw_only=True)
-class EtFile:
-    """One decoded `.et` file."""
-
-    path: Path
-    version: str
-    metadata: tuple[EtAttr, ...]
-    nodes: tuple[EtNode, ...]
-
-    def meta(self, name: str, default: object = None) -> object:
-        return next((a.value for a in self.metadata if a.name == name), default)
+EXTRA_FIELDS = ("duration_s", "flops", "memory_bytes", "communicator", "collective", "size_bytes", "group_size",
+                "peer", "stream")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,217 +121,31 @@ class EtImport:
     """Comm type -> count of collectives read as the nearest one of ours (FOREIGN_COMM_TYPES)."""
 
 
-# ---- the wire format of the three messages --------------------------------------------------------
+def astra_comm_size(collective: str, size_bytes: int, group_size: int) -> int:
+    """ASTRA-sim's `comm_size` for a collective of `size_bytes` in nccl-tests' convention on `group_size` ranks.
 
-def _encode_attr(a: EtAttr, field_number: int = 10) -> bytes:
-    """The attribute as field `field_number` (Node.attr is 10, GlobalMetadata.attr 2)."""
-    number = ATTR_FIELDS.get(a.kind)
-    if a.kind in ("int32", "int64", "uint32", "uint64", "bool"):
-        value = pw.field_varint(number, int(a.value))
-    elif a.kind == "double":
-        value = pw.field_double(number, float(a.value))
-    elif a.kind == "string":
-        value = pw.field_string(number, str(a.value))
-    elif a.kind in ("int64_list", "uint64_list"):
-        value = pw.field_len(number, pw.field_packed_varints(1, a.value))
-    elif a.kind == "string_list":
-        value = pw.field_len(number, b"".join(pw.field_string(1, s) for s in a.value))
-    else:
-        raise ValueError(f"attribute {a.name!r}: writing kind {a.kind!r} is not supported; use int64, uint64, "
-                         f"int32, bool, double, string, int64_list or string_list")
-    return pw.field_len(field_number, pw.field_string(1, a.name) + value)
+    From astra-sim/system/astraccl/native_collectives/collective_algorithm/Ring.cc (the per-phase data size,
+    `data_size` being comm_size): ALL_REDUCE sends data_size / n per step and ends with data_size (the
+    whole buffer); REDUCE_SCATTER starts from data_size and ends with data_size / n (the input); ALL_TO_ALL
+    sends data_size / n to each peer (the send buffer); ALL_GATHER sends data_size per step and ends with
+    data_size x n, so its comm_size is one rank's contribution, the gathered output / n. Floors keep ASTRA-sim
+    from stalling: an all-gather at least MIN_ALLGATHER_COMM_SIZE, anything else at least 1 byte (its
+    network backend asserts a message of more than 0 bytes)."""
+    if collective == "allgather":
+        return max(int(size_bytes) // max(group_size, 1), MIN_ALLGATHER_COMM_SIZE)
+    return max(int(size_bytes), 1)
 
 
-def encode_node(node: EtNode, cache: dict | None = None) -> bytes:
-    """The Node message, fields in number order and proto3 defaults left out, as protobuf writes it.
-    `cache` (a dict kept across the nodes of a file) holds encoded scalar attributes, which repeat."""
-    parts = [pw.field_varint(1, node.id) if node.id else b"", pw.field_string(2, node.name) if node.name else b"",
-             pw.field_varint(3, node.type) if node.type else b"", pw.field_packed_varints(4, node.ctrl_deps),
-             pw.field_packed_varints(5, node.data_deps),
-             pw.field_varint(6, node.start_time_micros) if node.start_time_micros else b"",
-             pw.field_varint(7, node.duration_micros) if node.duration_micros else b""]
-    cache = {} if cache is None else cache
-    for a in node.attrs:
-        if a.kind.endswith("_list"):
-            parts.append(_encode_attr(a))
-            continue
-        encoded = cache.get(a)
-        if encoded is None:
-            encoded = cache[a] = _encode_attr(a)
-        parts.append(encoded)
-    return b"".join(parts)
-
-
-def encode_metadata(version: str, attrs: tuple[EtAttr, ...] | list[EtAttr] = ()) -> bytes:
-    """The GlobalMetadata message."""
-    return (pw.field_string(1, version) if version else b"") + b"".join(_encode_attr(a, 2) for a in attrs)
-
-
-def _expect(wire: int, want: int, what: str, at: int) -> None:
-    if wire != want:
-        raise pw.WireError(f"{what} has wire type {wire}, the schema says {want}", at)
-
-
-def _text(data: bytes, span: tuple[int, int], at: int) -> str:
-    try:
-        return data[span[0]:span[1]].decode("utf-8")
-    except UnicodeDecodeError:
-        raise pw.WireError("a string field is not UTF-8", at) from None
-
-
-def _scalar(kind: str, wire: int, value, data: bytes, at: int):
-    if kind in _VARINT_KINDS:
-        _expect(wire, pw.VARINT, f"a {kind} attribute", at)
-        if kind == "int64":
-            return pw.to_signed(value)
-        if kind == "int32":
-            return pw.to_signed(value, 32)
-        if kind in ("sint32", "sint64"):
-            return pw.zigzag_decode(value)
-        return bool(value) if kind == "bool" else value & (0xFFFFFFFF if kind == "uint32" else ~0)
-    if kind in _FIXED:
-        _expect(wire, pw.I64 if _FIXED[kind].size == 8 else pw.I32, f"a {kind} attribute", at)
-        return _FIXED[kind].unpack(value)[0]
-    _expect(wire, pw.LEN, f"a {kind} attribute", at)
-    return _text(data, value, at) if kind == "string" else data[value[0]:value[1]]
-
-
-def _decode_attr(data: bytes, start: int, stop: int, cache: dict | None = None) -> EtAttr:
-    """The AttributeProto in `data[start:stop]`; `cache` (raw bytes -> attribute) skips repeats."""
-    if cache is not None:
-        raw = data[start:stop]
-        found = cache.get(raw)
-        if found is None:
-            found = cache[raw] = _decode_attr(data, start, stop)
-        return found
-    name, kind, value = "", "", None
-    for number, wire, v, at in pw.iter_fields(data, start, stop):
-        if number == 1:
-            _expect(wire, pw.LEN, "AttributeProto.name", at)
-            name = _text(data, v, at)
-        elif number in _KIND_OF:
-            kind = _KIND_OF[number]
-            if kind.endswith("_list"):
-                _expect(wire, pw.LEN, f"a {kind} attribute", at)
-                value = tuple(_decode_list(kind[:-5], data, v))
-            else:
-                value = _scalar(kind, wire, v, data, at)
-    return EtAttr(name, kind, value)
-
-
-def _decode_list(kind: str, data: bytes, span: tuple[int, int]) -> list:
-    out: list = []
-    for _, wire, v, at in pw.iter_fields(data, *span):
-        if wire == pw.LEN and (kind in _VARINT_KINDS or kind in _FIXED):  # packed
-            if kind in _VARINT_KINDS:
-                out += [_scalar(kind, pw.VARINT, x, data, at) for x in pw.packed_varints(data, *v)]
-            else:
-                out += [x[0] for x in _FIXED[kind].iter_unpack(data[v[0]:v[1]])]
-        else:
-            out.append(_scalar(kind, wire, v, data, at))
-    return out
-
-
-def decode_node(data: bytes, start: int, stop: int, cache: dict | None = None) -> EtNode:
-    """The Node message in `data[start:stop]`; unknown fields are skipped (see `_decode_attr` for `cache`).
-    Written out field by field rather than through `iter_fields`: it runs once per op."""
-    varint = pw.decode_varint
-    node_id = node_type = start_us = duration_us = 0
-    name = ""
-    ctrl, deps, attrs = [], [], []
-    pos = start
-    while pos < stop:
-        at = pos
-        k = data[pos]  # keys and most lengths are one byte: skip the call then
-        k, pos = (k, pos + 1) if k < 0x80 else varint(data, pos, stop)
-        number, wire = k >> 3, k & 7
-        if wire == pw.LEN:
-            size = data[pos] if pos < stop else 0x80
-            size, pos = (size, pos + 1) if size < 0x80 else varint(data, pos, stop)
-            end = pos + size
-            if end > stop:
-                raise pw.WireError(f"Node field {number}: length {size} runs past the end of the node", at)
-            if number == 10:
-                attrs.append(_decode_attr(data, pos, end, cache))
-            elif number == 2:
-                name = _text(data, (pos, end), at)
-            elif number == 5:
-                deps += pw.packed_varints(data, pos, end)
-            elif number == 4:
-                ctrl += pw.packed_varints(data, pos, end)
-            elif number in (1, 3, 6, 7):
-                _expect(wire, pw.VARINT, f"Node field {number}", at)
-            pos = end
-        elif wire == pw.VARINT:
-            v, pos = varint(data, pos, stop)
-            if number == 1:
-                node_id = v
-            elif number == 3:
-                node_type = v
-            elif number == 7:
-                duration_us = v
-            elif number == 6:
-                start_us = v
-            elif number in (4, 5):  # an unpacked repeated field
-                (ctrl if number == 4 else deps).append(v)
-            elif number in (2, 8, 9, 10):
-                _expect(wire, pw.LEN, f"Node field {number}", at)
-        elif wire in (pw.I64, pw.I32):
-            if number <= 10:
-                raise pw.WireError(f"Node field {number} has wire type {wire}, the schema says "
-                                   f"{pw.VARINT if number in (1, 3, 6, 7) else pw.LEN}", at)
-            pos += 8 if wire == pw.I64 else 4
-            if pos > stop:
-                raise pw.WireError(f"Node field {number}: truncated fixed-width value", at)
-        else:
-            raise pw.WireError(f"field {number}: wire type {wire} is not one of 0, 1, 2, 5", at)
-        if number == 0:
-            raise pw.WireError("field number 0 (not a protobuf message)", at)
-    return EtNode(id=node_id, name=name, type=node_type, ctrl_deps=tuple(ctrl), data_deps=tuple(deps),
-                  start_time_micros=start_us, duration_micros=duration_us, attrs=tuple(attrs))
-
-
-def read_et_file(path: Path | str) -> EtFile:
-    """Decode one `.et` file (gzipped too, as protolib opens them); a ValueError names the file and byte
-    offset where it is not a Chakra trace."""
-    path = Path(path)
-    data = path.read_bytes()
-    try:
-        data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"{path}: a gzip file that does not decompress ({exc})") from None
-    if not data:
-        raise ValueError(f"{path}: empty file, not a Chakra execution trace")
-    try:
-        messages = pw.iter_delimited(data)
-        start, stop = next(messages)
-        version, metadata = "", []
-        for number, wire, v, at in pw.iter_fields(data, start, stop):
-            if number in (1, 2):
-                _expect(wire, pw.LEN, f"GlobalMetadata field {number}", at)
-                if number == 1:
-                    version = _text(data, v, at)
-                else:
-                    metadata.append(_decode_attr(data, *v))
-        cache: dict = {}
-        nodes = tuple(decode_node(data, a, b, cache) for a, b in messages)
-    except pw.WireError as exc:
-        raise ValueError(f"{path}: not a Chakra execution trace ({exc})") from None
-    return EtFile(path=path, version=version, metadata=tuple(metadata), nodes=nodes)
-
-
-def write_et_file(path: Path | str, nodes, *, version: str = ET_VERSION, metadata=()) -> Path:
-    """Write a GlobalMetadata message and `nodes` (EtNode), each length-prefixed, to `path`."""
-    cache: dict = {}
-    chunks = [pw.delimited(encode_metadata(version, metadata)), *(pw.delimited(encode_node(n, cache)) for n in nodes)]
-    Path(path).write_bytes(b"".join(chunks))
-    return Path(path)
+def size_of_comm_size(collective: str, comm_size: int, group_size: int) -> int:
+    """fabriclab's `size_bytes` (nccl-tests' convention) of ASTRA-sim's `comm_size` on `group_size` ranks."""
+    return int(comm_size) * max(group_size, 1) if collective == "allgather" else int(comm_size)
 
 
 # ---- rank graphs to nodes -------------------------------------------------------------------------
 
-_EXTRA_KINDS = {"duration_s": "double", "flops": "double", "communicator": "string", "collective": "string",
-                "stream": "string", "size_bytes": "int64", "group_size": "int64", "peer": "int64"}
+_EXTRA_KINDS = {"duration_s": "double", "flops": "double", "memory_bytes": "double", "communicator": "string",
+                "collective": "string", "stream": "string", "size_bytes": "int64", "group_size": "int64",
+                "peer": "int64"}
 _INT64_MAX = (1 << 63) - 1
 
 
@@ -364,6 +159,8 @@ class _Reading:
     """fabriclab: the rank's communicators by name; else ASTRA-sim's groups by pg_name."""
     pg_names: dict[str, str] = field(default_factory=dict)
     """fabriclab: pg_name -> communicator name."""
+    astra_sizes: bool = True
+    """comm_size in ASTRA-sim's convention (fabriclab's files of format revision 1 hold nccl-tests' sizes)."""
     unknown: dict[str, int] = field(default_factory=dict)
     approximated: dict[str, int] = field(default_factory=dict)
 
@@ -385,22 +182,25 @@ def write_et(graphs: list[RankGraph], prefix: Path | str) -> list[Path]:
     bad = [op.id for g in graphs for op in g.ops if op.id < 0][:3]
     if bad:
         raise ValueError(f"write_et: op ids {bad} are negative; a Chakra node id is a uint64, renumber from 0")
-    groups = _group_ids(graphs)
+    groups = group_ids(graphs)
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     paths = []
     for g in graphs:
-        pg = {name: str(groups[(name, tuple(r))]) for name, r in (g.communicators or {}).items()}
+        pg = {name: str(groups[tuple(sorted(r))]) for name, r in (g.communicators or {}).items()}
         paths.append(write_et_file(f"{prefix}.{g.rank}.et", graph_nodes(g, pg), metadata=graph_metadata(g, pg)))
     if groups:
-        lines = [f'  "{i}": {json.dumps(list(members))}' for (_, members), i in groups.items()]
+        lines = [f'  "{i}": {json.dumps(list(members))}' for members, i in groups.items()]
         comm_groups_path(prefix).write_text("{\n" + ",\n".join(lines) + "\n}\n")
     return paths
 
 
-def _group_ids(graphs: list[RankGraph]) -> dict[tuple[str, tuple[int, ...]], int]:
-    """(communicator, its ranks) -> ASTRA-sim group id from 1, the same on every rank."""
-    found = {(name, tuple(ranks)) for g in graphs for name, ranks in (g.communicators or {}).items()}
-    return {key: i for i, key in enumerate(sorted(found), start=1)}
+def group_ids(graphs: list[RankGraph]) -> dict[tuple[int, ...], int]:
+    """Each distinct group of ranks (sorted) of any graph's communicators -> its ASTRA-sim group id, from 1
+    in sorted order: the same id in every rank's file, however many communicators name the group and in
+    whatever order a graph lists its ranks (two ids for one group would put its ranks' halves of a
+    collective on different streams, and ASTRA-sim would wait for them forever)."""
+    found = {tuple(sorted(ranks)) for g in graphs for ranks in (g.communicators or {}).values()}
+    return {members: i for i, members in enumerate(sorted(found), start=1)}
 
 
 def graph_metadata(graph: RankGraph, pg: dict[str, str]) -> list[EtAttr]:
@@ -448,16 +248,21 @@ def _node(op: Op, rank: int, edge: tuple[int, ...], pg: str, tag: int, how: _Rea
     if op.kind == "compute":
         node_type = COMP_NODE
         attrs.append(EtAttr("num_ops", "int64", min(round(op.flops), _INT64_MAX)))
+        if round(op.flops) >= 1 and round(op.memory_bytes) >= 1:
+            attrs.append(EtAttr("tensor_size", "uint64", min(round(op.memory_bytes), _INT64_MAX)))
     elif op.collective in ("send", "recv"):
         send = op.collective == "send"
         node_type = COMM_SEND_NODE if send else COMM_RECV_NODE
         src, dst = (rank, op.peer) if send else (op.peer, rank)
         attrs += [EtAttr("comm_src", "int32", src), EtAttr("comm_dst", "int32", dst),
-                  EtAttr("comm_tag", "int32", tag), EtAttr("comm_size", "int64", int(op.size_bytes))]
+                  EtAttr("comm_tag", "int32", tag), EtAttr("comm_size", "int64", max(int(op.size_bytes), 1))]
     else:
         node_type = COMM_COLL_NODE
-        attrs += [EtAttr("comm_type", "int64", COMM_TYPES[op.collective]),
-                  EtAttr("comm_size", "int64", int(op.size_bytes))]
+        collective, fixed = WRITTEN_AS.get(op.collective, (op.collective, None))
+        members = (how.groups or {}).get(op.communicator)
+        n = len(members) if members else (op.group_size or how.num_ranks)
+        size = astra_comm_size(collective, op.size_bytes if fixed is None else fixed, n)
+        attrs += [EtAttr("comm_type", "int64", COMM_TYPES[collective]), EtAttr("comm_size", "int64", size)]
     if op.kind == "comm" and pg:
         attrs.append(EtAttr("pg_name", "string", pg))
     micros = round(op.duration_s * 1e6)
@@ -473,22 +278,25 @@ def _node(op: Op, rank: int, edge: tuple[int, ...], pg: str, tag: int, how: _Rea
 def _op_fields(node_id: int, name: str, t: int, micros: int, attrs, how: _Reading) -> dict:
     """The Op keyword arguments of a node (without deps), from its standard fields, then fabriclab's."""
     a = {x.name: x.value for x in attrs}
-    f = {"id": node_id, "name": name, "kind": "comm", "duration_s": micros / 1e6, "flops": 0.0, "communicator": "",
-         "collective": "", "size_bytes": 0, "group_size": 0, "peer": -1, "stream": "comm"}
+    f = {"id": node_id, "name": name, "kind": "comm", "duration_s": micros / 1e6, "flops": 0.0, "memory_bytes": 0.0,
+         "communicator": "", "collective": "", "size_bytes": 0, "group_size": 0, "peer": -1, "stream": "comm"}
     if t in (COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE) and not (a.get("is_cpu_op") and not how.fabriclab):
-        f["size_bytes"] = int(a.get("comm_size", a.get("tensor_size", 0)))
-        if t == COMM_COLL_NODE:
-            f["collective"] = _collective(a.get("comm_type"), how)
-        else:
-            f["collective"] = "send" if t == COMM_SEND_NODE else "recv"
-            f["peer"] = int(a.get("comm_dst" if t == COMM_SEND_NODE else "comm_src", -1))
+        size = int(a.get("comm_size", a.get("tensor_size", 0)))
         pg = str(a.get("pg_name", ""))
         communicator = how.pg_names.get(pg, pg) if how.fabriclab else pg or "world"
         f["communicator"], f["group_size"] = communicator, _group_size(pg, communicator, how)
+        if t == COMM_COLL_NODE:
+            f["collective"] = _collective(a.get("comm_type"), how)
+            n = (f["group_size"] or how.num_ranks) if how.astra_sizes else 1
+            f["size_bytes"] = size_of_comm_size(f["collective"], size, n)
+        else:
+            f["collective"] = "send" if t == COMM_SEND_NODE else "recv"
+            f["peer"] = int(a.get("comm_dst" if t == COMM_SEND_NODE else "comm_src", -1))
+            f["size_bytes"] = size
     else:
         f["kind"], f["stream"] = "compute", "compute"
         if t == COMP_NODE:
-            f["flops"] = float(a.get("num_ops", 0))
+            f["flops"], f["memory_bytes"] = float(a.get("num_ops", 0)), float(a.get("tensor_size", 0))
         else:  # the host side of a collective keeps its host time (ASTRA-sim refuses comm nodes on the CPU)
             cpu_comm = t in (COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE)
             tally = f"{NODE_TYPES[t]} (is_cpu_op)" if cpu_comm else NODE_TYPES.get(t, f"node type {t}")
@@ -532,7 +340,8 @@ def file_graph(et: EtFile, rank: int, num_ranks: int, how: _Reading) -> RankGrap
     if how.fabriclab:
         rank, num_ranks = int(et.meta("fabriclab_rank")), int(et.meta("fabriclab_num_ranks"))
         communicators = None if names is None else {n: list(et.meta(f"fabriclab_group.{n}", ())) for n in names}
-        how = replace(how, groups=communicators, pg_names=dict(zip(et.meta("fabriclab_pg_names", ()), names or ())))
+        how = replace(how, num_ranks=num_ranks, groups=communicators, astra_sizes=et.meta("fabriclab_graph") >= 2,
+                      pg_names=dict(zip(et.meta("fabriclab_pg_names", ()), names or ())))
     else:
         communicators = {n: list(r) for n, r in how.groups.items() if rank in r} if how.groups else None
     try:
@@ -568,15 +377,19 @@ def et_paths(source) -> list[tuple[int, Path]]:
     return sorted(zip(ranks, paths))
 
 
-def load_et(source, *, comm_groups: dict[str, list[int]] | None = None) -> EtImport:
-    """Read the traces `source` names (see `et_paths`) into rank graphs. `comm_groups`: ASTRA-sim's
-    communicator groups (pg_name -> ranks, its `--comm-group-configuration` file), for traces that
-    fabriclab did not write."""
+def load_et(source, *, comm_groups: dict[str, list[int]] | None = None, num_ranks: int | None = None) -> EtImport:
+    """Read the traces `source` names (see `et_paths`) into rank graphs. For traces that fabriclab did not
+    write: `comm_groups`, ASTRA-sim's communicator groups (pg_name -> ranks, its `--comm-group-configuration`
+    file); `num_ranks`, the job's ranks, which a group of all ranks has (default: one more than the highest
+    rank among the files; one file of a 64-GPU job: 64)."""
     if comm_groups is not None and not (isinstance(comm_groups, dict) and all(
             isinstance(v, list) and all(isinstance(r, int) for r in v) for v in comm_groups.values())):
         raise ValueError('communicator groups: expected {"<pg_name>": [rank, ...], ...} as ASTRA-sim reads them')
     located = et_paths(source)
-    num_ranks = max(len(located), max(r for r, _ in located) + 1)
+    highest = max(len(located), max(r for r, _ in located) + 1)
+    if num_ranks is not None and num_ranks < highest:
+        raise ValueError(f"{num_ranks} ranks, but the trace has rank {highest - 1}: give at least {highest}")
+    num_ranks = num_ranks or highest
     graphs, unknown, approximated, ours = [], {}, {}, []
     for rank, path in located:
         et = read_et_file(path)
@@ -588,12 +401,12 @@ def load_et(source, *, comm_groups: dict[str, list[int]] | None = None) -> EtImp
                     unknown_nodes=unknown, approximated=approximated)
 
 
-def read_et(source, *, comm_groups: dict[str, list[int]] | None = None) -> list[RankGraph]:
+def read_et(source, *, comm_groups: dict[str, list[int]] | None = None,
+            num_ranks: int | None = None) -> list[RankGraph]:
     """The rank graphs of the traces `source` names; a warning counts what did not map exactly."""
-    got = load_et(source, comm_groups=comm_groups)
+    got = load_et(source, comm_groups=comm_groups, num_ranks=num_ranks)
     if got.unknown_nodes or got.approximated:
         parts = [f"{n} {k} as compute" for k, n in got.unknown_nodes.items()]
         parts += [f"{n} {k} as the nearest collective" for k, n in got.approximated.items()]
         warnings.warn("Chakra trace read with approximations: " + "; ".join(parts), stacklevel=2)
     return got.graphs
-
