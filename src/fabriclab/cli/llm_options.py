@@ -47,6 +47,23 @@ OrderOption = Annotated[str, typer.Option("--order", metavar="DIMS",
 TpOverlapOption = Annotated[bool, typer.Option("--tp-overlap/--no-tp-overlap",
                                                help="TP communication hidden behind the linear layers "
                                                     "(Transformer Engine userbuffers).")]
+FsdpUnitOption = Annotated[str, typer.Option("--fsdp-unit", metavar="LAYERS",
+                                             help="ZeRO-3: transformer layers per FSDP unit (gathered and "
+                                                  "reduce-scattered together).")]
+ShardGroupOption = Annotated[str, typer.Option("--shard-group", metavar="N",
+                                               help="ZeRO-3: HSDP, parameters sharded inside groups of N ranks "
+                                                    "and replicated across them (0: all of DP x CP).")]
+EpOverlapOption = Annotated[bool, typer.Option("--ep-overlap/--no-ep-overlap",
+                                               help="EP all-to-alls hidden behind the layer's compute "
+                                                    "(DualPipe-style); default exposed.")]
+
+
+def step_options(tp_overlap: bool, fsdp_unit: str = "1", shard_group: str = "0", ep_overlap: bool = False):
+    """The framework's switches (`StepOptions`) from the options above, checked at the edge."""
+    from fabriclab.whatif.llm.step import StepOptions
+
+    return StepOptions(tp_overlap=tp_overlap, fsdp_unit=parse_count(fsdp_unit, "--fsdp-unit", minimum=1),
+                       shard_group=parse_count(shard_group, "--shard-group", minimum=0), ep_overlap=ep_overlap)
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from rich.table import Table
 
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_path,
                                   user_errors)
-from fabriclab.cli.llm_options import (CpOption, EpOption, GbsOption, GpusOption, LlmJob, MbsOption,
-                                       ModelOption, OrderOption, PpOption, PrecisionOption, RecomputeOption,
-                                       SeqOption, SpOption, TpOption, TpOverlapOption, VpOption, ZeroOption)
+from fabriclab.cli.llm_options import (CpOption, EpOption, EpOverlapOption, FsdpUnitOption, GbsOption, GpusOption,
+                                       LlmJob, MbsOption, ModelOption, OrderOption, PpOption, PrecisionOption,
+                                       RecomputeOption, SeqOption, ShardGroupOption, SpOption, TpOption,
+                                       TpOverlapOption, VpOption, ZeroOption, step_options)
 from fabriclab.cli.options import ClusterOption, load_cluster_option
 
 LABELS = {"compute": "compute", "tp": "TP exposed", "cp": "CP exposed", "ep": "EP exposed",
@@ -43,14 +44,16 @@ def print_answer(out: Output, answer) -> None:
                f"{m.gradients_bytes / 1e9:.1f}, optimizer {m.optimizer_bytes / 1e9:.1f}, activations "
                f"{m.activations_bytes / 1e9:.1f})")
     _note(out, f"step time {s['step_time_s']:.4g} s, {s['tokens_per_s']:,.0f} tokens/s, MFU {s['mfu']:.1%}")
-    split = Table(title=f"where the step goes (pipeline stage {answer.result.critical_stage})", title_justify="left")
+    r = answer.result
+    where = f"slowest pipeline stage {r.slowest_stage} of {answer.par.pp}" if answer.par.pp > 1 else "every GPU"
+    split = Table(title=f"where the step goes ({where})", title_justify="left")
     for col in ("part", "seconds", "share"):
         split.add_column(col, justify="left" if col == "part" else "right")
     for key, value in answer.result.split_s.items():
         if value > 0 or key == "compute":
             split.add_row(LABELS[key], f"{value:.4g}", f"{value / s['step_time_s']:.1%}")
     out.table(split)
-    comm = Table(title="communicators (one GPU, one step)", title_justify="left")
+    comm = Table(title="communicators (one GPU of that stage, one step)", title_justify="left")
     for col in ("comm", "collective", "group", "MB/call", "calls", "ms/call", "algorithm"):
         comm.add_column(col, justify="left" if col in ("comm", "collective", "group", "algorithm") else "right")
     for e in answer.result.comm:
@@ -60,7 +63,25 @@ def print_answer(out: Output, answer) -> None:
                      e["algorithm"])
     out.table(comm)
     _note(out, "group: servers x GPUs per server of each group; dpcp / edp: the gradient groups of the "
-               "dense and the expert parameters")
+               "dense and the expert parameters; shard / replica: HSDP's groups")
+
+
+def print_stages(out: Output, answer) -> list[dict]:
+    """Every stage's split of the step (`--per-stage`); returns the record rows."""
+    table = Table(title="every pipeline stage (seconds of the step)", title_justify="left")
+    keys = ("compute", "tp", "cp", "ep", "pp", "dp", "bubble")
+    for col in ("stage", "layers", "MoE", *keys):
+        table.add_column(col, justify="right")
+    rows = []
+    for s, split in enumerate(answer.result.split_by_stage):
+        layers = [i for v in range(answer.par.vp) for i in answer.result.program.chunk(s, v).layers if i >= 0]
+        moe = sum(answer.spec.is_moe_layer(i) for i in layers)
+        rows.append({"stage": s, "num_layers": len(layers), "num_moe_layers": moe, **split})
+        table.add_row(str(s), str(len(layers)), str(moe), *(f"{split[k]:.4g}" for k in keys))
+    out.table(table)
+    _note(out, "each row adds up to the step time with the optimizer step; bubble: idle time the schedule "
+               "leaves, waiting for other stages included")
+    return rows
 
 
 def _sweep(out: Output, job: LlmJob, cluster, bandwidths: list[float], kwargs: dict) -> list[dict]:
@@ -91,36 +112,57 @@ def register(app: typer.Typer) -> None:
                 mbs: MbsOption = "1", gbs: GbsOption = None, seq: SeqOption = None,
                 sequence_parallel: SpOption = True, zero: ZeroOption = "1", recompute: RecomputeOption = "none",
                 precision: PrecisionOption = "bf16", order: OrderOption = "tp-cp-dp-pp",
-                tp_overlap: TpOverlapOption = False,
+                tp_overlap: TpOverlapOption = False, fsdp_unit: FsdpUnitOption = "1",
+                shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False,
+                per_stage: bool = typer.Option(False, "--per-stage", help="Also every pipeline stage's split."),
                 efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Share of peak the math "
                                                          "reaches, e.g. 0.45 (default: the cluster file's)."),
                 bandwidth: Optional[str] = typer.Option(None, metavar="RATES", help="Also at these NIC rates, "
                                                         "e.g. 200Gbps,400Gbps,800Gbps."),
-                trace: Optional[Path] = typer.Option(None, help="Write the slowest stage's step as a "
-                                                     "Chrome/Perfetto trace (JSON)."),
-                chakra: Optional[Path] = typer.Option(None, metavar="PREFIX", help="Write each stage's graph "
-                                                      "as Chakra ET files PREFIX.<rank>.et."),
+                trace: Optional[Path] = typer.Option(None, help="Write the step as a Chrome/Perfetto trace "
+                                                     "(JSON): the slowest stage, or --trace-stage."),
+                trace_stage: str = typer.Option("slowest", metavar="N|all|slowest",
+                                                help="The stage(s) --trace draws."),
+                chakra: Optional[Path] = typer.Option(None, metavar="PREFIX", help="Write every rank's step "
+                                                      "as Chakra ET files PREFIX.<rank>.et (for ASTRA-sim)."),
                 fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
         """A transformer's training step on a cluster: step time, tokens/s, MFU, where the time goes."""
         from fabriclab.whatif.llm.run import simulate_llm
-        from fabriclab.whatif.llm.step import StepOptions
 
         out = Output(fmt, json_path, store)
         check_output_path(trace, "--trace")
+        check_output_path(None if chakra is None else Path(f"{chakra}.0.et"), "--chakra")
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
                                   recompute, precision, order)
         the_cluster = load_cluster_option(cluster or "dgx-h100")
-        kwargs = {"options": StepOptions(tp_overlap=tp_overlap), "efficiency": _share(efficiency)}
+        options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap)
+        kwargs = {"options": options, "efficiency": _share(efficiency)}
+        stages = _trace_stages(trace_stage, job.par.pp)
         answer = simulate_llm(job.spec, job.par, the_cluster, **kwargs)
         print_answer(out, answer)
+        per = print_stages(out, answer) if per_stage else [
+            {"stage": s, **split} for s, split in enumerate(answer.result.split_by_stage)]
         sweep = _sweep(out, job, the_cluster, _rates(bandwidth), kwargs) if bandwidth else []
         links = print_links(out, answer)
-        events = _write_files(out, answer, trace, chakra)
-        out.record("whatif.llm", {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap},
+        events = _write_files(out, answer, trace, chakra, stages)
+        out.record("whatif.llm", {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap,
+                                  "fsdp_unit": options.fsdp_unit, "shard_group": options.shard_group,
+                                  "ep_overlap": ep_overlap},
                    {**answer.summary(), "split_s": answer.result.split_s, "communicators": answer.result.comm,
+                    "slowest_stage": answer.result.slowest_stage, "stages": per,
                     "memory": answer.memory.rows(), "bandwidth_sweep": sweep, "busiest_links": links,
                     "trace": events},
                    top={"step_time_s": answer.step_time_s, "tokens_per_s": answer.tokens_per_s, "mfu": answer.mfu})
+
+
+def _trace_stages(text: str, pp: int):
+    """`--trace-stage`: None (the slowest), "all", or a stage number below --pp."""
+    word = text.strip().lower()
+    if word in ("slowest", "all"):
+        return None if word == "slowest" else "all"
+    if not word.isdigit() or int(word) >= pp:
+        raise ValueError(f"--trace-stage {text!r}: give slowest, all or a stage number 0..{pp - 1}")
+    return int(word)
 
 
 def _share(text: str | None) -> float | None:
@@ -164,18 +206,18 @@ def print_links(out: Output, answer) -> list[dict]:
     return [asdict(x) for x in loads]
 
 
-def _write_files(out: Output, answer, trace: Path | None, chakra: Path | None) -> list | None:
+def _write_files(out: Output, answer, trace: Path | None, chakra: Path | None, stages) -> list | None:
     """Write the trace and the Chakra files asked for; the trace's events (for the record) or None."""
     events = None
     if trace is not None:
         from fabriclab.whatif.llm.trace import write_trace
 
-        events = write_trace(answer, trace)["traceEvents"]
+        events = write_trace(answer, trace, stages=stages)["traceEvents"]
         _note(out, f"trace: {trace} (open in ui.perfetto.dev or chrome://tracing)")
     if chakra is not None:
-        from fabriclab.whatif.llm.export import stage_graphs
+        from fabriclab.whatif.llm.export import rank_graphs
         from fabriclab.workload.chakra import write_et
 
-        paths = write_et(stage_graphs(answer), chakra)
+        paths = write_et(rank_graphs(answer), chakra)
         _note(out, f"Chakra ET: {len(paths)} files {paths[0].parent}/{paths[0].name.rsplit('.', 2)[0]}.<rank>.et")
     return events

@@ -38,6 +38,9 @@ class Op:
     """Compute: its time. Comm: the time predicted for it (0 when not yet costed)."""
     flops: float = 0.0
     """Compute: floating-point operations (2 x multiply-adds)."""
+    memory_bytes: float = 0.0
+    """Compute: bytes the operation reads and writes in device memory (weights, activations), for a roofline
+    (Chakra's `tensor_size`)."""
     communicator: str = ""
     """Comm: the communicator (`tp`, `cp`, `ep`, `dp`, `pp`, ...)."""
     collective: str = ""
@@ -61,7 +64,7 @@ class Op:
                              f"{', '.join(COLLECTIVES)}")
         if self.stream not in STREAMS:
             raise ValueError(f"op {self.name!r}: stream {self.stream!r} is not one of {', '.join(STREAMS)}")
-        if self.duration_s < 0 or self.flops < 0 or self.size_bytes < 0:
+        if self.duration_s < 0 or self.flops < 0 or self.size_bytes < 0 or self.memory_bytes < 0:
             raise ValueError(f"op {self.name!r}: duration, FLOPs and bytes must be >= 0")
 
 

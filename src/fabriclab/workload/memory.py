@@ -163,10 +163,13 @@ def _stage_params(spec: TransformerSpec, par: ParallelConfig, stage: int, layers
     return dense, expert, max(sum(u) for u in units)
 
 
-def _stage_memory(spec: TransformerSpec, par: ParallelConfig, stage: int, layers: list[int]) -> MemoryBreakdown:
+def _stage_memory(spec: TransformerSpec, par: ParallelConfig, stage: int, layers: list[int],
+                  shard_group: int = 0) -> MemoryBreakdown:
     dense, expert, largest = _stage_params(spec, par, stage, layers)
     replicas = par.dp * par.cp           # copies of a non-expert parameter
     expert_replicas = replicas // par.ep  # copies of an expert parameter
+    if 0 < shard_group < replicas:  # HSDP: a parameter is sharded over its shard group only
+        replicas = shard_group
 
     def held(nbytes: float, sharded: bool) -> float:
         return nbytes * (dense / replicas + expert / expert_replicas if sharded else dense + expert)
@@ -188,16 +191,17 @@ def _stage_memory(spec: TransformerSpec, par: ParallelConfig, stage: int, layers
                            in_flight_microbatches=in_flight, zero=par.zero, recompute=par.recompute)
 
 
-def memory_per_stage(spec: TransformerSpec, par: ParallelConfig) -> list[MemoryBreakdown]:
-    """The memory of one GPU of each pipeline stage, first to last."""
-    return [_stage_memory(spec, par, r, layers)
+def memory_per_stage(spec: TransformerSpec, par: ParallelConfig, *, shard_group: int = 0) -> list[MemoryBreakdown]:
+    """The memory of one GPU of each pipeline stage, first to last; `shard_group`: HSDP's ranks sharing a
+    parameter (0: all of dp x cp)."""
+    return [_stage_memory(spec, par, r, layers, shard_group)
             for r, layers in enumerate(stage_layers(spec.num_layers, par.pp, par.vp))]
 
 
-def memory_per_gpu(spec: TransformerSpec, par: ParallelConfig) -> MemoryBreakdown:
+def memory_per_gpu(spec: TransformerSpec, par: ParallelConfig, *, shard_group: int = 0) -> MemoryBreakdown:
     """The memory of a GPU of the most loaded pipeline stage (for dense models stage 0: the embedding and
     the most micro-batches in flight; for MoE models with dense first layers it can be a later one)."""
-    return max(memory_per_stage(spec, par), key=lambda m: (m.total_bytes, -m.stage))
+    return max(memory_per_stage(spec, par, shard_group=shard_group), key=lambda m: (m.total_bytes, -m.stage))
 
 
 def check_fits(breakdown: MemoryBreakdown, gpu_memory_bytes: float) -> None:

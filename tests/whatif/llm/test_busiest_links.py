@@ -57,24 +57,59 @@ def test_traffic_of_each_collective_sends_what_a_gpu_sends():
         traffic(groups, "gossip", 8.0, 1, gpus_per_server=8)
 
 
-def test_bytes_leaving_the_servers_are_the_cross_server_traffic():
+def _crossing(answer, gpus_per_server=8) -> dict[str, float]:
+    """Bytes per communicator that leave a server, from every stage's collectives on that stage's groups
+    and the pipeline's messages (one per micro-batch and direction on each pipeline)."""
+    par = answer.par
+    stage_of = par.coordinates()["pp"]
+    crossing: dict[str, float] = {}
+    for s, entries in enumerate(answer.result.comm_by_stage):
+        for entry in entries:
+            name = entry["communicator"]
+            if name == "pp":
+                continue
+            groups = communicator_groups(par, name)
+            groups = groups[stage_of[groups[:, 0]] == s]
+            src, dst, size = traffic(groups, entry["collective"], entry["size_bytes"], entry["calls_per_step"],
+                                     gpus_per_server=gpus_per_server, num_channels=H100.library.num_channels)
+            crossing[name] = crossing.get(name, 0.0) + size[src // gpus_per_server != dst // gpus_per_server].sum()
+    pipes = communicator_groups(par, "pp")
+    hops = (pipes[:, :-1] // gpus_per_server != pipes[:, 1:] // gpus_per_server).sum()
+    act = par.mbs * par.seq * answer.spec.hidden_size * 2 / par.tp
+    crossing["pp"] = 2 * hops * par.num_microbatches * act  # activations forward, gradients backward
+    return crossing
+
+
+def _up_links(topology):
+    kinds = _link_kinds(topology)
+    names = np.array([topology.link_name(i) for i in range(topology.num_links)])
+    return np.array([n.split("->")[1].startswith("leaf") for n in names]) & (kinds == KINDS.index("NIC-leaf"))
+
+
+def test_bytes_leaving_the_servers_are_the_cross_server_traffic_of_every_stage():
     """Conservation: whatever the routes, every byte a pair sends between servers leaves through exactly one
-    NIC -> leaf link."""
+    NIC -> leaf link, and every stage sends its own."""
     par = ParallelConfig(num_gpus=32, tp=2, pp=2, gbs=32, seq=1024)
     answer = simulate_llm(load_model("llama3-8b"), par, H100, efficiency=0.5)
     topology, loads = link_loads(answer)
-    kinds = _link_kinds(topology)
-    names = np.array([topology.link_name(i) for i in range(topology.num_links)])
-    up = np.array([n.split("->")[1].startswith("leaf") for n in names]) & (kinds == KINDS.index("NIC-leaf"))
-    crossing: dict[str, float] = {}
-    for entry in answer.result.comm:
-        name = entry["communicator"]
-        src, dst, size = traffic(communicator_groups(par, name), entry["collective"], entry["size_bytes"],
-                                 entry["calls_per_step"], gpus_per_server=8, num_channels=H100.library.num_channels)
-        crossing[name] = crossing.get(name, 0.0) + size[src // 8 != dst // 8].sum()
-    assert crossing["pp"] > 0 and crossing["tp"] == 0
+    up = _up_links(topology)
+    crossing = _crossing(answer)
+    assert crossing["pp"] > 0 and crossing.get("tp", 0.0) == 0
     for name, value in crossing.items():
         assert loads.get(name, np.zeros(topology.num_links))[up].sum() == pytest.approx(value)
+
+
+def test_moe_stages_carry_their_own_all_to_alls():
+    """DeepSeek-style: the first stage holds dense layers, the others only MoE layers; the network carries
+    each stage's all-to-alls, not the first stage's counts on every stage."""
+    spec = load_model("deepseek-v3")
+    par = ParallelConfig(num_gpus=256, tp=1, pp=4, ep=32, gbs=256, seq=1024)
+    answer = simulate_llm(spec, par, H100, efficiency=0.5, check_memory=False)
+    calls = [sum(e["calls_per_step"] for e in entries if e["communicator"] == "ep")
+             for entries in answer.result.comm_by_stage]
+    assert calls[0] < calls[1]  # stage 0: 3 dense layers of its 16 have no experts
+    topology, loads = link_loads(answer)
+    assert loads["ep"][_up_links(topology)].sum() == pytest.approx(_crossing(answer)["ep"])
 
 
 def test_tensor_parallel_traffic_stays_on_nvlink_and_dp_traffic_crosses_the_network():

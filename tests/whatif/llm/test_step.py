@@ -102,20 +102,33 @@ def test_fp8_is_faster_but_not_twice_because_attention_stays_in_bf16():
     assert bf16.result.split_s["compute"] / 2 < fp8.result.split_s["compute"] < bf16.result.split_s["compute"]
 
 
-def test_exports_one_graph_per_stage_and_a_trace(tmp_path):
-    from fabriclab.whatif.llm.export import stage_graphs
+def test_exports_a_graph_per_rank_and_a_trace(tmp_path):
+    from fabriclab.whatif.llm.export import rank_graphs, stage_graphs
     from fabriclab.whatif.llm.trace import write_trace
 
     a = simulate_llm(LLAMA8, par(num_gpus=32, tp=2, pp=4, gbs=64), H100, efficiency=0.5)
-    graphs = stage_graphs(a)
-    assert len(graphs) == 4 and [g.rank for g in graphs] == a.par.groups("pp")[0]
-    s = a.result.critical_stage
-    busy = sum(c.total_s for (st, _, _), c in a.result.passes.items() if st == s) * a.par.num_microbatches
-    compute_ops = [op for op in graphs[s].ops if op.stream == "compute"]
-    assert sum(op.duration_s for op in compute_ops if op.collective not in ("send", "recv")) == pytest.approx(busy)
+    graphs = rank_graphs(a)
+    assert [g.rank for g in graphs] == list(range(32))
+    assert [g.rank for g in stage_graphs(a)] == a.par.groups("pp")[0]
+    stage_of = a.par.coordinates()["pp"]
+    for g in graphs:
+        s = int(stage_of[g.rank])
+        compute = sum(c.compute_s for (st, _, _), c in a.result.passes.items() if st == s) * a.par.num_microbatches
+        assert sum(op.duration_s for op in g.ops if op.kind == "compute") == pytest.approx(compute + a.result.optimizer_s)
+        assert g.communicators["tp"] == next(grp for grp in a.par.groups("tp") if g.rank in grp)
+        for op in g.ops:  # pipeline messages go to the neighbouring stages of the rank's own pipeline
+            if op.communicator == "pp":
+                assert op.peer in g.communicators["pp"] and abs(int(stage_of[op.peer]) - s) == 1
+    # every send has its receive: same count per ordered pair of ranks
+    sends = sorted((g.rank, op.peer) for g in graphs for op in g.ops if op.collective == "send")
+    recvs = sorted((op.peer, g.rank) for g in graphs for op in g.ops if op.collective == "recv")
+    assert sends == recvs and sends
+    s = a.result.slowest_stage
     trace = write_trace(a, tmp_path / "t.json")
     assert json.loads((tmp_path / "t.json").read_text()) == trace
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert {"compute", "tp", "dp"} <= names
-    spans = [e for e in trace["traceEvents"] if e.get("tid") == 0 and e["ph"] == "X"]
-    assert len(spans) == 2 * a.par.num_microbatches
+    spans = [e for e in trace["traceEvents"] if e.get("tid") == 0 and e["ph"] == "X" and e["cat"] != "layer"]
+    assert len(spans) == 2 * a.par.num_microbatches and trace["otherData"]["stages"] == [s]
+    every = write_trace(a, tmp_path / "all.json", stages="all")
+    assert {e["pid"] for e in every["traceEvents"]} == set(range(4))

@@ -84,7 +84,9 @@ class CommModel:
     """Times of the collectives of a job's communicators on a cluster, cached per (communicator,
     collective, size)."""
 
-    def __init__(self, cluster: ClusterModel, par: ParallelConfig) -> None:
+    def __init__(self, cluster: ClusterModel, par: ParallelConfig, *, shard_group: int = 0) -> None:
+        from fabriclab.whatif.llm.links import communicator_groups
+
         self.cluster = cluster
         self.par = par
         g = cluster.server.gpus_per_server
@@ -94,6 +96,8 @@ class CommModel:
         else:
             self.shapes["dpcp"] = self.shapes["dp"]
         self.shapes["edp"] = _expert_dp_shape(par, g)
+        for name in ("shard", "replica"):  # HSDP's groups (all of dp x cp, or one rank, without it)
+            self.shapes[name] = _shape(communicator_groups(par, name, shard_group)[0], g)
         self._clusters = {name: group_cluster(cluster, s) for name, s in self.shapes.items()}
         self._cache: dict[tuple, float] = {}
 

@@ -7,7 +7,7 @@ computes scores of its seq/cp queries against all keys), expert parallelism spre
 (each GPU runs top-k x its tokens through experts on average, the router balances them), pipeline
 parallelism gives each stage its layers (the embedding to the first, the output layer and loss to the
 last). Backward is twice the forward; recomputation adds the forward of what it recomputes (full: the whole
-layer; selective: the attention core).
+layer, not the output layer; selective: the attention core).
 
 Time is a roofline of the GPU: FLOPs / (peak of the precision x achieved efficiency). In fp8 the matrix
 multiplications of the linear layers run at the fp8 peak, the attention core (scores, softmax x values)
@@ -38,6 +38,8 @@ class ChunkFlops:
     """Attention core (scores and values): forward."""
     num_layers: int
     num_moe_layers: int
+    logits: float = 0.0
+    """Of `linear`: the output layer's (not recomputed: full recomputation re-runs transformer layers)."""
 
     @property
     def forward(self) -> float:
@@ -79,9 +81,11 @@ def chunk_flops(spec: TransformerSpec, par: ParallelConfig) -> list[ChunkFlops]:
     for i, n in enumerate(chunks):
         moe = sum(_is_moe_layer(spec, first + k) for k in range(n))
         linear = n * attn_linear + (n - moe) * dense_mlp + moe * moe_mlp
-        if i == len(chunks) - 1:
+        last = i == len(chunks) - 1
+        if last:
             linear += logits
-        out.append(ChunkFlops(linear=linear, attention=n * attn_core, num_layers=n, num_moe_layers=moe))
+        out.append(ChunkFlops(linear=linear, attention=n * attn_core, num_layers=n, num_moe_layers=moe,
+                              logits=logits if last else 0.0))
         first += n
     return out
 
@@ -104,7 +108,7 @@ class Roofline:
 
     def backward_s(self, c: ChunkFlops, recompute: str) -> float:
         again = {"none": 0.0, "selective": c.attention / self.attention_flops_per_s,
-                 "full": self.forward_s(c)}[recompute]
+                 "full": self.forward_s(c) - c.logits / self.linear_flops_per_s}[recompute]
         return 2 * self.forward_s(c) + again
 
 

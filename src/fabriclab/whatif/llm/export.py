@@ -1,97 +1,209 @@
-"""A simulated LLM step as workload graphs (`workload/graph.py`): one rank per pipeline stage.
+"""A simulated LLM step as workload graphs (`workload/graph.py`), one per rank: the step program
+(`whatif/llm/program.py`) in the order the schedule runs it, every operation with its real peers and
+groups, for the Chakra export (`workload/chakra.py`) that ASTRA-sim runs.
 
-Each rank's graph is its passes in the schedule's order: for a forward the receive of the activation from
-the stage before (a `pp` recv), the pass's compute, one op per communicator the pass talks on (TP, CP, EP,
-ZeRO-3 DP) carrying the bytes of all of the pass's calls on it and their exposed time, then the send to the
-stage after; a backward the same the other way round. The DP gathers (before a chunk's first forward) and
-gradient reductions (after its last backward) go on the `comm` stream. Durations are the simulator's, so a
-graph's critical path is its stage's busy time; `workload/chakra.py` writes the graphs as Chakra execution
-traces that ASTRA-sim runs.
+Each rank of a stage runs its passes in the schedule's order (`PipelineRun.ops`). A pass is:
+* a `recv` of the activation (forward) or its gradient (backward) when the pass before it ran on another
+  stage (with virtual stages also the wrap-around between the last stage and the first);
+* per layer: its compute ops and its exposed collectives on the `compute` stream, in order; the
+  collectives an overlap hides (the CP ring behind the attention core, TP behind the linear layers with
+  TP overlap, EP with `ep_overlap`) on the `comm` stream beside the compute they hide behind; a CP ring
+  step is a send to the next rank of the CP group and a receive from the one before;
+* ZeRO-3: the next unit's parameter gather on the `comm` stream as a layer starts, the layer waiting for
+  its own; the unit's reduce-scatter after its backward;
+* a `send` of the result to the stage that runs the next pass (on the `comm` stream: it does not hold the
+  sender back).
+ZeRO 0-2's bucket gathers come before a chunk's first forward, its bucket reductions after the last
+micro-batch's backward has passed the bucket's layers; HSDP's replica all-reduce after the last backward;
+the optimizer step last. Durations are fabriclab's own (compute: the roofline; collectives: the library
+model), so a rank's critical path is its stage's busy time, and a peer that costs the collectives itself
+(ASTRA-sim) can be compared op for op.
 
 Try it: `fabriclab whatif llm --model llama3-8b --gpus 16 --pp 2 --gbs 32 --chakra llama/step`.
 """
 
 from __future__ import annotations
 
-from fabriclab.whatif.llm.compute import layers_of_chunks
+from dataclasses import replace
+
+from fabriclab.whatif.llm.program import Call, Work
 from fabriclab.whatif.llm.schedule import F
 from fabriclab.workload.graph import Op, RankGraph
 
-ACT_BYTES = 2
+MAX_EXPORT_RANKS = 16_384  # a file per rank: 16,384 files of a 405B step is ~5 GB; more is not useful here
 
 
-def _pass_bytes(answer, stage: int, chunk: int) -> dict[str, tuple[str, float]]:
-    """Communicator -> (collective, bytes of all of one pass's calls)."""
-    spec, par = answer.spec, answer.par
-    layers = layers_of_chunks(spec.num_layers, par.pp * par.vp)[chunk * par.pp + stage]
-    tokens = par.mbs * par.seq / par.cp
-    act = tokens * spec.hidden_size * ACT_BYTES
-    out = {"tp": ("allgather" if par.sequence_parallel else "allreduce", 4 * layers * act),
-           "cp": ("allgather", (par.cp - 1) * layers * 2 * tokens * spec.num_kv_heads * spec.head_dim
-                  * ACT_BYTES / par.tp),
-           "ep": ("alltoall", 2 * layers * tokens * max(1, spec.experts_per_token) * spec.hidden_size
-                  * ACT_BYTES / par.tp),
-           "dp": ("allgather", 0.0)}
+class _Stage:
+    """The ops of one stage's ranks, with peers named relatively (`("pp", stage)`, `("cp", +1)`)."""
+
+    def __init__(self, answer, stage: int) -> None:
+        self.answer, self.stage = answer, stage
+        self.model = answer.result.model
+        self.par = answer.par
+        self.ops: list[Op] = []
+        self.peers: dict[int, tuple[str, int]] = {}
+        self.chain: int | None = None  # the last op of the compute stream
+        self.pending: list[int] = []  # hidden comm ops the next compute-stream op waits for
+        self.last_comm: int | None = None
+
+    def add(self, *, stream: str = "compute", deps=(), peer: tuple[str, int] | None = None, **kw) -> int:
+        i = len(self.ops)
+        deps = tuple(dict.fromkeys(d for d in deps if d is not None))
+        self.ops.append(Op(id=i, stream=stream, deps=deps, **kw))
+        if peer is not None:
+            self.peers[i] = peer
+        if stream == "compute":
+            self.chain, self.pending = i, []
+        else:
+            self.last_comm = i
+        return i
+
+    def comm(self, call: Call, tag: str, *, stream: str, deps=()) -> int:
+        """One collective (or a CP ring step as a send and a receive); returns the last op's id."""
+        shape = self.model.comm.shapes[call.communicator]
+        t = self.model.call_s(call)
+        if call.collective == "sendrecv":
+            first = self.add(name=f"{call.name}.send.{tag}", kind="comm", communicator=call.communicator,
+                             collective="send", size_bytes=int(call.size_bytes), group_size=shape.num_gpus,
+                             duration_s=t, stream=stream, deps=deps, peer=(call.communicator, +1))
+            return self.add(name=f"{call.name}.recv.{tag}", kind="comm", communicator=call.communicator,
+                            collective="recv", size_bytes=int(call.size_bytes), group_size=shape.num_gpus,
+                            stream=stream, deps=(*deps, first) if stream == "compute" else deps,
+                            peer=(call.communicator, -1))
+        return self.add(name=f"{call.name}.{tag}", kind="comm", communicator=call.communicator,
+                        collective=call.collective, size_bytes=int(call.size_bytes), group_size=shape.num_gpus,
+                        duration_s=t, stream=stream, deps=deps)
+
+    def hidden(self, op: Call) -> bool:
+        return op.overlap in ("attention", "compute") or (op.overlap == "linear" and self.model.options.tp_overlap)
+
+
+def _pass(st: _Stage, kind: int, chunk: int, mb: int, waits: tuple) -> dict[int, int]:
+    """One pass's ops; returns layer -> the compute-stream op that ends it."""
+    program = st.model.program.chunk(st.stage, chunk)
+    passes = program.passes(kind)
+    tag = f"{'FB'[kind]}.chunk{chunk}.mb{mb}"
+    ends: dict[int, int] = {}
+    gathered = {0: tuple(st.comm(c, f"layer{passes[0].layer}.{tag}", stream="comm", deps=(st.chain,))
+                         for c in passes[0].gather)} if passes and passes[0].gather else {}
+    extra = waits
+    for i, lp in enumerate(passes):
+        extra += gathered.get(i, ())
+        nxt = passes[i + 1] if i + 1 < len(passes) else None
+        if nxt is not None and nxt.gather:  # prefetch the next unit as this layer starts
+            gathered[i + 1] = tuple(st.comm(c, f"layer{nxt.layer}.{tag}", stream="comm", deps=(st.chain,))
+                                    for c in nxt.gather)
+        before_work = st.chain
+        for op in lp.ops:
+            if isinstance(op, Work):
+                before_work = st.chain
+                st.add(name=f"{op.name}.layer{lp.layer}.{tag}", kind="compute", duration_s=sum(st.model.work_s(op)),
+                       flops=op.flops, memory_bytes=op.memory_bytes, deps=(st.chain, *st.pending, *extra))
+                extra = ()
+            elif st.hidden(op):
+                st.pending.append(st.comm(op, f"layer{lp.layer}.{tag}", stream="comm", deps=(before_work,)))
+            else:
+                st.comm(op, f"layer{lp.layer}.{tag}", stream="compute", deps=(st.chain, *st.pending, *extra))
+                extra = ()
+        if st.pending:  # the layer ends when what hid behind its compute has ended
+            st.add(name=f"wait.layer{lp.layer}.{tag}", kind="compute", deps=(st.chain, *st.pending))
+        ends[lp.layer] = st.chain
+        for c in lp.reduce:
+            st.comm(c, f"layer{lp.layer}.{tag}", stream="comm", deps=(st.chain,))
+    return ends
+
+
+def _neighbour(par, stage: int, chunk: int, kind: int, sending: bool) -> int | None:
+    """The stage a pass receives its input from (or sends its output to), None at the pipeline's ends."""
+    step = (1 if sending else -1) * (1 if kind == F else -1)
+    other = stage + step
+    if 0 <= other < par.pp:
+        return other
+    first_chunk, last_chunk = (chunk == 0, chunk == par.vp - 1)
+    if kind == F and ((not sending and stage == 0 and not first_chunk) or (sending and stage == par.pp - 1 and not last_chunk)):
+        return other % par.pp
+    if kind != F and ((not sending and stage == par.pp - 1 and not last_chunk) or (sending and stage == 0 and not first_chunk)):
+        return other % par.pp
+    return None
+
+
+def stage_program_ops(answer, stage: int) -> _Stage:
+    """The ops of `stage`'s ranks (peers relative), built once per stage."""
+    st, par = _Stage(answer, stage), answer.par
+    program = st.model.program
+    send = (program.sends.get(stage) or [None])[0]
+    size = int(send.call.size_bytes) if send else 0
+    p2p = st.model.call_s(send.call) if send else 0.0
+    gathers: dict[int, tuple] = {}
+    for v in range(par.vp):
+        gathers[v] = tuple(st.comm(c, f"chunk{v}.bucket{k}", stream="comm", deps=())
+                           for k, b in enumerate(program.chunk(stage, v).buckets) for c in b.gather)
+    last = par.num_microbatches - 1
+    for kind, chunk, mb in answer.result.pipeline.ops[stage]:
+        tag = f"{'FB'[kind]}.chunk{chunk}.mb{mb}"
+        waits: tuple = gathers[chunk] if kind == F and mb == 0 else ()
+        src = _neighbour(par, stage, chunk, kind, sending=False)
+        if src is not None:
+            st.add(name=f"pp.recv.{tag}", kind="comm", communicator="pp", collective="recv", size_bytes=size,
+                   group_size=par.pp, deps=(st.chain,), peer=("pp", src))
+        ends = _pass(st, kind, chunk, mb, waits)
+        dst = _neighbour(par, stage, chunk, kind, sending=True)
+        if dst is not None:
+            st.add(name=f"pp.send.{tag}", kind="comm", communicator="pp", collective="send", size_bytes=size,
+                   group_size=par.pp, duration_s=p2p, stream="comm", deps=(st.chain,), peer=("pp", dst))
+        if kind != F and mb == last:
+            for k, bucket in enumerate(program.chunk(stage, chunk).buckets):
+                for c in bucket.reduce:
+                    st.comm(c, f"chunk{chunk}.bucket{k}", stream="comm", deps=(ends[bucket.layers[-1]],))
+    for c in program.step_calls.get(stage, ()):
+        st.comm(c, "step", stream="comm", deps=(st.chain,))
+    st.add(name="optimizer.step", kind="compute", duration_s=answer.result.optimizer_s,
+           memory_bytes=program.optimizer_params[stage] * 30, deps=(st.chain, st.last_comm))
+    return st
+
+
+def _group_rows(par, shard_group: int) -> dict[str, tuple]:
+    """Communicator -> (every group, the row of each rank)."""
+    import numpy as np
+
+    from fabriclab.whatif.llm.links import communicator_groups
+
+    out = {}
+    for name in ("tp", "cp", "ep", "pp", "dpcp", "edp", "shard", "replica"):
+        groups = communicator_groups(par, name, shard_group)
+        row = np.empty(par.num_gpus, dtype=np.int64)
+        row[groups.ravel()] = np.repeat(np.arange(groups.shape[0]), groups.shape[1])
+        out[name] = (groups, row)
+    return out
+
+
+def rank_graphs(answer, ranks=None) -> list[RankGraph]:
+    """One graph per rank (default: every rank of the job), in rank order (module doc)."""
+    par = answer.par
+    if par.num_gpus > MAX_EXPORT_RANKS and ranks is None:
+        raise ValueError(f"{par.num_gpus:,} GPUs: the export writes one file per rank, at most "
+                         f"{MAX_EXPORT_RANKS:,}; export a smaller job (--gpus)")
+    ranks = range(par.num_gpus) if ranks is None else ranks
+    shard = answer.result.model.options.shard_group
+    stage_of = par.coordinates()["pp"]
+    stages: dict[int, _Stage] = {}
+    rows = _group_rows(par, shard)
+    out = []
+    for rank in ranks:
+        s = int(stage_of[rank])
+        if s not in stages:
+            stages[s] = stage_program_ops(answer, s)
+        st = stages[s]
+        groups = {name: [int(r) for r in g[row[rank]]] for name, (g, row) in rows.items()}
+        ops = list(st.ops)
+        for i, (name, where) in st.peers.items():
+            group = groups[name]
+            peer = group[where] if name == "pp" else group[(group.index(rank) + where) % len(group)]
+            ops[i] = replace(ops[i], peer=int(peer))
+        out.append(RankGraph(rank=int(rank), num_ranks=par.num_gpus, ops=tuple(ops), communicators=groups))
     return out
 
 
 def stage_graphs(answer) -> list[RankGraph]:
-    """One graph per pipeline stage, for the ranks of the first pipeline."""
-    par, result = answer.par, answer.result
-    ranks = par.groups("pp")[0]
-    act = par.mbs * par.seq / par.cp * answer.spec.hidden_size * ACT_BYTES / (par.tp if par.sequence_parallel else 1)
-    graphs = []
-    for s, rank in enumerate(ranks):
-        ops: list[Op] = []
-
-        def add(**kw) -> int:
-            ops.append(Op(id=len(ops), **kw))
-            return len(ops) - 1
-
-        gathers = {}
-        for name, t0, t1 in result.dp_intervals[s]:
-            if ".allgather." in name:
-                gathers[int(name.rsplit("chunk", 1)[1])] = add(name=name, kind="comm", communicator="dp",
-                                                               collective="allgather", duration_s=t1 - t0,
-                                                               group_size=par.dp * par.cp, stream="comm")
-        last_backward: dict[int, int] = {}
-        for kind, chunk, mb in result.pipeline.ops[s]:
-            cost = result.passes[(s, chunk, kind)]
-            tag = f"{'FB'[kind]}.chunk{chunk}.mb{mb}"
-            neighbour = s - 1 if kind == F else s + 1
-            deps: tuple[int, ...] = ()
-            if 0 <= neighbour < par.pp:
-                deps = (add(name=f"pp.recv.{tag}", kind="comm", communicator="pp", collective="recv",
-                            size_bytes=int(act), group_size=par.pp, peer=int(ranks[neighbour])),)
-            if kind == F and mb == 0 and chunk in gathers:
-                deps += (gathers[chunk],)
-            last = add(name=f"compute.{tag}", kind="compute", duration_s=cost.compute_s, deps=deps,
-                       flops=_flops(answer, s, chunk, kind))
-            for comm, (collective, size) in _pass_bytes(answer, s, chunk).items():
-                t = cost.exposed_s.get(comm, 0.0)
-                if t > 0:
-                    last = add(name=f"{comm}.{collective}.{tag}", kind="comm", communicator=comm,
-                               collective=collective, size_bytes=int(size), duration_s=t, deps=(last,),
-                               group_size=par.group_size(comm) if comm != "dp" else par.dp * par.cp)
-            target = s + 1 if kind == F else s - 1
-            if 0 <= target < par.pp:
-                add(name=f"pp.send.{tag}", kind="comm", communicator="pp", collective="send", size_bytes=int(act),
-                    group_size=par.pp, peer=int(ranks[target]), deps=(last,))
-            if kind != F:
-                last_backward[chunk] = last
-        for name, t0, t1 in result.dp_intervals[s]:
-            if ".allgather." not in name:
-                chunk = int(name.rsplit("chunk", 1)[1])
-                add(name=name, kind="comm", communicator="dp", collective=name.split(".")[1],
-                    duration_s=t1 - t0, group_size=par.dp * par.cp, stream="comm",
-                    deps=(last_backward[chunk],) if chunk in last_backward else ())
-        communicators = {c: next(g for g in par.groups(c) if rank in g) for c in ("tp", "cp", "ep", "dp", "pp")}
-        graphs.append(RankGraph(rank=int(rank), num_ranks=par.num_gpus, ops=tuple(ops), communicators=communicators))
-    return graphs
-
-
-def _flops(answer, stage: int, chunk: int, kind: int) -> float:
-    from fabriclab.whatif.llm.compute import chunk_flops
-
-    c = chunk_flops(answer.spec, answer.par)[chunk * answer.par.pp + stage]
-    return c.forward * (1 if kind == F else 2)
+    """One graph per pipeline stage: the ranks of the first pipeline."""
+    return rank_graphs(answer, ranks=answer.par.groups("pp")[0])

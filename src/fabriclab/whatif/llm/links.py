@@ -1,10 +1,10 @@
-"""The busiest links of a simulated LLM step: every communicator's traffic of one step, all groups at once,
+"""The busiest links of a simulated LLM step: every stage's traffic of one step, all groups at once,
 routed on the whole cluster.
 
 The step model (`whatif/llm/step.py`) costs each communicator's collectives on the shape of one group; it
-does not say which cables of the real network carry the step. This module does: for every entry of the
-step's communication log (communicator, collective, bytes per call, calls per step), the groups of that
-communicator (`ParallelConfig`'s placement, all of them) send their bytes along the routes of the cluster's
+does not say which cables of the real network carry the step. This module does: for every stage, every
+collective of its step program (`whatif/llm/program.py`: communicator, collective, bytes per call, calls
+per step), the groups of that communicator on that stage's ranks send their bytes along the routes of the cluster's
 topology (`fabric/rail.py`: NVLink through the NVSwitch, PCIe to the NIC, NIC to leaf, leaf to spine, with
 PXN and D-mod-K as there), and the bytes add up per directed link. A link's busy time is its bytes over its
 rate (the NIC's payload rate for network links); its share of the step says how close the step runs it to
@@ -15,8 +15,9 @@ What each GPU sends per call (nccl-tests' buffer convention, size S, group of n)
   split over the library's channels, each a ring of the group's servers in order that leaves every
   server from another GPU (and so, on a rail-optimised network, through another NIC), as NCCL's rings do;
 * all-to-all: S/n to every other rank of the group;
-* send/receive (pipeline): S to the next stage, half of the calls forward (activations) and half backward
-  (gradients); with virtual stages the last stage also sends to the first.
+* pipeline messages: S from each rank of the stage to the rank of the stage the program sends to
+  (activations forward, gradients backward, with virtual stages also between the last and the first);
+* CP ring steps: S to the next rank of the CP ring.
 A tree algorithm is costed as its ring here: the same bytes per GPU, on neighbour pairs; the busiest link
 of a tree differs little (every GPU sends and receives about S either way), its spread over spines does.
 
@@ -57,10 +58,12 @@ class LinkLoad:
     """Communicator -> its bytes on the link."""
 
 
-def communicator_groups(par: ParallelConfig, communicator: str) -> np.ndarray:
+def communicator_groups(par: ParallelConfig, communicator: str, shard_group: int = 0) -> np.ndarray:
     """(groups, size) global ranks of every group of `communicator`, each row in ring order: `tp`, `cp`,
-    `ep`, `dp`, `pp`, and the gradient groups `dpcp` (dense parameters: dp x cp) and `edp` (expert
-    parameters: the ranks of the dp x cp plane holding the same experts)."""
+    `ep`, `dp`, `pp`, the gradient groups `dpcp` (dense parameters: dp x cp) and `edp` (expert
+    parameters: the ranks of the dp x cp plane holding the same experts), and HSDP's `shard` (runs of
+    `shard_group` consecutive ranks of the dp x cp plane, innermost) and `replica` (the ranks of the plane
+    holding the same shard); without HSDP (`shard_group` 0) `shard` is `dpcp` and `replica` one rank."""
     if communicator in ("tp", "cp", "ep", "dp", "pp"):
         return np.asarray(par.groups(communicator), dtype=np.int64).reshape(-1, par.group_size(communicator))
     c = par.coordinates()
@@ -69,8 +72,14 @@ def communicator_groups(par: ParallelConfig, communicator: str) -> np.ndarray:
         keys, within, size = [c["tp"], c["pp"]], plane, par.dp * par.cp
     elif communicator == "edp":
         keys, within, size = [c["tp"], c["pp"], plane % par.ep], plane // par.ep, par.dp * par.cp // par.ep
+    elif communicator in ("shard", "replica"):
+        n = shard_group if 0 < shard_group < par.dp * par.cp else par.dp * par.cp
+        if communicator == "shard":
+            keys, within, size = [c["tp"], c["pp"], plane // n], plane % n, n
+        else:
+            keys, within, size = [c["tp"], c["pp"], plane % n], plane // n, par.dp * par.cp // n
     else:
-        raise ValueError(f"communicator {communicator!r}: one of tp, cp, ep, dp, pp, dpcp, edp")
+        raise ValueError(f"communicator {communicator!r}: one of tp, cp, ep, dp, pp, dpcp, edp, shard, replica")
     ranks = np.arange(par.num_gpus)
     return ranks[np.lexsort((ranks, within, *reversed(keys)))].reshape(-1, size)
 
@@ -128,24 +137,51 @@ def _link_kinds(topology) -> np.ndarray:
     return np.where((ends == 3).any(0), 3, np.where((ends == 2).any(0), 2, np.where((ends == 0).any(0), 0, 1)))
 
 
+def stage_traffic(answer, stage: int, gpus_per_server: int, num_channels: int):
+    """(communicator, sources, destinations, bytes) of one stage's program: its collectives on the groups
+    of its ranks, its pipeline messages to the ranks of the stages it sends to, its CP ring steps to the
+    next rank of each CP ring."""
+    from fabriclab.whatif.llm.account import stage_calls
+
+    par, program = answer.par, answer.result.program
+    shard = answer.result.model.options.shard_group
+    pp_groups = communicator_groups(par, "pp")
+    merged: dict[tuple, float] = {}
+    for call, count in stage_calls(program, stage):
+        key = (call.communicator, call.collective, call.size_bytes)
+        merged[key] = merged.get(key, 0.0) + count
+    for send in program.sends.get(stage, ()):
+        merged.pop(("pp", "sendrecv", send.call.size_bytes), None)
+        src, dst = pp_groups[:, stage], pp_groups[:, send.peer_stage]
+        yield "pp", src, dst, np.full(src.size, send.call.size_bytes * send.count)
+    stage_of = par.coordinates()["pp"]
+    for (name, collective, size), calls in merged.items():
+        groups = communicator_groups(par, name, shard)
+        groups = groups[stage_of[groups[:, 0]] == stage]
+        if collective == "sendrecv":  # a CP ring step: to the next rank of the ring
+            src, dst = groups.ravel(), np.roll(groups, -1, axis=1).ravel()
+            yield name, src, dst, np.full(src.size, size * calls)
+            continue
+        yield (name, *traffic(groups, collective, size, calls, gpus_per_server=gpus_per_server,
+                              num_channels=num_channels))
+
+
 def link_loads(answer):
-    """(the cluster's topology, communicator -> bytes per step on every directed link) of a simulated step."""
+    """(the cluster's topology, communicator -> bytes per step on every directed link) of a simulated step:
+    every stage's program routed on the whole cluster."""
     par: ParallelConfig = answer.par
     topology = cluster_topology(answer.cluster, par.num_gpus)
     g, channels = answer.cluster.server.gpus_per_server, answer.cluster.library.num_channels
     loads: dict[str, np.ndarray] = {}
-    for entry in answer.result.comm:
-        name = entry["communicator"]
-        src, dst, size = traffic(communicator_groups(par, name), entry["collective"], entry["size_bytes"],
-                                 entry["calls_per_step"], gpus_per_server=g, num_channels=channels,
-                                 wrap=name == "pp" and par.vp > 1)
-        if src.size == 0:
-            continue
-        load = loads.setdefault(name, np.zeros(topology.num_links))
-        for lo in range(0, src.size, ROUTE_BATCH):  # in batches: the routes of 16,384 GPUs' rings are large
-            part = slice(lo, lo + ROUTE_BATCH)
-            offsets, hops = topology.routes(src[part], dst[part])
-            load += np.bincount(hops, weights=np.repeat(size[part], np.diff(offsets)), minlength=topology.num_links)
+    for stage in range(par.pp):
+        for name, src, dst, size in stage_traffic(answer, stage, g, channels):
+            if src.size == 0:
+                continue
+            load = loads.setdefault(name, np.zeros(topology.num_links))
+            for lo in range(0, src.size, ROUTE_BATCH):  # in batches: the routes of 16,384 GPUs' rings are large
+                part = slice(lo, lo + ROUTE_BATCH)
+                offsets, hops = topology.routes(src[part], dst[part])
+                load += np.bincount(hops, weights=np.repeat(size[part], np.diff(offsets)), minlength=topology.num_links)
     return topology, loads
 
 

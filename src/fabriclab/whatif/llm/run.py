@@ -103,7 +103,7 @@ def simulate_llm(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterMod
     """The step of `spec` trained as `par` on `cluster` (a ValueError when it does not fit in memory)."""
     gpu = cluster_gpu(cluster)
     _check_servers(par, cluster)
-    memory = memory_per_gpu(spec, par)
+    memory = memory_per_gpu(spec, par, shard_group=options.shard_group)
     if check_memory:
         check_fits(memory, gpu.memory_bytes)
     eff = efficiency_of(cluster, par.precision, efficiency)

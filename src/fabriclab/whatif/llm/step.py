@@ -1,28 +1,20 @@
-"""One training step of a transformer on a cluster: compute, every communicator's traffic, the schedule.
+"""One training step of a transformer on a cluster: the step program (`whatif/llm/program.py`) costed.
 
-Per micro-batch and model chunk a pipeline pass costs its compute (`whatif/llm/compute.py`) plus the
-communication Megatron-LM does not hide inside it:
+Every operation of the program gets its time: compute on the GPU's roofline (`whatif/llm/compute.py`),
+every collective by the cluster's library model on its groups' shape (`whatif/llm/comm.py`). A pass (the
+forward or backward of one model chunk for one micro-batch) runs its layers in order on the compute
+stream; a communication op delays it by what its overlap leaves exposed, per layer: TP behind the layer's
+linear math when TP overlap is on, the CP ring behind the attention core, EP behind the layer's compute
+only with `ep_overlap`. ZeRO-3 (FSDP) runs a second stream per pass: the next unit's parameters are
+gathered while the current one computes (prefetch of one unit), a unit's gradients reduce-scattered
+after its backward; what the stream adds beyond the compute stream is the pass's exposed DP time.
 
-* **TP**: with sequence parallelism two all-gathers and two reduce-scatters of the layer's activations
-  (tokens x hidden, bf16) per layer and direction; without it two all-reduces. Exposed, unless TP overlap
-  (Transformer Engine's userbuffers) hides them behind the linear layers.
-* **CP**: the ring exchange of keys and values (cp - 1 steps per layer; backward also their gradients),
-  overlapped with the attention core: only what the core does not cover is exposed.
-* **EP**: per MoE layer an all-to-all to dispatch the routed tokens (top-k copies of tokens x hidden) and
-  one to combine them, in forward and in backward; exposed.
-* **PP**: the activation (forward) or its gradient (backward) sent to the next stage, tokens x hidden / TP
-  (Megatron's scatter-gather), asynchronous: it delays the receiver only (`whatif/llm/schedule.py`).
-* **DP** (sharded as ZeRO says): ZeRO-0 all-reduces gradients; 1 and 2 reduce-scatter them and all-gather
-  the updated parameters (bf16); both overlapped as Megatron's `overlap_grad_reduce` and
-  `overlap_param_gather` do: a chunk's reduction starts with its last backward (buckets follow the
-  backward), a chunk's gather must end before its first forward ends. ZeRO-3 (FSDP) gathers every chunk's
-  parameters for each forward and backward and reduce-scatters its gradients after each backward, hidden
-  behind the pass's compute where it can. Dense gradients reduce over dp x cp ranks, experts' over
-  (dp x cp) / ep. A stage's gathers and reductions share its network stream.
-
-The optimizer step reads and writes its shard of parameters, gradients and Adam states once (memory
-bound). Every collective is costed by the cluster's library model on its groups' shape
-(`whatif/llm/comm.py`). The split of the step time is taken on the stage that ends last.
+The passes run in the pipeline schedule (`whatif/llm/schedule.py`: 1F1B, interleaved), a receiver waiting
+for the activation's send. ZeRO 0-2 reduce their gradients in Megatron's buckets on each stage's DP
+stream as the last micro-batch's backward frees them (`overlap_grad_reduce`), and gather the updated
+parameters before a chunk's first forward ends (`overlap_param_gather`). The optimizer step reads and
+writes its shard of parameters, gradients and Adam states once (memory bound). Every stage's split of
+the step is kept (`whatif/llm/account.py`).
 
 Try it: `fabriclab whatif llm --model gpt3-175b --cluster dgx-h100 --gpus 128 --tp 4 --pp 8 --vp 6 --gbs 256`.
 """
@@ -33,20 +25,22 @@ from dataclasses import dataclass, field
 
 from fabriclab.whatif.llm.comm import CommModel
 from fabriclab.whatif.llm.compute import ChunkFlops, Roofline, chunk_flops
+from fabriclab.whatif.llm.program import Call, LayerPass, ProgramOptions, StepProgram, Work, build_program
 from fabriclab.whatif.llm.schedule import F, PipelineRun, simulate
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
-ACT_BYTES = 2  # bf16 activations and gradients on the wire
 KINDS = ("compute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble")
 # Adam in mixed precision touches per parameter of its shard: fp32 master, m, v read and written (24 B),
 # the fp32 gradient read (4 B), the bf16 parameter written (2 B).
 OPTIMIZER_BYTES_PER_PARAM = 30
+SPLIT_KEY = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dpcp": "dp", "edp": "dp", "shard": "dp",
+             "replica": "dp"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class StepOptions:
-    """What the framework overlaps (Megatron-LM's switches)."""
+    """What the framework overlaps and how it shards (Megatron-LM's and torchtitan's switches)."""
 
     tp_overlap: bool = False
     """TP communication hidden behind the linear layers (`--tp-comm-overlap`)."""
@@ -54,6 +48,15 @@ class StepOptions:
     """DP gradient reduction overlapped with the last backward (`--overlap-grad-reduce`)."""
     overlap_param_gather: bool = True
     """ZeRO parameter all-gather overlapped with the first forward (`--overlap-param-gather`)."""
+    fsdp_unit: int = 1
+    """ZeRO-3: transformer layers per FSDP unit."""
+    shard_group: int = 0
+    """ZeRO-3: ranks that shard a parameter (HSDP); 0: all of dp x cp."""
+    ep_overlap: bool = False
+    """EP all-to-alls hidden behind the layer's compute."""
+
+    def program(self) -> ProgramOptions:
+        return ProgramOptions(fsdp_unit=self.fsdp_unit, shard_group=self.shard_group, ep_overlap=self.ep_overlap)
 
 
 @dataclass
@@ -62,6 +65,8 @@ class PassCost:
 
     compute_s: float
     exposed_s: dict[str, float] = field(default_factory=dict)
+    layers: list = field(default_factory=list)
+    """Per layer pass: (layer, start offset in the pass, compute s, exposed s by split key)."""
 
     @property
     def total_s(self) -> float:
@@ -74,17 +79,27 @@ class StepResult:
 
     step_time_s: float
     split_s: dict[str, float]
-    """The step on its slowest stage: compute, exposed TP / CP / EP / PP / DP, optimizer, bubble (sums to the
-    step time)."""
+    """The step on its slowest stage (the most busy time): compute, exposed TP / CP / EP / PP / DP,
+    optimizer, bubble (sums to the step time)."""
     comm: list[dict]
-    """Per communicator and collective: group shape, bytes per call, calls per step, time per call, algorithm."""
+    """The slowest stage's collectives: communicator, group shape, bytes per call, calls per step, time per
+    call, algorithm."""
     pipeline: PipelineRun
     critical_stage: int
+    """The stage that ends last."""
     passes: dict
     """(stage, chunk, F or B) -> PassCost."""
     dp_intervals: list[list[tuple[str, float, float]]]
-    """Per stage: (name, start, end) of its DP gathers and reductions."""
+    """Per stage: (name, start, end) of its DP stream's bucket gathers and reductions."""
     optimizer_s: float
+    slowest_stage: int = 0
+    split_by_stage: list = field(default_factory=list)
+    """Per stage: its split of the step (each sums to the step time)."""
+    comm_by_stage: list = field(default_factory=list)
+    """Per stage: its collectives as `comm`."""
+    program: StepProgram | None = None
+    model: "StepModel | None" = None
+    """The costed model (its program, library model and roofline), for the exports."""
 
 
 class StepModel:
@@ -94,87 +109,90 @@ class StepModel:
                  options: StepOptions = StepOptions(), *, memory_bandwidth_Bps: float,
                  comm: CommModel | None = None) -> None:
         self.spec, self.par, self.rate, self.options = spec, par, rate, options
-        self.comm = comm if comm is not None else CommModel(cluster, par)
-        self.chunks = chunk_flops(spec, par)
+        self.program = build_program(spec, par, options.program())
+        self.comm = comm if comm is not None else CommModel(cluster, par, shard_group=options.shard_group)
+        self.chunks: list[ChunkFlops] = chunk_flops(spec, par)
         self.memory_bandwidth_Bps = memory_bandwidth_Bps
-        self.tokens = par.mbs * par.seq / par.cp
-        self.act = self.tokens * spec.hidden_size * ACT_BYTES
-        self.log: dict[tuple[str, str, int], dict] = {}
-        self.logging = False
+        self._layer_cache: dict = {}
+        self._pass_cache: dict = {}
 
-    def _call(self, communicator: str, collective: str, size: float, count: float) -> float:
-        """Time of one call, logged with how often a step makes it."""
-        t = self.comm.time(communicator, collective, size)
-        if not self.logging or size <= 0 or self.comm.shapes[communicator].num_gpus == 1:
-            return t
-        entry = self.log.setdefault((communicator, collective, round(size)),
-                                    {"communicator": communicator, "collective": collective, "size_bytes": size,
-                                     "calls_per_step": 0.0, "time_s": t})
-        entry["calls_per_step"] += count
-        return t
+    def call_s(self, call: Call) -> float:
+        return self.comm.time(call.communicator, call.collective, call.size_bytes)
+
+    def work_s(self, work: Work) -> tuple[float, float]:
+        """(linear, attention-core) seconds of a compute op."""
+        return work.linear_flops / self.rate.linear_flops_per_s, work.attention_flops / self.rate.attention_flops_per_s
+
+    def layer_cost(self, lp: LayerPass) -> tuple[float, dict[str, float], float, float]:
+        """(compute s, exposed s by split key, gather s, reduce s) of one layer pass (module doc)."""
+        key = (lp.ops, lp.gather, lp.reduce)
+        hit = self._layer_cache.get(key)
+        if hit is not None:
+            return hit
+        linear = core = 0.0
+        exposed: dict[str, float] = {}
+        hidden: dict[str, dict[str, float]] = {}
+        for op in lp.ops:
+            if isinstance(op, Work):
+                a, b = self.work_s(op)
+                linear, core = linear + a, core + b
+                continue
+            t, name = self.call_s(op), SPLIT_KEY[op.communicator]
+            if op.overlap == "attention" or op.overlap == "compute" or (op.overlap == "linear" and self.options.tp_overlap):
+                hidden.setdefault(op.overlap, {})[name] = hidden.get(op.overlap, {}).get(name, 0.0) + t
+            else:
+                exposed[name] = exposed.get(name, 0.0) + t
+        budget = {"linear": linear, "attention": core, "compute": linear + core}
+        for where, by in hidden.items():
+            for name, t in by.items():
+                exposed[name] = exposed.get(name, 0.0) + max(0.0, t - budget[where])
+        out = (linear + core, exposed, sum(map(self.call_s, lp.gather)), sum(map(self.call_s, lp.reduce)))
+        self._layer_cache[key] = out
+        return out
 
     def pass_cost(self, stage: int, chunk: int, kind: int) -> PassCost:
-        par, spec = self.par, self.spec
-        c: ChunkFlops = self.chunks[chunk * par.pp + stage]
-        fwd = self.rate.forward_s(c)
-        compute = fwd if kind == F else self.rate.backward_s(c, par.recompute)
-        scale = 1 if kind == F else 2  # backward: twice the math
+        """One pass: its layers in order, with ZeRO-3's gather/reduce stream beside them (module doc)."""
+        key = (stage, chunk, kind)
+        if key not in self._pass_cache:
+            self._pass_cache[key] = self._pass(self.program.chunk(stage, chunk).passes(kind))
+        return self._pass_cache[key]
+
+    def _pass(self, layer_passes: tuple[LayerPass, ...]) -> PassCost:
+        costs = [self.layer_cost(lp) for lp in layer_passes]
         exposed: dict[str, float] = {}
-        reps = par.num_microbatches  # this pass runs once per micro-batch
-        if par.tp > 1:
-            if par.sequence_parallel:
-                t = 2 * (self._call("tp", "allgather", self.act, 2 * c.num_layers * reps)
-                         + self._call("tp", "reduce_scatter", self.act, 2 * c.num_layers * reps))
-            else:
-                t = 2 * self._call("tp", "allreduce", self.act, 2 * c.num_layers * reps)
-            t *= c.num_layers
-            linear_s = c.linear / self.rate.linear_flops_per_s * scale
-            exposed["tp"] = max(0.0, t - linear_s) if self.options.tp_overlap else t
-        if par.cp > 1:
-            kv = 2 * self.tokens * spec.num_kv_heads * spec.head_dim * ACT_BYTES / par.tp
-            per_step = self._call("cp", "sendrecv", kv * scale, (par.cp - 1) * c.num_layers * reps)
-            t = (par.cp - 1) * per_step * c.num_layers
-            core_s = c.attention / self.rate.attention_flops_per_s * scale
-            exposed["cp"] = max(0.0, t - core_s)
-        if par.ep > 1 and c.num_moe_layers:
-            size = self.tokens * spec.experts_per_token * spec.hidden_size * ACT_BYTES / par.tp
-            exposed["ep"] = 2 * c.num_moe_layers * self._call("ep", "alltoall", size, 2 * c.num_moe_layers * reps)
-        if par.zero == 3 and par.dp * par.cp > 1:
-            dense, expert = self.chunk_params(stage, chunk)
-            t = self._gather(dense, expert, reps) + (self._reduce(dense, expert, reps) if kind != F else 0.0)
-            exposed["dp"] = max(0.0, t - compute)
-        return PassCost(compute_s=compute, exposed_s=exposed)
+        layers, t, stream = [], 0.0, 0.0
+        ready = costs[0][2] if costs else 0.0  # the first unit's gather: nothing to hide it behind
+        stream = ready
+        for i, (lp, (compute, exp, _, reduce_s)) in enumerate(zip(layer_passes, costs)):
+            start = max(t, ready)
+            if i + 1 < len(costs) and costs[i + 1][2] > 0:  # prefetch the next unit as this one starts
+                stream = max(stream, start) + costs[i + 1][2]
+                ready = stream
+            layers.append((lp.layer, start, compute, exp))
+            t = start + compute + sum(exp.values())
+            for name, v in exp.items():
+                exposed[name] = exposed.get(name, 0.0) + v
+            if reduce_s > 0:
+                stream = max(stream, t) + reduce_s
+        busy = sum(c[0] + sum(c[1].values()) for c in costs)
+        end = max(t, stream)
+        if end - busy > 1e-15:
+            exposed["dp"] = exposed.get("dp", 0.0) + end - busy
+        return PassCost(compute_s=sum(c[0] for c in costs), exposed_s=exposed, layers=layers)
 
     def chunk_params(self, stage: int, chunk: int) -> tuple[float, float]:
         """(dense, expert) parameters one GPU holds of a chunk (before ZeRO sharding)."""
-        spec, par = self.spec, self.par
-        c = self.chunks[chunk * par.pp + stage]
-        dense_layer = spec.attention_params() + spec.mlp_params()
-        moe_layer = spec.attention_params() + (spec.shared_expert_params() + spec.router_params() if spec.is_moe else 0)
-        dense = ((c.num_layers - c.num_moe_layers) * dense_layer + c.num_moe_layers * moe_layer) / par.tp
-        if stage == 0 and chunk == 0:
-            dense += spec.embedding_params() / par.tp
-        if stage == par.pp - 1 and chunk == par.vp - 1:
-            dense += spec.output_params() / par.tp
-        experts = (c.num_moe_layers * spec.num_experts / par.ep * spec.expert_params() / par.tp
-                   if spec.is_moe else 0.0)
-        return dense, experts
-
-    def _gather(self, dense: float, expert: float, count: float) -> float:
-        return (self._call("dpcp", "allgather", dense * ACT_BYTES, count)
-                + self._call("edp", "allgather", expert * ACT_BYTES, count))
-
-    def _reduce(self, dense: float, expert: float, count: float) -> float:
-        op = "allreduce" if self.par.zero == 0 else "reduce_scatter"
-        return (self._call("dpcp", op, dense * ACT_BYTES, count)
-                + self._call("edp", op, expert * ACT_BYTES, count))
+        c = self.program.chunk(stage, chunk)
+        return c.dense_params, c.expert_params
 
     def optimizer_s(self) -> float:
         """The Adam step over the largest stage's shard, memory bound."""
-        par = self.par
-        most = max(sum(sum(self.chunk_params(s, v)) for v in range(par.vp)) for s in range(par.pp))
-        shard = most / (par.dp * par.cp) if par.zero >= 1 else most
-        return shard * OPTIMIZER_BYTES_PER_PARAM / self.memory_bandwidth_Bps
+        return max(self.program.optimizer_params) * OPTIMIZER_BYTES_PER_PARAM / self.memory_bandwidth_Bps
+
+    def p2p_s(self) -> float:
+        """One pipeline message (an activation or its gradient) between neighbouring stages."""
+        sends = self.program.sends.get(0) or self.program.sends.get(self.par.pp - 1) or []
+        return self.call_s(sends[0].call) if sends else 0.0
 
     def run(self, *, p2p: bool = True) -> StepResult:
         from fabriclab.whatif.llm.account import account
@@ -182,29 +200,12 @@ class StepModel:
         return account(self, p2p=p2p)
 
 
-def p2p_time(model: StepModel) -> float:
-    par = model.par
-    if par.pp == 1:
-        return 0.0
-    size = model.act / (par.tp if par.sequence_parallel else 1)
-    calls = 2 * par.num_microbatches * par.vp * (par.pp - 1) / par.pp  # sends per stage per step (F and B)
-    return model._call("pp", "sendrecv", size, calls)
-
-
 def run_pipeline(model: StepModel, p2p_s: float, passes: dict) -> tuple[PipelineRun, list]:
-    """The schedule with the DP stream of every stage (ZeRO 0-2): gathers before a chunk's first forward
-    ends, reductions from its last backward on."""
-    par = model.par
-    zero_stream = par.zero < 3 and par.dp * par.cp > 1
-    gathers = [[0.0] * par.vp for _ in range(par.pp)]
-    reduces = [[0.0] * par.vp for _ in range(par.pp)]
-    if zero_stream:
-        for s in range(par.pp):
-            for v in range(par.vp):
-                dense, expert = model.chunk_params(s, v)
-                if par.zero >= 1:
-                    gathers[s][v] = model._gather(dense, expert, 1)
-                reduces[s][v] = model._reduce(dense, expert, 1)
+    """The schedule with the DP stream of every stage (ZeRO 0-2, and HSDP's replica all-reduce): bucket
+    gathers before a chunk's first forward ends, reductions as the last backward frees their buckets."""
+    par, program = model.par, model.program
+    gathers = [[sum(model.call_s(c) for b in program.chunk(s, v).buckets for c in b.gather)
+                for v in range(par.vp)] for s in range(par.pp)]
     stream_free = [0.0] * par.pp
     intervals: list[list[tuple[str, float, float]]] = [[] for _ in range(par.pp)]
     gather_end = [[0.0] * par.vp for _ in range(par.pp)]
@@ -227,10 +228,28 @@ def run_pipeline(model: StepModel, p2p_s: float, passes: dict) -> tuple[Pipeline
     last = par.num_microbatches - 1
     for s in range(par.pp):
         for i, (kind, c, m) in enumerate(run.ops[s]):
-            if kind == 1 and m == last and reduces[s][c] > 0:
-                begin = run.start_s[s][i] if model.options.overlap_grad_reduce else run.end_s[s][i]
-                t0 = max(stream_free[s], begin)
-                end = max(t0 + reduces[s][c], run.end_s[s][i] + reduces[s][c] / max(1, model.chunks[c * par.pp + s].num_layers))
-                stream_free[s] = end
-                intervals[s].append((f"dp.{'allreduce' if par.zero == 0 else 'reduce_scatter'}.chunk{c}", t0, end))
+            if kind == 1 and m == last:
+                _reduce_buckets(model, s, c, run.start_s[s][i], run.end_s[s][i], stream_free, intervals)
+        for call in program.step_calls.get(s, ()):
+            t0 = max(stream_free[s], run.stage_end_s[s])
+            stream_free[s] = t0 + model.call_s(call)
+            intervals[s].append((call.name, t0, stream_free[s]))
     return run, intervals
+
+
+def _reduce_buckets(model: StepModel, s: int, c: int, begin: float, end: float, stream_free: list,
+                    intervals: list) -> None:
+    """Chunk c's buckets on stage s's DP stream: each as soon as the last backward has passed its layers
+    (at the pass's end without `overlap_grad_reduce`)."""
+    chunk = model.program.chunk(s, c)
+    n, done = len(chunk.layers), 0
+    for k, bucket in enumerate(chunk.buckets):
+        done += len(bucket.layers)
+        at = begin + (end - begin) * done / n if model.options.overlap_grad_reduce else end
+        t = sum(model.call_s(call) for call in bucket.reduce)
+        if t <= 0:
+            continue
+        t0 = max(stream_free[s], at)
+        stream_free[s] = t0 + t
+        op = bucket.reduce[0].collective
+        intervals[s].append((f"dp.{op}.chunk{c}.bucket{k}", t0, stream_free[s]))
