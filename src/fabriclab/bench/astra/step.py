@@ -1,0 +1,111 @@
+"""ASTRA-sim beside `whatif llm`: one LLM step in both tools, and each of the step's collectives in both.
+
+fabriclab simulates the step (`whatif/llm/run.simulate_llm`), exports every rank's graph (`rank_graphs` of
+`whatif/llm/export.py` where it exists; else the stage graphs of `stage_graphs`, copied to every rank of
+their stage with its peers and groups, their zero-byte DP collectives given the step's DP sizes), and
+ASTRA-sim runs those graphs with the compute replayed from their durations (`run.py`): the two step times
+differ by how each tool times the communication and the pipeline. Each distinct collective of the step (its
+communicator's first group, type, bytes per call) also runs alone in ASTRA-sim beside fabriclab's time per
+call, so a gap in the step can be traced to the collectives.
+
+Try it: `fabriclab bench astra-sim --model llama3-8b --gpus 16 --tp 2 --pp 2`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from fabriclab.bench.astra.run import CollectiveCase, collective_seconds, run_graphs_in_astra
+from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.workload.graph import RankGraph
+
+# The collectives ASTRA-sim simulates (it replays a broadcast from its duration: astra-sim Workload.cc).
+RUNS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv")
+
+
+def every_rank_graphs(answer) -> tuple[list[RankGraph], str]:
+    """Every rank's graph of a simulated step, and which export gave them."""
+    from fabriclab.whatif.llm import export
+
+    if hasattr(export, "rank_graphs"):
+        return list(export.rank_graphs(answer)), "rank_graphs"
+    return copied_stage_graphs(answer, export.stage_graphs(answer)), "stage_graphs, copied to every rank"
+
+
+def copied_stage_graphs(answer, stages: list[RankGraph]) -> list[RankGraph]:
+    """Stage s's graph (of the first pipeline) for every rank of stage s: its pipeline's peers, its groups,
+    and the step's DP bytes where the stage graph leaves them at 0."""
+    par = answer.par
+    pipelines = par.groups("pp")
+    dp_bytes = {e["collective"]: int(e["size_bytes"]) for e in answer.result.comm if e["communicator"] in ("dp", "dpcp")}
+    groups = {c: par.groups(c) for c in ("tp", "cp", "ep", "dp", "pp")}
+    graphs = []
+    for pipeline in pipelines:
+        peer = dict(zip(pipelines[0], pipeline))
+        for stage, rank in enumerate(pipeline):
+            graph = stages[stage]
+            ops = tuple(replace(op, peer=peer.get(op.peer, op.peer), size_bytes=op.size_bytes or (
+                dp_bytes.get(op.collective, 0) if op.communicator == "dp" else 0)) for op in graph.ops)
+            communicators = {c: next(g for g in groups[c] if rank in g) for c in graph.communicators or {}}
+            graphs.append(RankGraph(rank=int(rank), num_ranks=par.num_gpus, ops=ops, communicators=communicators))
+    return sorted(graphs, key=lambda g: g.rank)
+
+
+def collective_cases(answer) -> list[tuple[dict, CollectiveCase | None]]:
+    """Each collective of the step (`answer.result.comm`) with the case ASTRA-sim times: the first group of
+    its communicator (None where ASTRA-sim has nothing to simulate: one rank, no bytes, a broadcast)."""
+    from fabriclab.whatif.llm.links import communicator_groups
+
+    out = []
+    for entry in answer.result.comm:
+        ranks = tuple(int(r) for r in communicator_groups(answer.par, entry["communicator"])[0])
+        if entry["collective"] == "sendrecv":
+            ranks = ranks[:2]
+        size = int(entry["size_bytes"])
+        runs = entry["collective"] in RUNS and len(ranks) > 1 and size > 0
+        out.append((entry, CollectiveCase(collective=entry["collective"], ranks=ranks, size_bytes=size) if runs
+                    else None))
+    return out
+
+
+def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, efficiency: float | None = None,
+                 timeout_s: float = 600.0, folder: Path | None = None, collectives: bool = True) -> dict:
+    """The step of `job` (an `LlmJob`: spec and parallel configuration) on `cluster` in fabriclab and in
+    ASTRA-sim, each collective in both, and both tools' wall times (see the module docstring)."""
+    from fabriclab.whatif.llm.run import simulate_llm
+
+    start = time.perf_counter()
+    answer = simulate_llm(job.spec, job.par, cluster, efficiency=efficiency,
+                          **({"options": options} if options is not None else {}))
+    ours_wall = time.perf_counter() - start
+    start = time.perf_counter()
+    graphs, source = every_rank_graphs(answer)
+    export_s = time.perf_counter() - start
+    run = run_graphs_in_astra(graphs, cluster, binary, timeout_s=timeout_s, folder=folder)
+    rows, case_wall = [], 0.0
+    if collectives:
+        pairs = collective_cases(answer)
+        times, case_wall = collective_seconds([c for _, c in pairs if c is not None], cluster, job.par.num_gpus,
+                                              binary, timeout_s=timeout_s)
+        rows = [_row(entry, case, times.get(case)) for entry, case in pairs]
+    step = answer.step_time_s
+    return {"fabriclab": {"step_s": step, "wall_s": ours_wall, "export_wall_s": export_s, "graphs": source,
+                          "graph_critical_path_s": max(g.critical_path_s() for g in graphs),
+                          "algorithms": sorted({e.get("algorithm", "") for e in answer.result.comm})},
+            "astra_sim": {"step_s": run.step_s if run.finish_ns else None, "wall_s": run.wall_s,
+                          "finished": len(run.finish_ns), "num_ranks": run.num_ranks, "unfinished": run.unfinished,
+                          "collectives_wall_s": case_wall, "folder": str(run.folder), "binary": str(binary)},
+            "ratio": run.step_s / step if run.finish_ns and step > 0 else None,
+            "collectives": rows, "summary": answer.summary()}
+
+
+def _row(entry: dict, case: CollectiveCase | None, astra_s: float | None) -> dict:
+    ours = float(entry["time_s"])
+    return {"communicator": entry["communicator"], "collective": entry["collective"],
+            "group_size": int(entry.get("group_size") or (len(case.ranks) if case else 0)),
+            "ranks": list(case.ranks) if case else None, "size_bytes": int(entry["size_bytes"]),
+            "calls_per_step": float(entry.get("calls_per_step", 0)), "ours_s": ours, "astra_s": astra_s,
+            "ratio": astra_s / ours if astra_s is not None and ours > 0 else None,
+            "algorithm": entry.get("algorithm", "")}
