@@ -3,8 +3,8 @@
 `show` reads a trace (a prefix `PREFIX` of `PREFIX.<rank>.et` files, or the files) and prints its ranks,
 ops per kind, bytes per communicator and each rank's critical path with the durations in the file; `run`
 costs its communication on a cluster (`whatif/graph_run.py`) and prints the step time per communicator;
-`example` writes a small 4-rank trace with every op kind and collective. The format and its mapping:
-`fabriclab.workload.chakra`.
+`example` writes a small 4-rank trace with every op kind and every collective ASTRA-sim runs. The format
+and its mapping: `fabriclab.workload.chakra`.
 
 Try it: `fabriclab chakra example --out /tmp/demo && fabriclab chakra run /tmp/demo --cluster dgx-h100`.
 """
@@ -32,7 +32,7 @@ CommGroupsOption = Annotated[Optional[Path], typer.Option(
          "without it a group is all ranks.")]
 
 
-def _load(source: list[str], comm_groups: Path | None):
+def _load(source: list[str], comm_groups: Path | None, num_gpus: int | None = None):
     import json
 
     from fabriclab.workload.chakra import load_et
@@ -43,7 +43,12 @@ def _load(source: list[str], comm_groups: Path | None):
             groups = json.loads(comm_groups.read_text())
         except (OSError, ValueError) as exc:
             raise ValueError(f"--comm-groups {comm_groups}: cannot read it as JSON ({exc})") from None
-    return load_et(source[0] if len(source) == 1 else source, comm_groups=groups)
+    try:
+        return load_et(source[0] if len(source) == 1 else source, comm_groups=groups, num_ranks=num_gpus)
+    except ValueError as exc:
+        if num_gpus is not None and "ranks, but the trace has rank" in str(exc):
+            raise ValueError(f"--num-gpus {num_gpus}: {exc}") from None
+        raise
 
 
 def _notes(out: Output, got) -> None:
@@ -115,7 +120,8 @@ def _print_communicators(out: Output, rows: list[dict]) -> None:
 @user_errors
 def run(source: SourceArgument, cluster: ClusterOption = None, comm_groups: CommGroupsOption = None,
         num_gpus: Annotated[Optional[str], typer.Option(
-            "--num-gpus", help="The job's GPUs, for comm ops with no group size (default: the ranks).")] = None,
+            "--num-gpus", help="The job's GPUs: the group of a collective on all ranks in a trace fabriclab did "
+                               "not write, and of comm ops with no group size (default: the ranks).")] = None,
         recost: Annotated[bool, typer.Option(help="Cost every comm op, also those with a duration in the file "
                                                   "(by default only those with 0).")] = False,
         out_prefix: Annotated[Optional[Path], typer.Option(
@@ -129,7 +135,7 @@ def run(source: SourceArgument, cluster: ClusterOption = None, comm_groups: Comm
         check_output_dir(out_prefix.parent, "--out")
     model = load_cluster_option(cluster or "dgx-h100")
     gpus = parse_count(num_gpus, "--num-gpus") if num_gpus is not None else None
-    got = _load(source, comm_groups)
+    got = _load(source, comm_groups, gpus)
     result = run_graphs(got.graphs, model, num_gpus=gpus, recost=recost)
     _print_run(out, result, model.name)
     _notes(out, got)
@@ -168,7 +174,8 @@ def _run_results(result) -> dict:
 @user_errors
 def example(out_prefix: Annotated[Path, typer.Option("--out", metavar="PREFIX", help="Write PREFIX.<rank>.et.")],
             ranks: Annotated[str, typer.Option(help="Ranks (even, >= 4).")] = "4") -> None:
-    """Write a small trace with every op kind and collective (two pipeline stages, tp pairs, world)."""
+    """Write a small trace with every op kind and every collective ASTRA-sim runs (two pipeline stages, tp
+    pairs, world)."""
     from fabriclab.whatif.graph_run import sample_graphs
     from fabriclab.workload.chakra import comm_groups_path, write_et
 

@@ -1,10 +1,8 @@
 """ASTRA-sim beside `whatif llm`: one LLM step in both tools, and each of the step's collectives in both.
 
 fabriclab simulates the step (`whatif/llm/run.simulate_llm`), exports every rank's graph (`rank_graphs` of
-`whatif/llm/export.py` where it exists; else the stage graphs of `stage_graphs`, copied to every rank of
-their stage with its peers and groups, their zero-byte DP collectives given the step's DP sizes), and
-ASTRA-sim runs those graphs with the compute replayed from their durations (`run.py`): the two step times
-differ by how each tool times the communication and the pipeline. Each distinct collective of the step (its
+`whatif/llm/export.py`), and ASTRA-sim runs those graphs with the compute replayed from their durations
+(`run.py`): the two step times differ by how each tool times the communication and the pipeline. Each distinct collective of the step (its
 communicator's first group, type, bytes per call) also runs alone in ASTRA-sim beside fabriclab's time per
 call, so a gap in the step can be traced to the collectives.
 
@@ -14,7 +12,6 @@ Try it: `fabriclab bench astra-sim --model llama3-8b --gpus 16 --tp 2 --pp 2`.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from fabriclab.bench.astra.run import CollectiveCase, collective_seconds, run_graphs_in_astra
@@ -26,41 +23,26 @@ RUNS = ("allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv")
 
 
 def every_rank_graphs(answer) -> tuple[list[RankGraph], str]:
-    """Every rank's graph of a simulated step, and which export gave them."""
+    """Every rank's graph of a simulated step, and which export gave them (`stage_graphs`, one rank per stage,
+    where the export has no `rank_graphs`: `run.check_graphs` then names the ranks without a graph)."""
     from fabriclab.whatif.llm import export
 
     if hasattr(export, "rank_graphs"):
         return list(export.rank_graphs(answer)), "rank_graphs"
-    return copied_stage_graphs(answer, export.stage_graphs(answer)), "stage_graphs, copied to every rank"
+    return list(export.stage_graphs(answer)), "stage_graphs"
 
 
-def copied_stage_graphs(answer, stages: list[RankGraph]) -> list[RankGraph]:
-    """Stage s's graph (of the first pipeline) for every rank of stage s: its pipeline's peers, its groups,
-    and the step's DP bytes where the stage graph leaves them at 0."""
-    par = answer.par
-    pipelines = par.groups("pp")
-    dp_bytes = {e["collective"]: int(e["size_bytes"]) for e in answer.result.comm if e["communicator"] in ("dp", "dpcp")}
-    groups = {c: par.groups(c) for c in ("tp", "cp", "ep", "dp", "pp")}
-    graphs = []
-    for pipeline in pipelines:
-        peer = dict(zip(pipelines[0], pipeline))
-        for stage, rank in enumerate(pipeline):
-            graph = stages[stage]
-            ops = tuple(replace(op, peer=peer.get(op.peer, op.peer), size_bytes=op.size_bytes or (
-                dp_bytes.get(op.collective, 0) if op.communicator == "dp" else 0)) for op in graph.ops)
-            communicators = {c: next(g for g in groups[c] if rank in g) for c in graph.communicators or {}}
-            graphs.append(RankGraph(rank=int(rank), num_ranks=par.num_gpus, ops=ops, communicators=communicators))
-    return sorted(graphs, key=lambda g: g.rank)
-
-
-def collective_cases(answer) -> list[tuple[dict, CollectiveCase | None]]:
-    """Each collective of the step (`answer.result.comm`) with the case ASTRA-sim times: the first group of
-    its communicator (None where ASTRA-sim has nothing to simulate: one rank, no bytes, a broadcast)."""
+def collective_cases(answer, graphs: list[RankGraph]) -> list[tuple[dict, CollectiveCase | None]]:
+    """Each collective of the step (`answer.result.comm`) with the case ASTRA-sim times: its communicator's
+    group of the first rank that has one (the exported groups, else `whatif/llm/links.communicator_groups`);
+    None where ASTRA-sim has nothing to simulate (one rank, no bytes, a broadcast)."""
     from fabriclab.whatif.llm.links import communicator_groups
 
     out = []
     for entry in answer.result.comm:
-        ranks = tuple(int(r) for r in communicator_groups(answer.par, entry["communicator"])[0])
+        name = entry["communicator"]
+        group = next((g.communicators[name] for g in graphs if name in (g.communicators or {})), None)
+        ranks = tuple(int(r) for r in (group if group is not None else communicator_groups(answer.par, name)[0]))
         if entry["collective"] == "sendrecv":
             ranks = ranks[:2]
         size = int(entry["size_bytes"])
@@ -86,7 +68,7 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
     run = run_graphs_in_astra(graphs, cluster, binary, timeout_s=timeout_s, folder=folder)
     rows, case_wall = [], 0.0
     if collectives:
-        pairs = collective_cases(answer)
+        pairs = collective_cases(answer, graphs)
         times, case_wall = collective_seconds([c for _, c in pairs if c is not None], cluster, job.par.num_gpus,
                                               binary, timeout_s=timeout_s)
         rows = [_row(entry, case, times.get(case)) for entry, case in pairs]

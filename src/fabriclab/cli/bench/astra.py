@@ -60,10 +60,11 @@ def astra_sim_cmd(
     job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero, recompute,
                               precision, order)
     the_cluster = load_cluster_option(cluster or "dgx-h100")
-    binary, limit = find_binary(astra_sim), _timeout(timeout)
+    limit, share = _timeout(timeout), _share(efficiency)
+    binary = find_binary(astra_sim)
     try:
         result = compare_step(job, the_cluster, binary, options=StepOptions(tp_overlap=tp_overlap),
-                              efficiency=_share(efficiency), timeout_s=limit, folder=out_dir, collectives=collectives)
+                              efficiency=share, timeout_s=limit, folder=out_dir, collectives=collectives)
     except AstraSimError as exc:
         print_error(exc)
         raise typer.Exit(EXIT_FAILED) from None
@@ -107,9 +108,10 @@ def _print(out: Output, r: dict, cluster_name: str) -> None:
     out.table(table)
     if r["collectives"]:
         out.table(_collectives(r["collectives"]))
+    alone = f", ASTRA-sim's collectives alone {astra['collectives_wall_s']:.3f} s" if r["collectives"] else ""
     out.note(f"graphs: {ours['graphs']} (their critical paths alone: {ours['graph_critical_path_s']:.6g} s); "
-             f"compute replayed from the same durations in ASTRA-sim; export {ours['export_wall_s']:.3f} s, "
-             f"ASTRA-sim per-collective runs {astra['collectives_wall_s']:.3f} s")
+             f"compute replayed from the same durations in ASTRA-sim; wall: export {ours['export_wall_s']:.3f} s"
+             f"{alone}")
     if astra["unfinished"]:
         out.note(f"ASTRA-sim never finished ranks {astra['unfinished'][:12]}; traces kept in {astra['folder']}")
 
