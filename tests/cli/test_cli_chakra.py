@@ -99,3 +99,29 @@ def test_bad_input_is_one_error_line(app, demo, tmp_path, args, fragment):
     (tmp_path / "bad.0.et").write_bytes(b"\xff")
     argv = [a.replace("{tmp}", str(tmp_path)).replace("{demo}", str(demo)) for a in args]
     assert_one_line_error(invoke(app, "chakra", *argv), fragment)
+
+
+def test_the_example_holds_only_what_astra_sim_runs(demo):
+    from fabriclab.workload.etfile import read_et_file
+
+    types = {n.attr("comm_type") for r in range(4) for n in read_et_file(f"{demo}.{r}.et").nodes}
+    assert types - {None} == {0, 2, 5, 6, 7} and not types & {1, 9}  # no REDUCE, no BARRIER
+
+
+def test_a_foreign_trace_of_one_rank_is_costed_on_the_jobs_gpus(app, tmp_path):
+    from fabriclab.fabric.presets import cluster_preset
+    from fabriclab.nccl.predict import collective_times
+    from fabriclab.workload.etfile import COMM_COLL_NODE, EtAttr, EtNode, write_et_file
+
+    node = EtNode(id=0, name="ar", type=COMM_COLL_NODE, duration_micros=7,
+                  attrs=(EtAttr("comm_type", "int64", 0), EtAttr("comm_size", "int64", 1 << 20)))
+    write_et_file(tmp_path / "ar.0.et", [node])
+    result = invoke(app, "chakra", "run", str(tmp_path / "ar.0.et"), "--recost", "--num-gpus", "8",
+                    "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 0, result.output
+    step = json.loads((tmp_path / "r.json").read_text())["results"]["step_s"]
+    assert step == pytest.approx(float(collective_times(cluster_preset("dgx-h100"), 8, [1 << 20], "allreduce")[0][0]))
+    assert_one_line_error(invoke(app, "chakra", "run", str(tmp_path / "ar.0.et"), "--num-gpus", "0"), "--num-gpus")
+    (tmp_path / "ar.9.et").write_bytes((tmp_path / "ar.0.et").read_bytes())
+    assert_one_line_error(invoke(app, "chakra", "run", str(tmp_path / "ar"), "--num-gpus", "4"),
+                          "--num-gpus 4: 4 ranks, but the trace has rank 9")

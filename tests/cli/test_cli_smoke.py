@@ -82,6 +82,8 @@ SKIPS: dict[str, str] = {
                       "covers the search",
     "bench train": "trains 15 modes with torch ranks for minutes",
     "bench fabrics": "needs root and trains in the emulated cluster for minutes",
+    "bench astra-sim": "needs ASTRA-sim's binary (../shared/tools/astra-sim); tests/cli/test_cli_bench_astra.py "
+                       "runs it where it is",
 }
 
 

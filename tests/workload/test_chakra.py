@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 from fabriclab.workload import protowire as pw
-from fabriclab.workload.chakra import comm_groups_path, graph_nodes, load_et, read_et, write_et
+from fabriclab.workload.chakra import (
+    MIN_ALLGATHER_COMM_SIZE,
+    astra_comm_size,
+    comm_groups_path,
+    graph_nodes,
+    load_et,
+    read_et,
+    size_of_comm_size,
+    write_et,
+)
 from fabriclab.workload.etfile import (
     COMM_COLL_NODE,
     COMM_RECV_NODE,
@@ -339,3 +348,89 @@ def test_a_dependency_on_a_missing_node_names_the_file(tmp_path):
     write_et_file(tmp_path / "d.0.et", [EtNode(id=1, name="x", data_deps=(99,))])
     with pytest.raises(ValueError, match=r"d\.0\.et: rank 0: op 1 \(x\) depends on unknown ids \[99\]"):
         read_et(tmp_path / "d")
+
+
+# ---- ASTRA-sim's conventions --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("collective, size, n, comm_size", [
+    ("allreduce", 1 << 20, 8, 1 << 20),        # the whole buffer (Ring.cc: msg data_size / n, ends with data_size)
+    ("reduce_scatter", 1 << 20, 8, 1 << 20),   # the input
+    ("alltoall", 1 << 20, 8, 1 << 20),         # the send buffer
+    ("allgather", 1 << 20, 8, 1 << 17),        # one rank's part: ASTRA-sim ends with comm_size x n
+    ("allgather", 100, 8, MIN_ALLGATHER_COMM_SIZE),  # a chunk of 0 bytes would never end
+    ("allgather", 0, 8, MIN_ALLGATHER_COMM_SIZE),
+    ("allreduce", 0, 8, 1),                    # its network asserts messages of more than 0 bytes
+])
+def test_astra_sims_comm_size_of_an_nccl_tests_size(collective, size, n, comm_size):
+    assert astra_comm_size(collective, size, n) == comm_size
+    if comm_size == size or collective == "allgather" and size == comm_size * n:
+        assert size_of_comm_size(collective, comm_size, n) == size
+
+
+def collective_graph(rank: int, groups: dict, *ops: Op) -> RankGraph:
+    return RankGraph(rank=rank, num_ranks=4, ops=ops, communicators=groups)
+
+
+def test_an_all_gather_is_written_per_rank_and_read_back_exactly(tmp_path):
+    ops = (Op(id=0, name="ag", kind="comm", collective="allgather", communicator="dp", size_bytes=4 << 20,
+              group_size=4, stream="comm"),
+           Op(id=1, name="odd", kind="comm", collective="allgather", communicator="dp", size_bytes=4099,
+              group_size=4, stream="comm", deps=(0,)))
+    graphs = [collective_graph(r, {"dp": [0, 1, 2, 3]}, *ops) for r in range(4)]
+    et = read_et_file(write_et(graphs, tmp_path / "ag")[0])
+    assert et.nodes[0].attr("comm_size") == 1 << 20 and et.nodes[0].attr("fabriclab_size_bytes") is None
+    assert et.nodes[1].attr("comm_size") == 1024 and et.nodes[1].attr("fabriclab_size_bytes") == 4099
+    assert read_et(tmp_path / "ag") == graphs
+
+
+def test_every_rank_refers_to_one_group_by_one_id(tmp_path):
+    """However a rank lists a group's ranks, and whichever communicators name it (dp and dpcp without CP)."""
+    ar = Op(id=0, name="ar", kind="comm", collective="allreduce", communicator="dp", size_bytes=64, stream="comm")
+    graphs = [collective_graph(0, {"dp": [0, 1], "dpcp": [0, 1], "pp": [0, 2]}, ar),
+              collective_graph(1, {"dp": [1, 0], "dpcp": [0, 1], "pp": [1, 3]}, ar),
+              collective_graph(2, {"dp": [2, 3], "pp": [2, 0]}, ar), collective_graph(3, {"dp": [3, 2]}, ar)]
+    write_et(graphs, tmp_path / "g")
+    groups = json.loads(comm_groups_path(tmp_path / "g").read_text())
+    assert sorted(groups.values()) == [[0, 1], [0, 2], [1, 3], [2, 3]]  # sorted ranks, each once
+    pg = [read_et_file(f"{tmp_path}/g.{r}.et").nodes[0].attr("pg_name") for r in range(4)]
+    assert pg[0] == pg[1] and pg[2] == pg[3] and groups[pg[0]] == [0, 1] and groups[pg[2]] == [2, 3]
+    assert read_et(tmp_path / "g") == graphs
+
+
+def test_compute_nodes_carry_tensor_size_for_astra_sims_roofline(tmp_path):
+    ops = (Op(id=0, name="mm", kind="compute", flops=2e12, memory_bytes=3e9, duration_s=1e-3),
+           Op(id=1, name="odd", kind="compute", flops=5.0, memory_bytes=10.25, deps=(0,)),
+           Op(id=2, name="copy", kind="compute", memory_bytes=1e6, deps=(1,)))  # no FLOPs: roofline 0 / 0
+    graph = RankGraph(rank=0, num_ranks=1, ops=ops)
+    nodes = read_et_file(write_et([graph], tmp_path / "m")[0]).nodes
+    assert (nodes[0].attr("tensor_size"), nodes[0].attr("num_ops")) == (3_000_000_000, 2_000_000_000_000)
+    assert nodes[1].attr("tensor_size") == 10 and nodes[1].attr("fabriclab_memory_bytes") == 10.25
+    assert nodes[2].attr("tensor_size") is None and nodes[2].attr("fabriclab_memory_bytes") == 1e6
+    assert read_et(tmp_path / "m") == [graph]
+    foreign = write_et_file(tmp_path / "f.0.et", [EtNode(id=1, attrs=(EtAttr("num_ops", "int64", 7),
+                                                                      EtAttr("tensor_size", "uint64", 4096)))])
+    assert read_et(foreign)[0].ops[0].memory_bytes == 4096.0
+
+
+def test_a_file_of_format_revision_1_keeps_its_sizes(tmp_path):
+    """fabriclab wrote nccl-tests' sizes as comm_size before ASTRA-sim's convention (revision 2)."""
+    node = EtNode(id=0, name="ag", type=COMM_COLL_NODE, attrs=(
+        EtAttr("comm_type", "int64", 2), EtAttr("comm_size", "int64", 4096), EtAttr("pg_name", "string", "1")))
+    meta = [EtAttr("fabriclab_graph", "int64", 1), EtAttr("fabriclab_rank", "int64", 0),
+            EtAttr("fabriclab_num_ranks", "int64", 4), EtAttr("fabriclab_communicators", "string_list", ["dp"]),
+            EtAttr("fabriclab_pg_names", "string_list", ["1"]), EtAttr("fabriclab_group.dp", "int64_list", [0, 1])]
+    write_et_file(tmp_path / "old.0.et", [node], metadata=meta)
+    op = read_et(tmp_path / "old")[0].ops[0]
+    assert (op.collective, op.communicator, op.group_size, op.size_bytes) == ("allgather", "dp", 2, 4096)
+
+
+def test_a_foreign_trace_of_one_rank_takes_the_jobs_ranks(tmp_path):
+    node = EtNode(id=0, name="ag", type=COMM_COLL_NODE,
+                  attrs=(EtAttr("comm_type", "int64", 2), EtAttr("comm_size", "int64", 1 << 20)))
+    write_et_file(tmp_path / "one.0.et", [node])
+    op = read_et(tmp_path / "one", num_ranks=8)[0].ops[0]
+    assert (op.group_size, op.size_bytes) == (8, 8 << 20)  # all ranks: the job's 8
+    assert load_et(tmp_path / "one").graphs[0].ops[0].group_size == 1
+    write_et_file(tmp_path / "one.5.et", [node])
+    with pytest.raises(ValueError, match="4 ranks, but the trace has rank 5: give at least 6"):
+        read_et(tmp_path / "one", num_ranks=4)
