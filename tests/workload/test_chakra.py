@@ -398,14 +398,20 @@ def test_every_rank_refers_to_one_group_by_one_id(tmp_path):
 
 
 def test_compute_nodes_carry_tensor_size_for_astra_sims_roofline(tmp_path):
+    """Both num_ops and tensor_size on every node, at least 1: ASTRA-sim's roofline throws without either
+    and divides 0 by 0 at num_ops 0; a copy then costs its bytes at the memory bandwidth."""
     ops = (Op(id=0, name="mm", kind="compute", flops=2e12, memory_bytes=3e9, duration_s=1e-3),
            Op(id=1, name="odd", kind="compute", flops=5.0, memory_bytes=10.25, deps=(0,)),
-           Op(id=2, name="copy", kind="compute", memory_bytes=1e6, deps=(1,)))  # no FLOPs: roofline 0 / 0
+           Op(id=2, name="copy", kind="compute", memory_bytes=1e6, deps=(1,)),
+           Op(id=3, name="marker", kind="compute", deps=(2,)))
     graph = RankGraph(rank=0, num_ranks=1, ops=ops)
     nodes = read_et_file(write_et([graph], tmp_path / "m")[0]).nodes
     assert (nodes[0].attr("tensor_size"), nodes[0].attr("num_ops")) == (3_000_000_000, 2_000_000_000_000)
     assert nodes[1].attr("tensor_size") == 10 and nodes[1].attr("fabriclab_memory_bytes") == 10.25
-    assert nodes[2].attr("tensor_size") is None and nodes[2].attr("fabriclab_memory_bytes") == 1e6
+    assert (nodes[2].attr("tensor_size"), nodes[2].attr("num_ops"), nodes[2].attr("fabriclab_flops")) == \
+        (1_000_000, 1, 0.0)
+    assert (nodes[3].attr("tensor_size"), nodes[3].attr("num_ops")) == (1, 1)
+    assert all(n.attr("is_cpu_op") is False for n in nodes)
     assert read_et(tmp_path / "m") == [graph]
     foreign = write_et_file(tmp_path / "f.0.et", [EtNode(id=1, attrs=(EtAttr("num_ops", "int64", 7),
                                                                       EtAttr("tensor_size", "uint64", 4096)))])

@@ -9,11 +9,13 @@ simulates as many ranks as its network has NPUs, and every one needs its file.
 Mapping (attribute names and value types as Chakra's feeder reads them, chakra src/feeder_v3/et_feeder_node.h;
 integer kinds convert into each other there):
 - compute op -> COMP_NODE: `duration_micros` (rounded; ASTRA-sim replays it in nanoseconds x 1000, and 0 as
-  1 ns: Workload.cc issue_replay), `num_ops` (int64, the FLOPs), `tensor_size` (uint64, `Op.memory_bytes`)
-  where both are >= 1, `is_cpu_op` false. ASTRA-sim's roofline mode (`roofline-enabled` in its system file)
-  costs a node num_ops / min(peak-perf, local-mem-bw x num_ops / tensor_size) and skips one without
-  `tensor_size` (Workload.cc issue_comp: "tensor_size is 0 ... invalid node"); tensor_size without num_ops
-  would divide 0 by 0 there, hence both or neither. Replay mode (roofline off) takes `duration_micros`.
+  1 ns: Workload.cc issue_replay), `num_ops` (int64, the FLOPs), `tensor_size` (uint64, `Op.memory_bytes`),
+  `is_cpu_op` false. Replay mode (`roofline-enabled` off in ASTRA-sim's system file) takes
+  `duration_micros`; roofline mode costs a GPU node num_ops / min(peak-perf, local-mem-bw x num_ops /
+  tensor_size) (Workload.cc issue_comp), needs both attributes on every such node (the feeder throws
+  where one is missing, and the rank never finishes) and divides 0 by 0 at num_ops 0: both are written
+  on every node, at least 1, so an op without FLOPs costs its bytes at the memory bandwidth, one without
+  bytes its FLOPs at the peak, one with neither nothing.
 - collective -> COMM_COLL_NODE: `comm_type` (int64, CollectiveCommType), `comm_size` (int64), `pg_name`.
   Sizes: fabriclab's `size_bytes` is nccl-tests' buffer (the whole buffer of an all-reduce and an
   all-to-all's send buffer, the gathered output of an all-gather, the input of a reduce-scatter); ASTRA-sim
@@ -247,9 +249,8 @@ def _node(op: Op, rank: int, edge: tuple[int, ...], pg: str, tag: int, how: _Rea
     attrs = [_NOT_CPU]
     if op.kind == "compute":
         node_type = COMP_NODE
-        attrs.append(EtAttr("num_ops", "int64", min(round(op.flops), _INT64_MAX)))
-        if round(op.flops) >= 1 and round(op.memory_bytes) >= 1:
-            attrs.append(EtAttr("tensor_size", "uint64", min(round(op.memory_bytes), _INT64_MAX)))
+        attrs += [EtAttr("num_ops", "int64", min(max(round(op.flops), 1), _INT64_MAX)),
+                  EtAttr("tensor_size", "uint64", min(max(round(op.memory_bytes), 1), _INT64_MAX))]
     elif op.collective in ("send", "recv"):
         send = op.collective == "send"
         node_type = COMM_SEND_NODE if send else COMM_RECV_NODE

@@ -116,14 +116,15 @@ def check_graphs(graphs: list[RankGraph]) -> int:
 
 
 def run_graphs_in_astra(graphs: list[RankGraph], cluster: ClusterModel, binary: Path, *, timeout_s: float,
-                        folder: Path | None = None) -> AstraRun:
-    """Run `graphs` (every rank's) in ASTRA-sim on `cluster`, compute replayed from the graphs' durations;
-    files go to `folder` (default: a new temporary folder)."""
+                        folder: Path | None = None, peak_flops: float | None = None) -> AstraRun:
+    """Run `graphs` (every rank's) in ASTRA-sim on `cluster`, compute replayed from the graphs' durations (or,
+    given `peak_flops`, costed by ASTRA-sim's roofline at that rate and the GPU's memory bandwidth); files
+    go to `folder` (default: a new temporary folder)."""
     num_ranks = check_graphs(graphs)
     folder = _folder(folder)
     prefix = folder / "trace"
     write_et(graphs, prefix)
-    files = write_configs(folder, cluster, num_ranks)
+    files = write_configs(folder, cluster, num_ranks, roofline=peak_flops is not None, peak_flops=peak_flops or 0.0)
     argv = [str(binary), f"--workload-configuration={prefix}", f"--system-configuration={files.system}",
             f"--network-configuration={files.network}", f"--remote-memory-configuration={files.memory}"]
     if comm_groups_path(prefix).exists():

@@ -53,9 +53,12 @@ def collective_cases(answer, graphs: list[RankGraph]) -> list[tuple[dict, Collec
 
 
 def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, efficiency: float | None = None,
-                 timeout_s: float = 600.0, folder: Path | None = None, collectives: bool = True) -> dict:
+                 timeout_s: float = 600.0, folder: Path | None = None, collectives: bool = True,
+                 roofline: bool = False) -> dict:
     """The step of `job` (an `LlmJob`: spec and parallel configuration) on `cluster` in fabriclab and in
-    ASTRA-sim, each collective in both, and both tools' wall times (see the module docstring)."""
+    ASTRA-sim, each collective in both, and both tools' wall times (see the module docstring); `roofline`:
+    ASTRA-sim costs the compute itself (its roofline at the peak x fabriclab's efficiency and the GPU's
+    memory bandwidth, from each node's FLOPs and bytes) instead of replaying fabriclab's durations."""
     from fabriclab.whatif.llm.run import simulate_llm
 
     start = time.perf_counter()
@@ -65,7 +68,8 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
     start = time.perf_counter()
     graphs, source = every_rank_graphs(answer)
     export_s = time.perf_counter() - start
-    run = run_graphs_in_astra(graphs, cluster, binary, timeout_s=timeout_s, folder=folder)
+    peak = answer.peak_flops * answer.efficiency.value if roofline else None
+    run = run_graphs_in_astra(graphs, cluster, binary, timeout_s=timeout_s, folder=folder, peak_flops=peak)
     rows, case_wall = [], 0.0
     if collectives:
         pairs = collective_cases(answer, graphs)
@@ -78,7 +82,8 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
                           "algorithms": sorted({e.get("algorithm", "") for e in answer.result.comm})},
             "astra_sim": {"step_s": run.step_s if run.finish_ns else None, "wall_s": run.wall_s,
                           "finished": len(run.finish_ns), "num_ranks": run.num_ranks, "unfinished": run.unfinished,
-                          "collectives_wall_s": case_wall, "folder": str(run.folder), "binary": str(binary)},
+                          "collectives_wall_s": case_wall, "folder": str(run.folder), "binary": str(binary),
+                          "compute": "roofline" if roofline else "replayed"},
             "ratio": run.step_s / step if run.finish_ns and step > 0 else None,
             "collectives": rows, "summary": answer.summary()}
 
