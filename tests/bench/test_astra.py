@@ -139,6 +139,10 @@ def test_graphs_astra_sim_could_not_finish_are_refused_before_it_runs():
     ar = Op(id=0, name="ar", kind="comm", collective="allreduce", communicator="tp", size_bytes=8)
     with pytest.raises(ValueError, match="communicator 'tp'"):
         check_graphs([graph(0, 2, ar), graph(1, 2, ar, groups={"tp": [0, 1]})])
+    idle = Op(id=0, name="idle", kind="compute")
+    many = [graph(r, 4400, idle, groups={"pair": [r - r % 2, r - r % 2 + 1]}) for r in range(4400)]
+    with pytest.raises(ValueError, match="2200 communicator groups: .* at most 2147"):
+        check_graphs(many)
 
 
 def test_a_case_is_its_collective_on_its_ranks_and_nothing_elsewhere():

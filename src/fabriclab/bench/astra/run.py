@@ -26,7 +26,7 @@ from pathlib import Path
 
 from fabriclab.bench.astra.configs import write_configs
 from fabriclab.fabric.cluster import ClusterModel
-from fabriclab.workload.chakra import comm_groups_path, write_et
+from fabriclab.workload.chakra import comm_groups_path, group_ids, write_et
 from fabriclab.workload.graph import Op, RankGraph
 
 ENV = "FABRICLAB_ASTRA_SIM"
@@ -34,6 +34,7 @@ BINARY = "AstraSim_Analytical_Congestion_Unaware"  # multi-dimensional networks 
 REPOSITORY = Path(__file__).resolve().parents[4]  # src/fabriclab/bench/astra/run.py in a checkout
 CHECKOUT_BUILD = REPOSITORY.parent / "shared" / "tools" / "astra-sim" / "bin"
 FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
+MAX_GROUPS = (2**31 - 1) // 1_000_000  # 2147: beyond, a group's first stream id overflows an int
 HINT = (f"give the binary with --astra-sim PATH or the environment variable {ENV} (ASTRA-sim's "
         f"{BINARY}, built with build/astra_analytical/build.sh; it needs libprotobuf32 on Debian)")
 
@@ -112,6 +113,11 @@ def check_graphs(graphs: list[RankGraph]) -> int:
         if sends != recvs:
             raise ValueError(f"rank {src} posts sends of {sends[:4]} bytes to rank {dst}, which posts receives of "
                              f"{recvs[:4]} bytes: ASTRA-sim pairs them in order and would wait forever")
+    num_groups = len(group_ids(graphs))
+    if num_groups > MAX_GROUPS:
+        raise ValueError(f"{num_groups} communicator groups: ASTRA-sim numbers a group's streams from its id x "
+                         f"1,000,000 in an int (system/CommunicatorGroup.cc), at most {MAX_GROUPS} groups; "
+                         f"export a smaller job")
     return num_ranks
 
 
