@@ -214,7 +214,7 @@ def test_the_chakra_example_runs_with_every_rank_finishing(tmp_path, h100):
 
 
 @needs_astra
-def test_an_llm_step_runs_in_both_tools_within_five_percent(h100):
+def test_an_llm_step_runs_in_both_tools_within_five_percent(h100, tmp_path):
     from fabriclab.bench.astra.step import compare_step
     from fabriclab.workload.parallel import ParallelConfig
     from fabriclab.workload.transformer import load_model
@@ -223,11 +223,12 @@ def test_an_llm_step_runs_in_both_tools_within_five_percent(h100):
         spec = load_model("llama3-8b")
         par = ParallelConfig(num_gpus=16, tp=2, pp=2, mbs=1, gbs=16, seq=4096, sequence_parallel=True, zero=1)
 
-    result = compare_step(Job, h100, astra_binary(), timeout_s=120)
+    result = compare_step(Job, h100, astra_binary(), timeout_s=120, folder=tmp_path / "replay")
     assert result["astra_sim"]["finished"] == 16 and result["astra_sim"]["unfinished"] == []
     assert result["ratio"] == pytest.approx(1.0, abs=0.05)
     rows = {(r["communicator"], r["collective"]): r for r in result["collectives"]}
     assert rows[("pp", "sendrecv")]["ranks"] == [0, 8] and all(r["astra_s"] > 0 for r in rows.values())
     # ASTRA-sim's roofline needs num_ops and tensor_size on every compute node, or ranks never finish
-    roofline = compare_step(Job, h100, astra_binary(), timeout_s=120, collectives=False, roofline=True)
+    roofline = compare_step(Job, h100, astra_binary(), timeout_s=120, collectives=False, roofline=True,
+                            folder=tmp_path / "roofline")
     assert roofline["astra_sim"]["unfinished"] == [] and roofline["ratio"] == pytest.approx(1.0, abs=0.05)

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabriclab.bench.astra.configs import write_configs
+from fabriclab.bench.astra.configs import network_config, write_configs
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.workload.chakra import comm_groups_path, group_ids, write_et
 from fabriclab.workload.graph import Op, RankGraph
@@ -127,6 +127,7 @@ def run_graphs_in_astra(graphs: list[RankGraph], cluster: ClusterModel, binary: 
     given `peak_flops`, costed by ASTRA-sim's roofline at that rate and the GPU's memory bandwidth); files
     go to `folder` (default: a new temporary folder)."""
     num_ranks = check_graphs(graphs)
+    network_config(cluster, num_ranks)  # a network ASTRA-sim cannot build is refused before any file is written
     folder = _folder(folder)
     prefix = folder / "trace"
     write_et(graphs, prefix)

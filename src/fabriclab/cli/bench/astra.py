@@ -71,7 +71,7 @@ def astra_sim_cmd(
     except AstraSimError as exc:
         print_error(exc)
         raise typer.Exit(EXIT_FAILED) from None
-    if out_dir is None:
+    if out_dir is None and not result["astra_sim"]["unfinished"]:  # a stalled run's traces stay to be looked at
         shutil.rmtree(result["astra_sim"]["folder"], ignore_errors=True)
         result["astra_sim"]["folder"] = None
     _print(out, result, the_cluster.name)
