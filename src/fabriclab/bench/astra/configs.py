@@ -15,7 +15,7 @@ links (NIC -> leaf -> NIC under one leaf, through a spine beyond) x the cluster'
 
 The system (JSON, astra-sim/system/Sys.cc initialize_sys and astraccl/CollectiveImplLookup.cc) holds
 `scheduling-policy` (LIFO, FIFO, EXPLICIT: the order of collectives waiting for a dimension),
-`endpoint-delay` (ns per message at each end), `active-chunks-per-dimension` (chunks of a collective in
+`endpoint-delay` (ns a message spends between an NPU and its network end, system/MemBus.cc), `active-chunks-per-dimension` (chunks of a collective in
 flight per dimension), `preferred-dataset-splits` (the chunks a collective is cut into),
 `<collective>-implementation` per dimension (ring, oneRing, direct[window], oneDirect, halvingDoubling,
 doubleBinaryTree), `collective-optimization` (baseline: each dimension runs the whole collective;
