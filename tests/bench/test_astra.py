@@ -105,6 +105,8 @@ def test_the_binary_is_looked_up_and_a_missing_one_says_how_to_give_it(tmp_path,
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
     assert find_binary(tmp_path) == fake and find_binary(fake) == fake
+    monkeypatch.chdir(tmp_path)
+    assert find_binary("bin") == fake  # absolute: ASTRA-sim runs in the folder of its files
     monkeypatch.setenv(ENV, str(fake.parent))
     assert find_binary() == fake
     with pytest.raises(ValueError, match=f"--astra-sim {tmp_path / 'nothing'}: no executable ASTRA-sim.*{ENV}"):

@@ -51,7 +51,7 @@ def find_binary(given: str | Path | None = None) -> Path:
     for path in candidates:
         for p in (path, path / BINARY, path / "bin" / BINARY):
             if p.is_file() and os.access(p, os.X_OK):
-                return p
+                return p.resolve()  # it runs in the folder of its files: a relative path would miss
     if source:
         where = "--astra-sim" if given is not None else f"${ENV}"
         raise ValueError(f"{where} {source}: no executable ASTRA-sim there (the file {BINARY}, or a folder "
