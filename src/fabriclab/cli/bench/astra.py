@@ -21,9 +21,10 @@ from rich.table import Table
 
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption, check_output_dir,
                                   print_error, user_errors)
-from fabriclab.cli.llm_options import (CpOption, EpOption, GbsOption, GpusOption, LlmJob, MbsOption, ModelOption,
-                                       OrderOption, PpOption, PrecisionOption, RecomputeOption, SeqOption,
-                                       SpOption, TpOption, TpOverlapOption, VpOption, ZeroOption)
+from fabriclab.cli.llm_options import (CpOption, EpOption, EpOverlapOption, FsdpUnitOption, GbsOption, GpusOption,
+                                       LlmJob, MbsOption, ModelOption, OrderOption, PpOption, PrecisionOption,
+                                       RecomputeOption, SeqOption, ShardGroupOption, SpOption, TpOption,
+                                       TpOverlapOption, VpOption, ZeroOption, step_options)
 from fabriclab.cli.options import ClusterOption, load_cluster_option, parse_number
 
 
@@ -37,7 +38,8 @@ def astra_sim_cmd(
     pp: PpOption = "2", vp: VpOption = "1", cp: CpOption = "1", ep: EpOption = "1", mbs: MbsOption = "1",
     gbs: GbsOption = None, seq: SeqOption = None, sequence_parallel: SpOption = True, zero: ZeroOption = "1",
     recompute: RecomputeOption = "none", precision: PrecisionOption = "bf16", order: OrderOption = "tp-cp-dp-pp",
-    tp_overlap: TpOverlapOption = False,
+    tp_overlap: TpOverlapOption = False, fsdp_unit: FsdpUnitOption = "1", shard_group: ShardGroupOption = "0",
+    ep_overlap: EpOverlapOption = False,
     efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Share of peak the math reaches "
                                              "(default: the cluster file's)."),
     astra_sim: Optional[str] = typer.Option(None, "--astra-sim", metavar="PATH", help="ASTRA-sim's "
@@ -55,17 +57,17 @@ def astra_sim_cmd(
     """One LLM step in fabriclab and in ASTRA-sim: step times, ratio, collectives, wall times."""
     from fabriclab.bench.astra.run import AstraSimError, find_binary
     from fabriclab.bench.astra.step import compare_step
-    from fabriclab.whatif.llm.step import StepOptions
 
     out = Output(fmt, json_path, store)
     check_output_dir(out_dir, "--out")
     job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero, recompute,
                               precision, order)
     the_cluster = load_cluster_option(cluster or "dgx-h100")
-    limit, share = _timeout(timeout), _share(efficiency)
+    options, limit, share = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap), _timeout(timeout), \
+        _share(efficiency)
     binary = find_binary(astra_sim)
     try:
-        result = compare_step(job, the_cluster, binary, options=StepOptions(tp_overlap=tp_overlap),
+        result = compare_step(job, the_cluster, binary, options=options,
                               efficiency=share, timeout_s=limit, folder=out_dir, collectives=collectives,
                               roofline=roofline)
     except AstraSimError as exc:
@@ -75,8 +77,9 @@ def astra_sim_cmd(
         shutil.rmtree(result["astra_sim"]["folder"], ignore_errors=True)
         result["astra_sim"]["folder"] = None
     _print(out, result, the_cluster.name)
-    config = {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap, "efficiency": efficiency,
-              "astra_sim": str(binary), "timeout_s": limit, "collectives": collectives, "roofline": roofline}
+    config = {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap, "fsdp_unit": fsdp_unit,
+              "shard_group": shard_group, "ep_overlap": ep_overlap, "efficiency": efficiency, "astra_sim": str(binary),
+              "timeout_s": limit, "collectives": collectives, "roofline": roofline}
     out.record("bench.astra_sim", config, result, top={"ratio": result["ratio"]})
     if result["astra_sim"]["unfinished"]:
         raise typer.Exit(EXIT_FAILED)
