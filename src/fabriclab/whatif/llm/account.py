@@ -43,11 +43,9 @@ def account(model: StepModel, *, p2p: bool = True) -> StepResult:
     splits = [_split(passes, run, quiet, s, ends[s], ends[critical], optimizer) for s in range(par.pp)]
     busy = [sum(passes[(s, c, k)].total_s for k, c, _ in run.ops[s]) for s in range(par.pp)]
     slowest = max(range(par.pp), key=lambda s: (busy[s], s == critical, -s))
-    by_stage = [comm_log(model, s) for s in range(par.pp)]
-    return StepResult(step_time_s=step, split_s=splits[slowest], comm=by_stage[slowest], pipeline=run,
-                      critical_stage=critical, passes=passes, dp_intervals=intervals, optimizer_s=optimizer,
-                      slowest_stage=slowest, split_by_stage=splits, comm_by_stage=by_stage, program=model.program,
-                      model=model)
+    return StepResult(step_time_s=step, split_s=splits[slowest], pipeline=run, critical_stage=critical,
+                      passes=passes, dp_intervals=intervals, optimizer_s=optimizer, slowest_stage=slowest,
+                      split_by_stage=splits, program=model.program, model=model)
 
 
 def stage_calls(program, stage: int):

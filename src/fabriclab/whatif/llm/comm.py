@@ -100,6 +100,7 @@ class CommModel:
             self.shapes[name] = _shape(communicator_groups(par, name, shard_group)[0], g)
         self._clusters = {name: group_cluster(cluster, s) for name, s in self.shapes.items()}
         self._cache: dict[tuple, float] = {}
+        self._picks: dict[tuple, str] = {}
 
     def time(self, communicator: str, collective: str, size_bytes: float) -> float:
         """Seconds of one collective of `size_bytes` (nccl-tests' buffer convention) on every group of the
@@ -115,19 +116,17 @@ class CommModel:
             if collective == "sendrecv":  # one hop between two stages: over the network or inside a server
                 n = 2
                 cluster = group_cluster(self.cluster, GroupShape(2, 2, 1)) if shape.crosses_network else self.cluster
-            times, _ = collective_times(cluster, n, [size_bytes], collective)
-            self._cache[key] = float(times[0])
+            times, picks = collective_times(cluster, n, [size_bytes], collective)
+            self._cache[key], self._picks[key] = float(times[0]), picks[0]
         return self._cache[key]
 
     def algorithm(self, communicator: str, collective: str, size_bytes: float) -> str:
         """The algorithm/protocol the library picks for it (for the report)."""
-        from fabriclab.nccl.predict import collective_times
-
         shape = self.shapes[communicator]
         if shape.num_gpus == 1 or size_bytes <= 0 or collective == "sendrecv":
             return "p2p/Simple" if collective == "sendrecv" else "-"
-        _, picks = collective_times(self._clusters[communicator], shape.num_gpus, [size_bytes], collective)
-        return picks[0]
+        self.time(communicator, collective, size_bytes)  # predicts and keeps the pick with the time
+        return self._picks[(communicator, collective, float(size_bytes))]
 
 
 def _merged_shape(par: ParallelConfig, g: int) -> GroupShape:

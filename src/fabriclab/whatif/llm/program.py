@@ -186,9 +186,26 @@ class _Layers:
         self.kv = 2 * self.tokens * spec.num_kv_heads * spec.head_dim * ACT_BYTES / tp
         self.dispatch = self.tokens * max(1, spec.experts_per_token) * h * ACT_BYTES / tp
         self.shard = options.shard_group if options.shard_group and options.shard_group < par.dp * par.cp else 0
+        self._ops: dict[tuple, tuple] = {}
+        self._units: dict[tuple, tuple] = {}
+        self._params: dict = {}
+
+    def ops(self, layer: int, kind: int) -> tuple:
+        """`forward_ops` or `backward_ops` of `layer`, built once per kind of layer (dense, MoE, embedding,
+        output): the layers of one kind run the same ops."""
+        key = (layer if layer < 0 else self.spec.is_moe_layer(layer), kind)
+        if key not in self._ops:
+            self._ops[key] = tuple(self.forward_ops(layer) if kind == F else self.backward_ops(layer))
+        return self._ops[key]
 
     def params(self, layer: int) -> tuple[float, float]:
-        """(dense, expert) parameters one rank holds of `layer` (before ZeRO)."""
+        """(dense, expert) parameters one rank holds of `layer` (before ZeRO), per kind of layer."""
+        key = layer if layer < 0 else self.spec.is_moe_layer(layer)
+        if key not in self._params:
+            self._params[key] = self._layer_params(layer)
+        return self._params[key]
+
+    def _layer_params(self, layer: int) -> tuple[float, float]:
         spec, par = self.spec, self.par
         if layer == EMBEDDING:
             return spec.embedding_params() / par.tp, 0.0
@@ -255,15 +272,22 @@ class _Layers:
         return ops
 
     def unit_calls(self, layers: list[int], collective: str) -> tuple[Call, ...]:
-        """ZeRO-3: one unit's parameter gather (or gradient reduce-scatter) on the dense and expert groups."""
+        """ZeRO-3: one unit's parameter gather (or gradient reduce-scatter) on the dense and expert groups;
+        built once per (kinds of its layers, collective): units of the same layers' kinds share it."""
+        kinds = tuple(i if i < 0 else self.spec.is_moe_layer(i) for i in layers)
+        key = (kinds, layers[0] < 0 and layers[0], collective)
+        hit = self._units.get(key)
+        if hit is not None:
+            return hit
         dense = sum(self.params(i)[0] for i in layers) * PARAM_BYTES
         expert = sum(self.params(i)[1] for i in layers) * PARAM_BYTES
-        tag = f"{collective}.layers{layers[0]}" if layers[0] >= 0 else f"{collective}.{'embedding' if layers[0] == EMBEDDING else 'output'}"
+        tag = f"{collective}.{'embedding' if layers[0] == EMBEDDING else 'output' if layers[0] == OUTPUT else 'unit'}"
         group = "shard" if self.shard else "dpcp"
         calls = [Call(f"dp.{tag}", group, collective, dense)] if dense > 0 else []
         if expert > 0:
             calls.append(Call(f"edp.{tag}", "edp", collective, expert))
-        return tuple(c for c in calls if self._group(c.communicator) > 1)
+        self._units[key] = out = tuple(c for c in calls if self._group(c.communicator) > 1)
+        return out
 
     def _group(self, communicator: str) -> int:
         par = self.par
@@ -287,8 +311,8 @@ def _units(layers: list[int], size: int) -> list[list[int]]:
 
 def _chunk(pieces: _Layers, stage: int, chunk: int, layers: list[int]) -> ChunkProgram:
     par = pieces.par
-    fwd_ops = {i: tuple(pieces.forward_ops(i)) for i in layers}
-    bwd_ops = {i: tuple(pieces.backward_ops(i)) for i in layers}
+    fwd_ops = {i: pieces.ops(i, F) for i in layers}
+    bwd_ops = {i: pieces.ops(i, B) for i in layers}
     forward, backward = [], []
     fsdp = par.zero == 3
     units = _units(layers, pieces.options.fsdp_unit) if fsdp else [[i] for i in layers]

@@ -81,9 +81,6 @@ class StepResult:
     split_s: dict[str, float]
     """The step on its slowest stage (the most busy time): compute, exposed TP / CP / EP / PP / DP,
     optimizer, bubble (sums to the step time)."""
-    comm: list[dict]
-    """The slowest stage's collectives: communicator, group shape, bytes per call, calls per step, time per
-    call, algorithm."""
     pipeline: PipelineRun
     critical_stage: int
     """The stage that ends last."""
@@ -95,11 +92,25 @@ class StepResult:
     slowest_stage: int = 0
     split_by_stage: list = field(default_factory=list)
     """Per stage: its split of the step (each sums to the step time)."""
-    comm_by_stage: list = field(default_factory=list)
-    """Per stage: its collectives as `comm`."""
     program: StepProgram | None = None
     model: "StepModel | None" = None
     """The costed model (its program, library model and roofline), for the exports."""
+    _comm_by_stage: list | None = field(default=None, repr=False)
+
+    @property
+    def comm_by_stage(self) -> list[list[dict]]:
+        """Per stage: its collectives (communicator, group shape, bytes per call, calls per step, time per
+        call, algorithm), counted from the program when first asked (a plan never asks for most)."""
+        if self._comm_by_stage is None:
+            from fabriclab.whatif.llm.account import comm_log
+
+            self._comm_by_stage = [comm_log(self.model, s) for s in range(self.model.par.pp)]
+        return self._comm_by_stage
+
+    @property
+    def comm(self) -> list[dict]:
+        """The slowest stage's collectives (`comm_by_stage`)."""
+        return self.comm_by_stage[self.slowest_stage]
 
 
 class StepModel:
@@ -125,7 +136,7 @@ class StepModel:
 
     def layer_cost(self, lp: LayerPass) -> tuple[float, dict[str, float], float, float]:
         """(compute s, exposed s by split key, gather s, reduce s) of one layer pass (module doc)."""
-        key = (lp.ops, lp.gather, lp.reduce)
+        key = (id(lp.ops), id(lp.gather), id(lp.reduce))  # the program shares these tuples between like layers
         hit = self._layer_cache.get(key)
         if hit is not None:
             return hit
