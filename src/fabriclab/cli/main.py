@@ -21,6 +21,7 @@ from typer.core import TyperCommand, TyperGroup  # typer's documented classes fo
 
 import fabriclab
 from fabriclab.cli.common import print_error, user_errors
+from fabriclab.cli.signals import Terminated, sigterm_as_interrupt
 
 # click's error classes, reached through typer's public `BadParameter` (a click `UsageError`) rather than by
 # import: typer before 0.26 raises click's own, typer 0.26 and later its private copy of click, and a private
@@ -129,7 +130,8 @@ class LazyGroup(TyperGroup):
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            with sigterm_as_interrupt():
+                code = super().main(*args, standalone_mode=False, **kwargs)
         except UsageError as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # click >= 8.2: a group called without a command
                 exc.show()  # its help, exit 2 as click does
@@ -144,6 +146,16 @@ class LazyGroup(TyperGroup):
             print_error("interrupted")
             sys.exit(130)
         sys.exit(code if isinstance(code, int) else 0)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        """Run the command; Ctrl-C and SIGTERM (`cli/signals.py`) end it with one line and exit 130.
+
+        Caught here, not left to typer: typer versions differ (`Aborted!` after a blank line, or nothing)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            print_error("terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted")
+            raise typer.Exit(130) from None
 
     def format_help(self, ctx: typer.Context, formatter: Any) -> None:
         self._listing = True

@@ -334,10 +334,13 @@ def _child_main(fn, args, place: Rendezvous, config: LaunchConfig, conn, parent_
         conn.send(("result", result))
     except BaseException as exc:  # every failure must reach the parent as one readable line
         if isinstance(exc, LaunchError):
-            conn.send(("error", (str(exc), exc.ranks)))
+            message = (str(exc), exc.ranks)
         else:
-            conn.send(("error", (f"rank {place.rank} failed: {type(exc).__name__}: {first_line(exc)}",
-                                 (place.rank,))))
+            message = (f"rank {place.rank} failed: {type(exc).__name__}: {first_line(exc)}", (place.rank,))
+        try:
+            conn.send(("error", message))
+        except OSError:  # the parent is gone (SIGKILL, say): nobody to tell, and no traceback to print
+            pass
         code = 1
     conn.close()
     sys.stdout.flush()

@@ -3,14 +3,16 @@ Ctrl-C, progress lines (report/points). The real Dask cluster: test_points_dask_
 
 import io
 import json
+import multiprocessing
 import sqlite3
+import time
 from fractions import Fraction
 
 import pytest
 
 from fabriclab.plan.prices import load_prices
 from fabriclab.plan.search import PlanSpec, plan_points, run_plan
-from fabriclab.report.points.pools import make_pool, to_json
+from fabriclab.report.points.pools import make_pool, pack, to_json
 from fabriclab.report.points.progress import Progress
 from fabriclab.report.points.runner import PointRunner, chunk_size
 from fabriclab.workload.profile import load_profile
@@ -153,3 +155,24 @@ def test_a_local_process_that_dies_is_an_error_that_says_to_resume(tmp_path):
         with PointRunner(workers=2, store=store, stream=err) as runner:
             runner(die_on_three, None, list(range(8)))
     assert "--resume" in err.getvalue()
+
+
+def sleep_on_three(context, point):
+    """A point function that takes minutes at point 3 (as a fat tree of 16,384 hosts does)."""
+    if point == 3:
+        time.sleep(300)
+    return point
+
+
+def test_an_aborted_local_pool_ends_the_running_point_instead_of_waiting_for_it():
+    # SIGTERM reaches only the CLI's process: the pool's processes must be ended by it, not left running.
+    others = set(multiprocessing.active_children())
+    pool = make_pool(None, 2)
+    answers = pool.run(sleep_on_three, *pack(None), [[(0, 0)], [(3, 3)]])
+    assert next(answers) == [(0, "0")]
+    workers = set(multiprocessing.active_children()) - others
+    assert len(workers) == 2
+    t0 = time.monotonic()
+    pool.close(abort=True)
+    assert time.monotonic() - t0 < 10 and not any(p.is_alive() for p in workers)
+    answers.close()

@@ -23,11 +23,13 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import time
 import uuid
 from typing import Callable, Iterator
 
 CONNECT_TIMEOUT_S = 30.0
 WORKERS_TIMEOUT_S = 120.0
+TERM_WAIT_S = 2.0  # after SIGTERM, how long a pool process may take to exit before SIGKILL
 DEFAULT_STALL_S = 3600.0  # a fatness point at 16,384 hosts takes minutes; an hour with nothing done is a hang
 _CONTEXTS: dict[str, object] = {}  # digest -> unpickled context, per process
 
@@ -67,6 +69,8 @@ class LocalPool:
             raise ValueError(f"--processes {workers!r}: give a whole number >= 1 (processes on this machine)")
         self.workers, self.stall_s = workers, stall_s
         self._pool = None
+        self._workers: set = set()  # the pool's processes (multiprocessing.Process)
+        self._others: set = set()  # this process's children that are not the pool's
         self.where = "this process" if workers == 1 else f"{workers} local processes"
 
     @property
@@ -85,8 +89,12 @@ class LocalPool:
         from concurrent.futures.process import BrokenProcessPool
 
         if self._pool is None:  # forkserver: no fork of a process that holds threads (rich, sqlite)
+            self._others = set(multiprocessing.active_children())
             self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("forkserver"))
         pending = {self._pool.submit(run_chunk, fn, digest, blob, c) for c in chunks}
+        # The pool's processes (started by the submits), so that `close(abort=True)` can end them at once:
+        # concurrent.futures has no public way to before Python 3.14 (`terminate_workers`).
+        self._workers |= set(multiprocessing.active_children()) - self._others
         while pending:
             done, pending = cf.wait(pending, timeout=self.stall_s, return_when=cf.FIRST_COMPLETED)
             if not done:
@@ -99,12 +107,32 @@ class LocalPool:
                                      f"--resume, with fewer --processes") from None
                 yield answers
 
-    def close(self) -> None:
-        """Stop the processes (work not started is dropped); forget the context kept here."""
+    def close(self, *, abort: bool = False) -> None:
+        """Stop the processes (work not started is dropped); forget the context kept here.
+
+        `abort` (an error, Ctrl-C or SIGTERM stopped the run): end the points running now too, instead of
+        waiting for them; SIGTERM reaches only this process, not the pool's, which would run on."""
         _CONTEXTS.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if abort:
+            end_processes(self._workers)
+        self._workers = set()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def end_processes(procs, wait_s: float = TERM_WAIT_S) -> None:
+    """SIGTERM each live process, SIGKILL those still alive after `wait_s`; reap them all."""
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + wait_s
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(wait_s)
 
 
 class DaskPool:
@@ -167,8 +195,8 @@ class DaskPool:
                 self.client.cancel(list(pending))
             context.release()
 
-    def close(self) -> None:
-        """Disconnect (the cluster keeps running)."""
+    def close(self, *, abort: bool = False) -> None:
+        """Disconnect (the cluster keeps running; `run` cancelled what it left pending, `abort` or not)."""
         self.client.close(timeout=CONNECT_TIMEOUT_S)
 
 

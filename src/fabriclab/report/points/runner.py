@@ -89,9 +89,9 @@ class PointRunner:
         self.pool = make_pool(self.scheduler, self.workers)  # bad --scheduler: an error before any work
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, *exc) -> None:
         if self.pool is not None:
-            self.pool.close()
+            self.pool.close(abort=kind is not None)  # stopped by an error, Ctrl-C or SIGTERM: end the workers now
             self.pool = None
 
     def __call__(self, fn: Callable, context, points: list) -> list:
