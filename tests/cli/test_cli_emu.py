@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fabriclab.emu import netns
 from fabriclab.emu.cluster import teardown_cluster
-from fabriclab.emu.state import cluster_lock, state_path
+from fabriclab.emu.state import cluster_lock, name_tag, state_path
 
 pytestmark = pytest.mark.root
 
@@ -69,3 +69,27 @@ def test_preset_and_stale_namespaces_without_state(cli):
     assert netns.our_namespaces() == ["flh0", "flh1", "fls0"]
     state_path().unlink()
     assert "removed 3" in cli("down").stdout and netns.our_namespaces() == []
+
+
+def test_down_removes_only_the_cluster_of_its_state_file(cli, emu_app, tmp_path):
+    # Another user's cluster, made through a state file of its own: `up` and `down` of the default state file
+    # leave it alone, `down --all` removes it too.
+    theirs = {"COLUMNS": "200", "FABRICLAB_EMU_STATE": str(tmp_path / "theirs.json")}
+    tag = name_tag(tmp_path / "theirs.json")
+    try:
+        up = runner.invoke(emu_app, ["emu", "up", "--topology", "star", "--hosts", "2", "--link", "200Mbps"],
+                           env=theirs)
+        assert up.exit_code == 0, up.output
+        assert netns.our_namespaces(tag) == [f"fl{tag}h0", f"fl{tag}h1", f"fl{tag}s0"]
+        mine = cli("up", "--topology", "star", "--hosts", "3", "--link", "200Mbps")
+        assert mine.exit_code == 0 and len(netns.our_namespaces(tag)) == 3
+        down = cli("down")
+        assert "removed 4: flh0 flh1 flh2 fls0" in down.stdout, down.output
+        assert "left alone: 3 namespaces of other emulated clusters" in down.stdout
+        assert len(netns.our_namespaces(tag)) == 3 and netns.our_namespaces("") == []
+        status = runner.invoke(emu_app, ["emu", "status"], env=theirs)
+        assert status.exit_code == 0 and status.stdout.count("3/3") == 1, status.output
+        assert "nothing to remove" in cli("down").stdout
+        assert "removed 3" in cli("down", "--all").stdout and netns.our_namespaces(tag) == []
+    finally:
+        runner.invoke(emu_app, ["emu", "down"], env=theirs)

@@ -2,9 +2,10 @@
 
 `emu_root` (tests/conftest.py) skips unless this process is root with iproute2 and working network
 namespaces, veth pairs and tbf. `emu_locked` also holds the emulator's lock for the test (so a concurrent
-test session or CLI user waits instead of tearing our cluster down) and removes every namespace of ours
-afterwards. `tcp_goodput` measures bulk TCP transfers between emulated hosts.
-Beware: root tests remove any emulated cluster that is up on this machine.
+test session or CLI user waits instead of tearing our cluster down) and removes the default state file's
+cluster afterwards. `tcp_goodput` measures bulk TCP transfers between emulated hosts.
+Beware: root tests remove the cluster of the default state file (`fabriclab emu up` without
+$FABRICLAB_EMU_STATE) if one is up on this machine; other state files' clusters are left alone.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 from fabriclab.emu import netns
 from fabriclab.emu.cluster import emulated_cluster
 from fabriclab.emu.launch import ping_hosts
-from fabriclab.emu.state import load_state
+from fabriclab.emu.state import load_state, name_tag, private_state_path
 from fabriclab.fabric.scenario import TopologySpec
 
 pytestmark = pytest.mark.root
@@ -28,13 +28,18 @@ def star3(emu_root):
 
 
 def test_star_is_reachable_and_shaped(star3):
-    assert netns.our_namespaces() == ["flh0", "flh1", "flh2", "fls0"]
+    # A program's cluster has a state file of its own, and its names carry that file's tag.
+    tag = name_tag(private_state_path())
+    assert len(tag) == 5 and netns.our_namespaces(tag) == list(star3.namespaces)
+    assert star3.namespaces == (f"fl{tag}h0", f"fl{tag}h1", f"fl{tag}h2", f"fl{tag}s0")
     for rank, hops, rtts in ping_hosts(star3, count=3):
         assert hops == 2 and all(r is not None and r < 0.05 for r in rtts), (rank, rtts)
     assert len(star3.rtts) == 2 and star3.hop_latency_s is not None
-    qdisc = json.loads(netns.run(["tc", "-n", "flh0", "-j", "qdisc", "show", "dev", "fls0"]))[0]
+    host0 = star3.hosts[0]
+    assert host0.iface == star3.switches[0]  # a veth end is named after the namespace at its other end
+    qdisc = json.loads(netns.run(["tc", "-n", host0.namespace, "-j", "qdisc", "show", "dev", host0.iface]))[0]
     assert qdisc["kind"] == "tbf" and qdisc["options"]["rate"] == RATE_BPS / 8
-    assert load_state() == star3
+    assert load_state(private_state_path()) == star3
 
 
 def test_shaped_link_holds_its_rate(star3, tcp_goodput):

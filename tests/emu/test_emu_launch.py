@@ -12,6 +12,7 @@ import pytest
 from fabriclab.emu import netns
 from fabriclab.emu.cluster import EmuConfig, emulated_cluster
 from fabriclab.emu.launch import exit_code, first_failure, run_in_cluster
+from fabriclab.emu.state import state_path
 from fabriclab.fabric.scenario import TopologySpec
 
 pytestmark = pytest.mark.root
@@ -38,7 +39,8 @@ else:
 @pytest.fixture(scope="module")
 def star3(emu_root):
     spec = TopologySpec(kind="star", hosts=3, bandwidth_Bps=400e6 / 8)
-    with emulated_cluster(spec, config=EmuConfig(dilation=4, measure_rtt=False)) as state:
+    # At the state file `emu up` writes, as `run_in_cluster` reads it without a state (as `emu run` does).
+    with emulated_cluster(spec, config=EmuConfig(dilation=4, measure_rtt=False), state_file=state_path()) as state:
         yield state
 
 

@@ -15,7 +15,7 @@ import pytest
 from fabriclab.emu import netns
 from fabriclab.emu.cluster import EmuConfig, build_cluster, emulated_cluster, make_plan, teardown_cluster
 from fabriclab.emu.launch import ping_hosts
-from fabriclab.emu.state import state_path
+from fabriclab.emu.state import name_tag, private_state_path, state_path
 from fabriclab.fabric.scenario import TopologySpec, build_topology
 
 pytestmark = pytest.mark.root
@@ -47,7 +47,8 @@ def _reverse(t, link: int) -> int:
 
 def test_fat_tree_routes_follow_topology_and_teardown_leaves_nothing(emu_root):
     topo = build_topology(FAT_TREE4)
-    plan = make_plan(topo, EmuConfig())
+    tag = name_tag(private_state_path())  # the names of this process's own cluster (emulated_cluster)
+    plan = make_plan(topo, EmuConfig(), tag=tag)
     with emulated_cluster(FAT_TREE4) as state:
         assert state.routing == "destination" and len(state.switches) == 3
         for rank, hops, rtts in ping_hosts(state, topo, count=2):
@@ -60,14 +61,14 @@ def test_fat_tree_routes_follow_topology_and_teardown_leaves_nothing(emu_root):
             for d in range(topo.num_endpoints):
                 if s != d:
                     assert _kernel_route(plan, s, d) == topo.route(s, d), (s, d)
-    assert netns.our_namespaces() == [] and netns.our_root_links() == []
-    assert not state_path().exists()
+    assert netns.our_namespaces(tag) == [] and netns.our_root_links(tag) == []
+    assert not private_state_path().exists()
 
 
 def test_ecmp_routes_need_policy_rules_and_still_follow_topology(emu_root):
     spec = TopologySpec(kind="fat-tree", hosts=8, hosts_per_leaf=2, routing="ecmp", bandwidth_Bps=200e6 / 8)
     topo = build_topology(spec)
-    plan = make_plan(topo, EmuConfig())
+    plan = make_plan(topo, EmuConfig(), tag=name_tag(private_state_path()))
     with emulated_cluster(spec, config=EmuConfig(measure_rtt=False)) as state:
         assert state.routing == "source"
         pairs = [(s, d) for s in range(topo.num_endpoints) for d in range(topo.num_endpoints) if s != d]
@@ -138,10 +139,11 @@ def test_sigterm_tears_the_context_managers_cluster_down(emu_root):
     proc = subprocess.Popen([sys.executable, "-c", _SIGTERMED], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "up"
-        assert netns.our_namespaces() == ["flh0", "flh1", "fls0"]
+        tag = name_tag(private_state_path(proc.pid))
+        assert netns.our_namespaces(tag) == [f"fl{tag}h0", f"fl{tag}h1", f"fl{tag}s0"]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
-    assert netns.our_namespaces() == []
+    assert netns.our_namespaces(tag) == [] and not private_state_path(proc.pid).exists()

@@ -12,7 +12,8 @@ from fabriclab.emu.cluster import MIN_BURST_BYTES, EmuConfig, make_plan, shaping
 from fabriclab.emu.launch import RankResult, exit_code, first_failure, hop_latency, rank_env
 from fabriclab.emu.presets import (apply_preset, emulated_rate_Bps, fabric_preset, undilate_bandwidth,
                                    undilate_time)
-from fabriclab.emu.state import ClusterState, EmuHost, load_state, save_state, state_path
+from fabriclab.emu.state import (ClusterState, EmuHost, default_state_path, load_state, name_tag, private_state_path,
+                                 save_state, state_path)
 from fabriclab.fabric.links import LINK_PRESET_NAMES
 from fabriclab.fabric.scenario import TopologySpec, build_topology
 
@@ -99,6 +100,29 @@ def test_presets_scale_the_papers_fabrics():
     assert undilate_time(2.0, 100) == 0.02 and undilate_bandwidth(1e6, 100) == 1e8
     with pytest.raises(ValueError, match="25gbe, 100g-opa"):
         fabric_preset("10gbe")
+
+
+def test_a_state_file_names_its_cluster_and_no_other(tmp_path, monkeypatch):
+    monkeypatch.delenv("FABRICLAB_EMU_STATE", raising=False)
+    assert name_tag() == name_tag(default_state_path()) == ""  # the default cluster keeps flh0, fls0, ...
+    mine, other = name_tag(tmp_path / "a.json"), name_tag(tmp_path / "b.json")
+    assert len(mine) == 5 and mine != other and mine == name_tag(tmp_path / "x" / ".." / "a.json")
+    monkeypatch.setenv("FABRICLAB_EMU_STATE", str(tmp_path / "a.json"))
+    assert name_tag() == mine and private_state_path(7) == tmp_path / "a-7.json"
+    plan = make_plan(build_topology(SPECS["fat-tree3l"]), EmuConfig(), tag=mine)
+    assert plan.namespaces[0] == f"fl{mine}h0" and plan.namespaces[-1].startswith(f"fl{mine}s")
+    names = plan.namespaces + plan.iface
+    assert all(netns.OUR_NAME.match(n) and netns.cluster_names(mine).match(n) for n in names)
+    # Teardown of another cluster, or of the default one, matches none of these names.
+    assert not any(netns.cluster_names(other).match(n) or netns.cluster_names("").match(n) for n in names)
+    assert not netns.cluster_names(mine).match("flh0") and netns.OUR_NAME.match("flh0")
+    assert max(map(len, names)) <= netns.IFNAME_MAX
+
+
+def test_the_largest_tagged_cluster_still_has_interface_names_linux_takes():
+    spec = TopologySpec(kind="fat-tree", hosts=256, hosts_per_leaf=2, bisection=1, bandwidth_Bps=1e9 / 8)
+    plan = make_plan(build_topology(spec), EmuConfig(), tag="abcde")
+    assert len(plan.namespaces) > 256 and max(map(len, plan.iface)) <= netns.IFNAME_MAX
 
 
 def _state(num_hosts: int = 3) -> ClusterState:

@@ -46,7 +46,7 @@ def test_torchrun_on_two_emulated_hosts_reports_what_the_local_launcher_reports(
     assert (launch["launcher"], launch["num_ranks"], launch["num_hosts"]) == ("torchrun", 4, 2)
     assert launch["backend"] == "gloo" and launch["num_gpus"] == 0
     hosts = {h["host"]: sorted(h["ranks"]) for h in launch["hosts"]}
-    assert set(hosts) == {"flh0", "flh1"} and sorted(sum(hosts.values(), [])) == [0, 1, 2, 3]
+    assert set(hosts) == {h.namespace for h in two_hosts.hosts} and sorted(sum(hosts.values(), [])) == [0, 1, 2, 3]
     assert all(len(ranks) == 2 for ranks in hosts.values())
     remote = [{k: row[k] for k in KEY} for row in record["results"]]
 
@@ -77,7 +77,7 @@ def test_torchrun_gives_each_worker_its_place(two_hosts):
     assert sorted(by_rank) == [0, 1, 2, 3]
     for rank, (_, local, world, local_world, host, iface) in by_rank.items():
         assert (int(local), world, local_world) == (rank % 2, "4", "2")
-        assert host == f"flh{rank // 2}" and iface == two_hosts.hosts[rank // 2].iface
+        assert host == two_hosts.hosts[rank // 2].namespace and iface == two_hosts.hosts[rank // 2].iface
 
 
 @pytest.mark.root

@@ -2,7 +2,9 @@
 
 `up` builds hosts and switches as network namespaces with tbf-shaped veth cables and routes that follow
 the simulator's (see `fabriclab.emu.cluster`), `run` starts one process per host with RANK, WORLD_SIZE,
-MASTER_ADDR..., `status` pings every host from host 0, `down` removes everything (also after a crash).
+MASTER_ADDR..., `status` pings every host from host 0, `down` removes the cluster (also after a crash). A
+cluster is known by its state file ($FABRICLAB_EMU_STATE, default /run/fabriclab/emu.json): `down` removes
+that file's cluster only, never another user's or program's (`down --all` removes every one).
 Latency is not emulated (no netem in this kernel): `up` measures and prints the base latency instead.
 
 Try it: `sudo fabriclab emu up --topology fat-tree --hosts 8 --hosts-per-leaf 4 --bisection 1/2 --link 1Gbps`,
@@ -231,15 +233,27 @@ def run_cmd(
 @app.command("down")
 @user_errors
 @_emu_errors
-def down_cmd() -> None:
-    """Remove every namespace and link of the emulator, with or without a state file."""
+def down_cmd(
+    every_cluster: bool = typer.Option(False, "--all", help="Remove every emulated cluster on this machine, "
+                                                            "also other users' and programs' (strays of a "
+                                                            "killed run)."),
+) -> None:
+    """Remove the namespaces and links of the cluster of the state file, with or without the file itself."""
     from fabriclab.emu.cluster import teardown_cluster
-    from fabriclab.emu.state import cluster_lock
+    from fabriclab.emu.state import cluster_lock, state_path
 
     netns.check_system()
     with cluster_lock():
-        removed = teardown_cluster()
-    print(f"removed {len(removed)}: {' '.join(removed)}" if removed else "nothing to remove", flush=True)
+        removed = teardown_cluster(every_cluster=every_cluster)
+    if removed:
+        print(f"removed {len(removed)}: {' '.join(removed)}", flush=True)
+    else:
+        whose = "on this machine" if every_cluster else f"of {state_path()}"
+        print(f"nothing to remove (no emulated cluster {whose})", flush=True)
+    others = [] if every_cluster else netns.our_namespaces()
+    if others:  # said, not removed: they belong to other state files
+        print(f"left alone: {len(others)} namespaces of other emulated clusters (`fabriclab emu down --all` "
+              f"removes them too)", flush=True)
 
 
 @app.command("status")
@@ -253,13 +267,13 @@ def status_cmd(
 ) -> None:
     """What is up, and a ping from host 0 to every host; exit 1 when stale or unreachable."""
     from fabriclab.emu.launch import ping_hosts
-    from fabriclab.emu.state import load_state, state_path
+    from fabriclab.emu.state import load_state, name_tag, state_path
     from fabriclab.fabric.scenario import build_topology
 
     out = Output(fmt, json_path, store)
     pings = parse_count(count, "--count", minimum=1, maximum=100)
     netns.check_system()
-    state, ours = load_state(), netns.our_namespaces()
+    state, ours = load_state(), netns.our_namespaces(name_tag())
     if state is None:
         if ours:
             err_console.print(f"stale: {len(ours)} namespaces ({' '.join(ours)}) but no state file "

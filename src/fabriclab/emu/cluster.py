@@ -1,7 +1,8 @@
 """Build and tear down an emulated cluster from a `Topology`: namespaces, veth cables, tbf shaping, routes.
 
 Every node becomes a network namespace: endpoints are hosts `flh<rank>`, other nodes (leaf, spine, star
-switch) switches `fls<j>` that forward IP. Switches are routers, not Linux bridges: a fat tree with several
+switch) switches `fls<j>` that forward IP (with the state file's tag after `fl` for a cluster of another state
+file than the default: `fl1a2b3h0`, see `state.name_tag`; a cluster is known by its state file). Switches are routers, not Linux bridges: a fat tree with several
 spines has L2 loops, and IP routes can follow `Topology.route()` exactly. A cable is one veth pair whose
 ends are named after the namespace at the other end (`fls0` inside `flh3` leads to switch 0).
 
@@ -41,7 +42,8 @@ import numpy as np
 
 from fabriclab.emu import netns
 from fabriclab.emu.launch import hop_latency, ping_hosts
-from fabriclab.emu.state import ClusterState, EmuHost, EmuLink, clear_state, cluster_lock, save_state
+from fabriclab.emu.state import (ClusterState, EmuHost, EmuLink, clear_state, cluster_lock, load_state, name_tag,
+                                 private_state_path, save_state)
 from fabriclab.fabric.scenario import TopologySpec, build_topology
 from fabriclab.fabric.topology import Topology
 
@@ -148,8 +150,11 @@ def node_address(node: int, num_endpoints: int) -> str:
     return f"10.77.{base + i // 250}.{i % 250 + 1}"
 
 
-def node_namespace(node: int, num_endpoints: int) -> str:
-    return f"{netns.HOST_PREFIX}{node}" if node < num_endpoints else f"{netns.SWITCH_PREFIX}{node - num_endpoints}"
+def node_namespace(node: int, num_endpoints: int, tag: str = "") -> str:
+    """Host `node`, or switch `node - num_endpoints`, of the cluster tagged `tag` (`state.name_tag`)."""
+    if node < num_endpoints:
+        return netns.host_namespace(tag, node)
+    return netns.switch_namespace(tag, node - num_endpoints)
 
 
 def shaping(rate_Bps: float, config: EmuConfig) -> tuple[int, int]:
@@ -195,8 +200,9 @@ def check_spec(spec: TopologySpec) -> None:
                          f"(hosts and switches); use fewer --hosts, or `fabriclab simulate` for large fabrics")
 
 
-def make_plan(topology: Topology, config: EmuConfig) -> Plan:
-    """Names, addresses, cables, shaping and routes for `topology`; ValueError if it cannot be emulated."""
+def make_plan(topology: Topology, config: EmuConfig, *, tag: str = "") -> Plan:
+    """Names (tagged `tag`), addresses, cables, shaping and routes for `topology`; ValueError if it cannot be
+    emulated."""
     t = topology
     _check_one_rank_per_host(t.gpus_per_server)
     if t.num_nodes > MAX_NAMESPACES:
@@ -204,7 +210,7 @@ def make_plan(topology: Topology, config: EmuConfig) -> Plan:
                          f"namespaces: use fewer --hosts, or `fabriclab simulate` for large fabrics")
     check_shaping(t, config)
     n = t.num_endpoints
-    names = tuple(node_namespace(v, n) for v in range(t.num_nodes))
+    names = tuple(node_namespace(v, n, tag) for v in range(t.num_nodes))
     pending: dict[tuple[int, int], list[int]] = defaultdict(list)
     pairs = []
     for link in range(t.num_links):
@@ -261,12 +267,13 @@ def _route_tables(t: Topology) -> tuple[dict, dict]:
 
 def build_cluster(spec: TopologySpec, config: EmuConfig = EmuConfig(), *,
                   state_file: Path | None = None) -> ClusterState:
-    """Clean anything stale, build the emulated cluster, measure its base RTT, write the state file.
+    """Remove what is left of this state file's cluster, build the emulated cluster, measure its base RTT,
+    write the state file (default: `state_path()`). Other state files' clusters are left alone.
 
     The caller should hold `cluster_lock()` (the CLI and `emulated_cluster` do)."""
     check_spec(spec)
     netns.check_system()
-    plan = make_plan(build_topology(spec), config)
+    plan = make_plan(build_topology(spec), config, tag=name_tag(state_file))
     teardown_cluster(state_file=state_file)
     try:
         netns.batch("ip", [f"netns add {name}" for name in plan.namespaces])
@@ -294,13 +301,20 @@ def build_cluster(spec: TopologySpec, config: EmuConfig = EmuConfig(), *,
         raise
 
 
-def teardown_cluster(*, state_file: Path | None = None) -> list[str]:
-    """Remove every namespace and root link with our names (state file or not); return what was removed."""
+def teardown_cluster(*, state_file: Path | None = None, every_cluster: bool = False) -> list[str]:
+    """Remove the cluster of `state_file` (default: `state_path()`): the namespaces and root links with its
+    tag, the file there or not, and those the file lists; or, with `every_cluster`, every emulated cluster on
+    this machine, whoever made it. Returns what was removed."""
     netns.check_system()
-    removed = netns.our_namespaces()
+    tag = None if every_cluster else name_tag(state_file)
+    removed = netns.our_namespaces(tag)
+    state = load_state(state_file)
+    if state is not None:  # a file written elsewhere, then moved: its names need not carry its tag
+        live = set(netns.list_netns())
+        removed += [n for n in state.namespaces if netns.OUR_NAME.match(n) and n in live and n not in removed]
     for name in removed:
         netns.delete_netns(name)
-    for name in netns.our_root_links():
+    for name in netns.our_root_links(tag):
         netns.delete_link(name)
         removed.append(name)
     clear_state(state_file)
@@ -316,10 +330,13 @@ def emulated_cluster(spec: TopologySpec, dilation: float = 1.0, *, config: EmuCo
                      state_file: Path | None = None, lock_timeout_s: float = 120.0) -> Iterator[ClusterState]:
     """Build the cluster, yield its state, and always tear it down: on return, exception, Ctrl-C and (in
     the main thread) SIGTERM / SIGHUP, which raise SystemExit(128 + signal) while the cluster is up.
-    `dilation` is used when no `config` is given (a config carries its own)."""
+    `dilation` is used when no `config` is given (a config carries its own). Without `state_file` the cluster
+    gets one of this process's own (`private_state_path`), so neither its build nor its teardown touches the
+    cluster of `emu up` or of another program."""
     if config is not None and dilation not in (1.0, config.dilation):
         raise ValueError(f"dilation {dilation} and config.dilation {config.dilation} differ: give only one")
     config = config or EmuConfig(dilation=dilation)
+    state_file = state_file or private_state_path()
     main = threading.current_thread() is threading.main_thread()
     with cluster_lock(lock_timeout_s):
         sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if main else ()

@@ -1,8 +1,10 @@
 """Thin wrappers around iproute2 (`ip`, `tc`) and setns(2): the only module of emu/ that touches the system.
 
 Everything the emulator creates is named so that one pattern finds it again: network namespaces
-`flh<i>` (hosts) and `fls<j>` (switches), see `OUR_NAME`. Cleanup never depends on a state file: it lists
-namespaces and root links and removes those whose names match.
+`fl<tag>h<i>` (hosts) and `fl<tag>s<j>` (switches), where the tag names the cluster's state file
+(`state.name_tag`: empty for the default one, so `flh0`, `fls0`; five hex digits for any other). Cleanup of
+a cluster never depends on its state file being there: it lists namespaces and root links and removes those
+whose names carry its tag (`cluster_names`), and so never those of another cluster (`OUR_NAME` finds all).
 
 * `run`, `ip`, `batch` call the tools and raise `EmuError` with the command and the tool's own message.
 * `check_system` raises `EmuUnavailable` (a ValueError: the CLI prints one line, exit 2) without root or
@@ -32,11 +34,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-HOST_PREFIX = "flh"
-SWITCH_PREFIX = "fls"
-# What cleanup removes: our namespaces, and any root-namespace link with such a name (veth ends are named
-# after the namespace at their other end, so a stray end left in the root namespace matches too).
-OUR_NAME = re.compile(r"^fl[hs][0-9]+(-[0-9]+)?$")
+# Every emulator name, of any cluster: namespaces, and any root-namespace link with such a name (veth ends
+# are named after the namespace at their other end, so a stray end left in the root namespace matches too).
+OUR_NAME = re.compile(r"^fl(?:[0-9a-f]{5})?[hs][0-9]+(-[0-9]+)?$")
+TAG = re.compile(r"^(?:[0-9a-f]{5})?$")
 # Linux limits interface names to IFNAMSIZ - 1 = 15 characters.
 IFNAME_MAX = 15
 _CLONE_NEWNET = 0x40000000
@@ -90,24 +91,44 @@ def batch(tool: str, lines: Sequence[str], ns: str | None = None) -> None:
             timeout_s=60.0 + 0.05 * len(lines))
 
 
+def host_namespace(tag: str, rank: int) -> str:
+    """The namespace of host `rank` of the cluster tagged `tag`: `flh0` (no tag), `fl1a2b3h0`."""
+    return f"fl{tag}h{rank}"
+
+
+def switch_namespace(tag: str, index: int) -> str:
+    """The namespace of switch `index` of the cluster tagged `tag`: `fls0` (no tag), `fl1a2b3s0`."""
+    return f"fl{tag}s{index}"
+
+
+def cluster_names(tag: str | None) -> re.Pattern:
+    """The names of the cluster tagged `tag` (`""`: the default state file's), or of every cluster (None)."""
+    if tag is None:
+        return OUR_NAME
+    assert TAG.match(tag), f"bad cluster tag {tag!r}"
+    return re.compile(rf"^fl{tag}[hs][0-9]+(-[0-9]+)?$")
+
+
 def list_netns() -> list[str]:
     """Names of all named network namespaces (`ip netns list`), ours or not."""
     return [line.split()[0] for line in ip("netns", "list").splitlines() if line.strip()]
 
 
-def our_namespaces() -> list[str]:
-    """Namespaces that match our naming pattern (hosts `flh<i>`, switches `fls<j>`), sorted."""
-    return sorted((name for name in list_netns() if OUR_NAME.match(name)), key=_natural)
+def our_namespaces(tag: str | None = None) -> list[str]:
+    """Namespaces of the cluster tagged `tag`, or of every emulated cluster (None), sorted."""
+    pattern = cluster_names(tag)
+    return sorted((name for name in list_netns() if pattern.match(name)), key=_natural)
 
 
-def our_root_links() -> list[str]:
-    """Links in the root namespace with our names: strays of an interrupted build."""
-    names = []
+def our_root_links(tag: str | None = None) -> list[str]:
+    """Links in the root namespace with the names of the cluster tagged `tag` (None: of any): strays of an
+    interrupted build."""
+    pattern, names = cluster_names(tag), []
     for line in ip("-o", "link", "show").splitlines():
         fields = line.split(":", 2)
         if len(fields) > 1:
             name = fields[1].strip().split("@")[0]
-            if OUR_NAME.match(name):
+            if pattern.match(name):
                 names.append(name)
     return names
 

@@ -1,11 +1,13 @@
 """The state file of the emulated cluster: what `emu up` built, so that `emu run`, `status` and `down` find it.
 
 It lives at `/run/fabriclab/emu.json` (tmpfs on most systems: gone after a reboot, like the namespaces),
-or `/tmp/fabriclab-emu.json` where /run is not writable; `FABRICLAB_EMU_STATE` overrides the path. The
-state is a convenience, never the source of truth for cleanup: `emu down` removes namespaces by name
-pattern (see `netns.OUR_NAME`), with or without a state file. A lock (`/run/fabriclab/emu.lock`, flock,
-released by the kernel when its holder dies, even by kill -9) keeps two processes from building or tearing
-down at once; `emulated_cluster` holds it while its cluster is up.
+or `/tmp/fabriclab-emu.json` where /run is not writable; `FABRICLAB_EMU_STATE` overrides the path. A
+state file names its cluster: the cluster's namespaces carry the file's tag (`name_tag`: none for the
+default file, `flh0`; five hex digits of the path for another), so `emu down` removes the namespaces with
+its tag, with or without the file itself (a build killed before it wrote the file), and never another
+state file's cluster. A lock (`/run/fabriclab/emu.lock`, flock, released by the kernel when its holder dies,
+even by kill -9) keeps two processes from building or tearing down at once; `emulated_cluster` holds it
+while its cluster is up.
 
 Try it: `sudo fabriclab emu up --topology star --hosts 3 --link 200Mbps && cat /run/fabriclab/emu.json`.
 """
@@ -13,6 +15,7 @@ Try it: `sudo fabriclab emu up --topology star --hosts 3 --link 200Mbps && cat /
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import time
@@ -127,12 +130,34 @@ def _run_dir() -> Path | None:
     return run_dir / "fabriclab" if run_dir.is_dir() and os.access(run_dir, os.W_OK) else None
 
 
-def state_path() -> Path:
-    """Where the state file lives: $FABRICLAB_EMU_STATE, else /run/fabriclab/emu.json, else /tmp."""
-    if os.environ.get(STATE_ENV):
-        return Path(os.environ[STATE_ENV])
+def default_state_path() -> Path:
+    """/run/fabriclab/emu.json, else /tmp/fabriclab-emu.json where /run is not writable."""
     run_dir = _run_dir()
     return run_dir / "emu.json" if run_dir else Path("/tmp/fabriclab-emu.json")
+
+
+def state_path() -> Path:
+    """Where the state file lives: $FABRICLAB_EMU_STATE, else the default (`default_state_path`)."""
+    if os.environ.get(STATE_ENV):
+        return Path(os.environ[STATE_ENV])
+    return default_state_path()
+
+
+def private_state_path(pid: int | None = None) -> Path:
+    """The state file of process `pid`'s own (default: this one's), beside the usual one: a program's cluster
+    (`emulated_cluster`) then never shares names with the cluster of `emu up`, nor with another program's."""
+    path = state_path()
+    return path.with_name(f"{path.stem}-{os.getpid() if pid is None else pid}{path.suffix}")
+
+
+def name_tag(path: Path | None = None) -> str:
+    """The tag in the names of the cluster of state file `path` (default: `state_path()`): empty for the
+    default file, so its hosts stay `flh0`, `flh1`, ...; else five hex digits of the absolute path."""
+    path = Path(os.path.abspath(path or state_path()))
+    if path == Path(os.path.abspath(default_state_path())):
+        return ""
+    # 20 bits: two state files in use at once on one machine share a tag with odds of about 1 in a million.
+    return hashlib.blake2b(str(path).encode(), digest_size=3).hexdigest()[:5]
 
 
 def lock_path() -> Path:
