@@ -10,7 +10,10 @@ with one ghost layer. A step is:
    under Gloo; NCCL matches by order, which the order of the list keeps, and needs the group call so
    that two ranks receiving from each other first do not wait on each other), wait for all, unpack. A
    dimension with one process wraps onto the rank itself: a local copy. On CUDA tensors NCCL moves
-   the faces from GPU memory; Gloo (ranks sharing a GPU) gets them packed into host buffers.
+   the faces from GPU memory; Gloo (ranks sharing a GPU) gets them packed into host buffers. The
+   same holds for the stencil's other collectives (`on_host_if_needed`): the timings are gathered on
+   the CPU, the final field through a host copy where the backend cannot gather CUDA tensors (Gloo's
+   all_gather takes none: "invalid tensor type ... expected device=cuda:0").
 2. **compute**: an explicit diffusion update u' = u + a (sum of the 6 neighbours - 6 u) on every cell,
    repeated `work` times from the same input (the result does not depend on `work`, the cost is
    proportional to it: the knob for compute per cell). Each operation is a plain IEEE add or multiply,
@@ -90,6 +93,14 @@ def _face(u: torch.Tensor, dim: int, index: int) -> torch.Tensor:
     sl = [slice(1, -1)] * DIMS
     sl[dim] = index
     return u[tuple(sl)]
+
+
+def on_host_if_needed(tensor: torch.Tensor, group=None) -> torch.Tensor:
+    """`tensor` itself where the backend moves tensors of its device (CPU; CUDA over NCCL), else a copy in
+    host memory for it (CUDA over Gloo or MPI): what every collective of the stencil sends."""
+    if device_p2p(group, tensor.device):
+        return tensor
+    return torch.empty(tensor.shape, dtype=tensor.dtype).copy_(tensor)  # device to host, after its kernels
 
 
 class HaloExchange:
@@ -180,9 +191,10 @@ def stencil_rank(ctx, config: StencilConfig) -> dict:
             compute_cpu.append(c2 - c1)
     mine = torch.tensor([statistics.fmean(compute), statistics.fmean(comm), statistics.fmean(compute_cpu),
                          max(c + m for c, m in zip(compute, comm))], dtype=torch.float64)
+    # On the CPU whatever the device: every group has a CPU backend (NCCL's has Gloo beside it).
     every = [torch.empty_like(mine) for _ in range(ctx.world_size)]
-    dist.all_gather(every, mine.to(ctx.device), group=ctx.group)
-    table = torch.stack([t.cpu() for t in every])
+    dist.all_gather(every, mine, group=ctx.group)
+    table = torch.stack(every)
     result = {"num_ranks": ctx.world_size, "procs": list(grid.procs), "block": list(grid.block),
               "cells_per_rank": grid.cells_per_rank, "compute_s": float(table[:, 0].mean()),
               "comm_s": float(table[:, 1].mean()), "compute_cpu_s": float(table[:, 2].mean()),
@@ -196,7 +208,7 @@ def stencil_rank(ctx, config: StencilConfig) -> dict:
 def gather_field(grid: StencilGrid, u: torch.Tensor, ctx):
     """The whole domain (without ghosts) on rank 0 as a numpy array (it pickles without shared memory, so
     it survives the rank's exit on its way to the launcher); None elsewhere."""
-    block = u[1:-1, 1:-1, 1:-1].contiguous()
+    block = on_host_if_needed(u[1:-1, 1:-1, 1:-1].contiguous(), ctx.group)
     parts = [torch.empty_like(block) for _ in range(ctx.world_size)]
     dist.all_gather(parts, block, group=ctx.group)
     if ctx.rank != 0:
