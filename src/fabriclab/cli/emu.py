@@ -27,6 +27,7 @@ from fabriclab.cli.common import (
     JsonOption,
     Output,
     StoreOption,
+    check_output_path,
     err_console,
     print_error,
     user_errors,
@@ -76,6 +77,14 @@ def _emu_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _check_state_file() -> None:
+    """Before any namespace is touched, and before root is asked for: the state file must be a file that
+    can be written (`$FABRICLAB_EMU_STATE` naming a folder gave a traceback after the teardown)."""
+    from fabriclab.emu.state import STATE_ENV, state_path
+
+    check_output_path(state_path(), f"the state file (${STATE_ENV})")
+
+
 def _rate(Bps: float) -> str:
     for scale, unit in ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
         if Bps * 8 >= scale:
@@ -121,6 +130,7 @@ def up_cmd(
     from fabriclab.units import parse_time
 
     out = Output(fmt, json_path, store)
+    _check_state_file()
     _check_up_options(hosts, link, dilation, preset, scale)
     spec = TOPOLOGY.build(locals(), link=link or EMU_DEFAULT_LINK)
     spec, config = emu_config(spec, dilation=_dilation(dilation), preset=preset, scale=scale,
@@ -242,6 +252,7 @@ def down_cmd(
     from fabriclab.emu.cluster import teardown_cluster
     from fabriclab.emu.state import cluster_lock, state_path
 
+    _check_state_file()
     netns.check_system()
     with cluster_lock():
         removed = teardown_cluster(every_cluster=every_cluster)
