@@ -20,6 +20,18 @@ def _paths() -> list[list[str]]:
     return paths
 
 
+def test_every_option_is_spelled_in_lower_case():
+    # typer 0.27.2 named `emu run`'s port option `--PORT` after its metavar, so `--port` was unknown there;
+    # the lowest-versions test (tests/test_lowest_versions.py) runs this file on the oldest typer allowed.
+    upper = []
+    for name in COMMANDS:
+        command = load_command(name)
+        for path, cmd in [(name, command), *((f"{name} {s}", c) for s, c in getattr(command, "commands", {}).items())]:
+            upper += [f"{path} {opt}" for p in cmd.params for opt in [*p.opts, *getattr(p, "secondary_opts", [])]
+                      if opt.startswith("--") and opt != opt.lower()]
+    assert not upper
+
+
 def test_top_level_help_offers_no_completion():
     result = RUNNER.invoke(app, ["--help"], env={"COLUMNS": "100"})
     assert result.exit_code == 0 and "--install-completion" not in result.output

@@ -198,7 +198,8 @@ def run_cmd(
     command: List[str] = typer.Argument(..., help="The command to run on every host, after `--`."),
     timeout: Optional[str] = typer.Option(None, metavar="SECONDS",
                                           help="Kill all ranks after this many seconds (exit 124)."),
-    port: str = typer.Option(str(DEFAULT_MASTER_PORT), metavar="PORT", help="MASTER_PORT (1024..65535)."),
+    # The name given, not derived: typer 0.27.2 derived `--PORT` from this option (`--port` was unknown).
+    port: str = typer.Option(str(DEFAULT_MASTER_PORT), "--port", metavar="PORT", help="MASTER_PORT (1024..65535)."),
     rank0_only: bool = typer.Option(False, "--rank0-only", help="Stream only rank 0's output (a failed "
                                                                 "rank's tail is shown anyway)."),
     launcher: str = typer.Option("direct", help="direct (COMMAND is the rank, one per host) or torchrun (a "
