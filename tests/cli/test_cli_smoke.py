@@ -68,7 +68,7 @@ SKIPS: dict[str, str] = {
     "stencil scale": "needs root (emulated cluster) and minutes",
     "emu up": "needs root and changes this machine's namespaces; tests/emu/test_emu_cli.py covers it",
     "emu run": "needs root and a cluster that is up; tests/emu/test_emu_cli.py covers it",
-    "emu down": "needs root and removes any emulated cluster; tests/emu/test_emu_cli.py covers it",
+    "emu down": "needs root and removes the default state file's cluster; tests/cli/test_cli_emu.py covers it",
     "emu status": "needs root; tests/emu/test_emu_cli.py covers it",
     "validate emulated": "needs root and minutes of measurement; tests/bench/test_validate_root.py covers it",
     "bench train-llm": "trains the transformer beside a plain loop and DTensor for a minute",
