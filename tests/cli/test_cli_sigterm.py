@@ -18,8 +18,8 @@ import fabriclab
 from fabriclab.cli.signals import Terminated, sigterm_as_interrupt
 
 SRC = Path(fabriclab.__file__).resolve().parent.parent
-PLAN = ["plan", "--model", "resnet50", "--gpus", "512,1024,2048", "--fabrics", "25gbe,100g-opa,100gbe,200g-hdr,400g-ndr",
-        "--bisection", "1,1/2,1/4", "--processes", "2"]
+PLAN = ["plan", "--model", "resnet50", "--gpus", "512,1024,2048", "--fabrics",
+        "25gbe,100g-opa,100gbe,200g-hdr,400g-ndr", "--bisection", "1,1/2,1/4", "--processes", "2"]
 TRAIN = ["train", "--model", "googlenet", "--image-size", "32", "--np", "2", "--batch-size", "4", "--steps", "1000",
          "--warmup", "1", "--no-baseline", "--timeout", "60"]
 
@@ -113,3 +113,41 @@ def test_sigterm_to_train_on_two_ranks_ends_the_ranks_with_one_line(tmp_path):
     out, err, left = terminate_when(proc, training)
     assert_one_error_line(err, proc.returncode)
     assert not left, f"processes left running: {left}"
+
+
+_CLUSTER_UNDER_THE_CLI = """
+import time
+from fabriclab.cli.signals import sigterm_as_interrupt
+from fabriclab.emu.cluster import emulated_cluster
+from fabriclab.fabric.scenario import TopologySpec
+with sigterm_as_interrupt():
+    try:
+        with emulated_cluster(TopologySpec(kind="star", hosts=2, bandwidth_Bps=200e6 / 8)):
+            print("up", flush=True)
+            time.sleep(60)
+    except KeyboardInterrupt as exc:
+        print(type(exc).__name__, flush=True)
+"""
+
+
+@pytest.mark.root
+def test_sigterm_while_an_emulated_cluster_is_up_is_ctrl_c_and_the_cluster_goes(emu_root):
+    # `validate emulated`, `stencil scale`, `bench fabrics`: the cluster's own SIGTERM handler gives way to the
+    # CLI's, so SIGTERM ends them as Ctrl-C does (one line, 130), after the same teardown.
+    from fabriclab.emu import netns
+    from fabriclab.emu.state import name_tag, private_state_path
+
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.Popen([sys.executable, "-c", _CLUSTER_UNDER_THE_CLI], stdout=subprocess.PIPE, text=True, env=env)
+    tag = name_tag(private_state_path(proc.pid))
+    try:
+        assert proc.stdout.readline().strip() == "up"
+        assert len(netns.our_namespaces(tag)) == 3
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0 and out.strip() == "Terminated"
+    assert netns.our_namespaces(tag) == []

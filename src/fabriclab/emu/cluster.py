@@ -1,8 +1,9 @@
 """Build and tear down an emulated cluster from a `Topology`: namespaces, veth cables, tbf shaping, routes.
 
 Every node becomes a network namespace: endpoints are hosts `flh<rank>`, other nodes (leaf, spine, star
-switch) switches `fls<j>` that forward IP (with the state file's tag after `fl` for a cluster of another state
-file than the default: `fl1a2b3h0`, see `state.name_tag`; a cluster is known by its state file). Switches are routers, not Linux bridges: a fat tree with several
+switch) switches `fls<j>` that forward IP; a cluster of another state file than the default has the file's
+tag after `fl` (`fl1a2b3h0`, see `state.name_tag`): a cluster is known by its state file, and building or
+tearing one down never touches another. Switches are routers, not Linux bridges: a fat tree with several
 spines has L2 loops, and IP routes can follow `Topology.route()` exactly. A cable is one veth pair whose
 ends are named after the namespace at the other end (`fls0` inside `flh3` leads to switch 0).
 
@@ -329,7 +330,8 @@ def _raise_exit(signum: int, frame: object) -> None:
 def emulated_cluster(spec: TopologySpec, dilation: float = 1.0, *, config: EmuConfig | None = None,
                      state_file: Path | None = None, lock_timeout_s: float = 120.0) -> Iterator[ClusterState]:
     """Build the cluster, yield its state, and always tear it down: on return, exception, Ctrl-C and (in
-    the main thread) SIGTERM / SIGHUP, which raise SystemExit(128 + signal) while the cluster is up.
+    the main thread) SIGTERM / SIGHUP, which raise SystemExit(128 + signal) while the cluster is up unless the
+    program handles them itself (the CLI raises KeyboardInterrupt on SIGTERM, as on Ctrl-C).
     `dilation` is used when no `config` is given (a config carries its own). Without `state_file` the cluster
     gets one of this process's own (`private_state_path`), so neither its build nor its teardown touches the
     cluster of `emu up` or of another program."""
@@ -342,7 +344,8 @@ def emulated_cluster(spec: TopologySpec, dilation: float = 1.0, *, config: EmuCo
         sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if main else ()
         saved = {sig: signal.getsignal(sig) for sig in sigs}
         for sig in saved.keys() - {signal.SIGINT}:
-            signal.signal(sig, _raise_exit)
+            if saved[sig] in (signal.SIG_DFL, None):  # a program's own handler stays (the CLI's: SIGTERM as Ctrl-C)
+                signal.signal(sig, _raise_exit)
         try:
             yield build_cluster(spec, config, state_file=state_file)
         finally:
