@@ -234,3 +234,14 @@ def test_an_llm_step_runs_in_both_tools_within_five_percent(h100, tmp_path):
     roofline = compare_step(Job, h100, astra_binary(), timeout_s=120, collectives=False, roofline=True,
                             folder=tmp_path / "roofline")
     assert roofline["astra_sim"]["unfinished"] == [] and roofline["ratio"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_snake_ring_crosses_servers_between_gpus_of_one_local_index():
+    from fabriclab.bench.astra.configs import snake_ring
+
+    ring = snake_ring((0, 2, 4, 6, 8, 10, 12, 14), 8)
+    assert ring == [0, 2, 4, 6, 14, 12, 10, 8]
+    hops = list(zip(ring, ring[1:] + ring[:1]))
+    crossing = [(a, b) for a, b in hops if a // 8 != b // 8]
+    assert crossing and all(a % 8 == b % 8 for a, b in crossing)
+    assert snake_ring((3, 1, 2), 8) == [1, 2, 3]

@@ -172,9 +172,10 @@ def comm_groups_path(prefix: Path | str) -> Path:
     return Path(f"{prefix}.comm_groups.json")
 
 
-def write_et(graphs: list[RankGraph], prefix: Path | str) -> list[Path]:
+def write_et(graphs: list[RankGraph], prefix: Path | str, *, ring_order=None) -> list[Path]:
     """Write one `<prefix>.<rank>.et` per graph (and `<prefix>.comm_groups.json` when the graphs carry
-    their communicator groups); returns the `.et` paths in the order of `graphs`."""
+    their communicator groups); returns the `.et` paths in the order of `graphs`. `ring_order`: a function
+    from a group's sorted ranks to the order the group file lists them in (ASTRA-sim's ring follows it)."""
     if not graphs:
         raise ValueError("write_et: no graphs to write; give at least one RankGraph")
     ranks = [g.rank for g in graphs]
@@ -191,7 +192,8 @@ def write_et(graphs: list[RankGraph], prefix: Path | str) -> list[Path]:
         pg = {name: str(groups[tuple(sorted(r))]) for name, r in (g.communicators or {}).items()}
         paths.append(write_et_file(f"{prefix}.{g.rank}.et", graph_nodes(g, pg), metadata=graph_metadata(g, pg)))
     if groups:
-        lines = [f'  "{i}": {json.dumps(list(members))}' for members, i in groups.items()]
+        order = ring_order or list
+        lines = [f'  "{i}": {json.dumps([int(r) for r in order(members)])}' for members, i in groups.items()]
         comm_groups_path(prefix).write_text("{\n" + ",\n".join(lines) + "\n}\n")
     return paths
 

@@ -90,6 +90,21 @@ def network_config(cluster: ClusterModel, num_gpus: int) -> list[Dimension]:
     return dims
 
 
+def snake_ring(members, npus_per_server: int) -> list[int]:
+    """A group's ranks in the ring order that crosses servers between GPUs of the same local index: the
+    servers in order, inside each the GPUs by local index, ascending and descending in turn. ASTRA-sim
+    costs a ring hop on the first dimension where the two ranks' addresses differ
+    (astra-network-analytical `MultiDimTopology.cpp`), so a hop from GPU 3 of one server to GPU 0 of the
+    next would be costed on NVLink; NCCL's rings cross between GPUs of one rail, as here."""
+    servers: dict[int, list[int]] = {}
+    for r in sorted(members):
+        servers.setdefault(r // npus_per_server, []).append(r)
+    out: list[int] = []
+    for k, (_, ranks) in enumerate(sorted(servers.items())):
+        out += ranks if k % 2 == 0 else ranks[::-1]
+    return out
+
+
 def network_yaml(dims: list[Dimension]) -> str:
     """The network file's text."""
     def row(values) -> str:

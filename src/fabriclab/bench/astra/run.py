@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabriclab.bench.astra.configs import network_config, write_configs
+from fabriclab.bench.astra.configs import network_config, snake_ring, write_configs
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.workload.chakra import comm_groups_path, group_ids, write_et
 from fabriclab.workload.graph import Op, RankGraph
@@ -127,10 +127,11 @@ def run_graphs_in_astra(graphs: list[RankGraph], cluster: ClusterModel, binary: 
     given `peak_flops`, costed by ASTRA-sim's roofline at that rate and the GPU's memory bandwidth); files
     go to `folder` (default: a new temporary folder)."""
     num_ranks = check_graphs(graphs)
-    network_config(cluster, num_ranks)  # a network ASTRA-sim cannot build is refused before any file is written
+    dims = network_config(cluster, num_ranks)  # a network ASTRA-sim cannot build is refused before any file
     folder = _folder(folder)
     prefix = folder / "trace"
-    write_et(graphs, prefix)
+    per_server = dims[0].npus if len(dims) > 1 else num_ranks
+    write_et(graphs, prefix, ring_order=lambda members: snake_ring(members, per_server))
     files = write_configs(folder, cluster, num_ranks, roofline=peak_flops is not None, peak_flops=peak_flops or 0.0)
     argv = [str(binary), f"--workload-configuration={prefix}", f"--system-configuration={files.system}",
             f"--network-configuration={files.network}", f"--remote-memory-configuration={files.memory}"]

@@ -54,6 +54,9 @@ class StepOptions:
     """ZeRO-3: ranks that shard a parameter (HSDP); 0: all of dp x cp."""
     ep_overlap: bool = False
     """EP all-to-alls hidden behind the layer's compute."""
+    one_collective_at_a_time: bool = False
+    """A GPU runs one collective at a time (ASTRA-sim's rule, `workload/HardwareResource.cc`), so ZeRO-3's
+    gathers queue with the pass's exposed collectives; off: NCCL's streams run them side by side."""
 
     def program(self) -> ProgramOptions:
         return ProgramOptions(fsdp_unit=self.fsdp_unit, shard_group=self.shard_group, ep_overlap=self.ep_overlap)
@@ -169,6 +172,10 @@ class StepModel:
         return self._pass_cache[key]
 
     def _pass(self, layer_passes: tuple[LayerPass, ...]) -> PassCost:
+        if self.options.one_collective_at_a_time and any(lp.gather or lp.reduce for lp in layer_passes):
+            from fabriclab.whatif.llm.serial import serial_pass
+
+            return serial_pass(self, layer_passes)
         costs = [self.layer_cost(lp) for lp in layer_passes]
         exposed: dict[str, float] = {}
         layers, t, stream = [], 0.0, 0.0
