@@ -48,9 +48,11 @@ COMMUNICATORS = ("tp", "ep", "pp", "dp")
 STEP_GOAL, COMM_GOAL, COMM_SHARE = 0.15, 0.25, 0.10
 # A nominal peak for a CPU rank: only efficiency x peak matters, and the calibration finds the efficiency.
 NOMINAL_PEAK_FLOPS = 1e12
-# The trainer's overlap, told to the prediction: DP reduces after the step's last backward, ZeRO gathers
-# after the optimizer (before the next step's first forward).
-TRAINER_OPTIONS = StepOptions(tp_overlap=False, overlap_grad_reduce=False, overlap_param_gather=False)
+# The trainer's overlap and buckets, told to the prediction: DP reduces one flat buffer per chunk after the
+# step's last backward, ZeRO gathers after the optimizer (before the next step's first forward), ZeRO-3
+# gathers and reduces a whole chunk per pass (runtime/llm/dp.py).
+TRAINER_OPTIONS = StepOptions(tp_overlap=False, overlap_grad_reduce=False, overlap_param_gather=False,
+                              bucket_params=0, fsdp_unit=0)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,8 +10,9 @@ optimizer step. Every stage's split adds up to the step time:
   idle time without them);
 * bubble: the rest, the idle time the schedule's dependencies leave, up to the step's end.
 
-The headline split is the slowest stage's: the one with the most busy time (compute and exposed
-communication), where a change of the fabric or the parallel layout shows first.
+The headline split is the slowest stage's: the one with the least bubble (the most compute, exposed
+communication and DP stream), the stage the others wait for, where a change of the fabric or the
+parallel layout shows first.
 
 Every stage's collectives come from the step program (`whatif/llm/program.py`): per (communicator,
 collective, size) the calls per step, counted over its passes, buckets, sends and per-step calls.
@@ -41,8 +42,8 @@ def account(model: StepModel, *, p2p: bool = True) -> StepResult:
     step = ends[critical] + optimizer
     quiet = run_pipeline(model, 0.0, passes)[0] if p2p_s > 0 else run
     splits = [_split(passes, run, quiet, s, ends[s], ends[critical], optimizer) for s in range(par.pp)]
-    busy = [sum(passes[(s, c, k)].total_s for k, c, _ in run.ops[s]) for s in range(par.pp)]
-    slowest = max(range(par.pp), key=lambda s: (busy[s], s == critical, -s))
+    idle = [split["bubble"] for split in splits]  # the stage that waits least is the one the others wait for
+    slowest = min(range(par.pp), key=lambda s: (idle[s], s != critical, s))
     return StepResult(step_time_s=step, split_s=splits[slowest], pipeline=run, critical_stage=critical,
                       passes=passes, dp_intervals=intervals, optimizer_s=optimizer, slowest_stage=slowest,
                       split_by_stage=splits, program=model.program, model=model)

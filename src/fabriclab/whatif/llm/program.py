@@ -66,11 +66,15 @@ class ProgramOptions:
     """How the framework runs the step (Megatron-LM's and torchtitan's switches)."""
 
     fsdp_unit: int = 1
-    """ZeRO-3: transformer layers per FSDP unit (gathered and reduced together)."""
+    """ZeRO-3: transformer layers per FSDP unit (gathered and reduced together); 0: the whole model chunk,
+    embedding and output layer included, as fabriclab's own trainer gathers it."""
     shard_group: int = 0
     """ZeRO-3: ranks that shard a parameter (HSDP); 0: all of dp x cp (plain FSDP)."""
     ep_overlap: bool = False
     """EP all-to-alls hidden behind the layer's compute (DualPipe-style), else exposed."""
+    bucket_params: int | None = None
+    """ZeRO 0-2: parameters per gradient bucket; None: Megatron-Core's default (module doc); 0: one bucket
+    per model chunk, as fabriclab's own trainer reduces its flat buffers."""
 
 
 @dataclass(frozen=True)
@@ -302,7 +306,10 @@ def _renamed(op, prefix: str):
 
 
 def _units(layers: list[int], size: int) -> list[list[int]]:
-    """FSDP units of `layers` (in model order): the embedding and the output layer alone, the rest in runs."""
+    """FSDP units of `layers` (in model order): the embedding and the output layer alone, the rest in runs
+    of `size` (0: one unit of everything)."""
+    if size == 0:
+        return [list(layers)]
     body = [i for i in layers if i >= 0]
     units = [[i] for i in layers if i == EMBEDDING]
     units += [body[k:k + size] for k in range(0, len(body), size)]
@@ -334,7 +341,9 @@ def _chunk(pieces: _Layers, stage: int, chunk: int, layers: list[int]) -> ChunkP
 def _buckets(pieces: _Layers, layers: list[int]) -> tuple[Bucket, ...]:
     """ZeRO 0-2: Megatron's gradient buckets of a chunk, filled in backward order (module doc)."""
     par = pieces.par
-    limit = max(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_RANK * par.dp * par.cp)
+    given = pieces.options.bucket_params
+    limit = (max(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_RANK * par.dp * par.cp) if given is None else
+             given if given > 0 else float("inf"))
     out, run, count = [], [], 0.0
     order_ = list(reversed(layers))
     for k, i in enumerate(order_):
@@ -371,8 +380,8 @@ def _sends(pieces: _Layers, stage: int) -> list[Send]:
 def build_program(spec: TransformerSpec, par: ParallelConfig, options: ProgramOptions = ProgramOptions()
                   ) -> StepProgram:
     """The step's program for every stage (module doc)."""
-    if options.fsdp_unit < 1:
-        raise ValueError(f"--fsdp-unit {options.fsdp_unit}: give layers per FSDP unit, >= 1")
+    if options.fsdp_unit < 0:
+        raise ValueError(f"--fsdp-unit {options.fsdp_unit}: give layers per FSDP unit, >= 1 (0: the whole chunk)")
     if options.shard_group and (par.dp * par.cp) % options.shard_group:
         raise ValueError(f"--shard-group {options.shard_group} must divide dp x cp = {par.dp * par.cp}")
     if options.shard_group and par.zero != 3:

@@ -49,7 +49,9 @@ class StepOptions:
     overlap_param_gather: bool = True
     """ZeRO parameter all-gather overlapped with the first forward (`--overlap-param-gather`)."""
     fsdp_unit: int = 1
-    """ZeRO-3: transformer layers per FSDP unit."""
+    """ZeRO-3: transformer layers per FSDP unit (0: the whole model chunk)."""
+    bucket_params: int | None = None
+    """ZeRO 0-2: parameters per gradient bucket (None: Megatron-Core's default; 0: one per chunk)."""
     shard_group: int = 0
     """ZeRO-3: ranks that shard a parameter (HSDP); 0: all of dp x cp."""
     ep_overlap: bool = False
@@ -59,7 +61,8 @@ class StepOptions:
     gathers queue with the pass's exposed collectives; off: NCCL's streams run them side by side."""
 
     def program(self) -> ProgramOptions:
-        return ProgramOptions(fsdp_unit=self.fsdp_unit, shard_group=self.shard_group, ep_overlap=self.ep_overlap)
+        return ProgramOptions(fsdp_unit=self.fsdp_unit, shard_group=self.shard_group, ep_overlap=self.ep_overlap,
+                              bucket_params=self.bucket_params)
 
 
 @dataclass
@@ -82,7 +85,7 @@ class StepResult:
 
     step_time_s: float
     split_s: dict[str, float]
-    """The step on its slowest stage (the most busy time): compute, exposed TP / CP / EP / PP / DP,
+    """The step on its slowest stage (the least bubble): compute, exposed TP / CP / EP / PP / DP,
     optimizer, bubble (sums to the step time)."""
     pipeline: PipelineRun
     critical_stage: int
