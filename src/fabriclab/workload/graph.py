@@ -21,7 +21,9 @@ from dataclasses import dataclass
 KINDS = ("compute", "comm")
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce", "send", "recv",
                "barrier")
-STREAMS = ("compute", "comm")
+# comm: the gradient and parameter collectives (DP buckets, FSDP); overlap: collectives hidden behind the
+# compute (TP overlap's userbuffers, CP's ring, EP with overlap); p2p: pipeline messages (Megatron's p2p ops)
+STREAMS = ("compute", "comm", "overlap", "p2p")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +54,9 @@ class Op:
     peer: int = -1
     """Comm send/recv: the other rank (global rank), else -1."""
     stream: str = "compute"
-    """Ops of one stream run in list order: `compute` or `comm`."""
+    """Ops of one stream run in list order: `compute`, `comm` (gradient buckets, FSDP gathers), `overlap`
+    (collectives hidden behind the compute: TP overlap, CP's ring, EP with overlap) or `p2p` (pipeline
+    messages)."""
     deps: tuple[int, ...] = ()
     """Ids of the operations that must end before this one starts."""
 

@@ -174,22 +174,3 @@ def test_works_carry_flops_that_add_up_to_the_model_flops():
     assert all(op.memory_bytes > 0 for c in p.chunks.values() for lp in c.forward for op in lp.ops
                if isinstance(op, Work))
 
-
-def test_one_collective_at_a_time_queues_zero3_gathers_with_the_exposed_collectives():
-    """ASTRA-sim's rule (one collective per GPU at a time) can only lengthen a ZeRO-3 step; without a second
-    stream (ZeRO-1) it changes nothing; every split still adds up."""
-    par = ParallelConfig(num_gpus=32, tp=2, zero=3, gbs=32, seq=4096)
-    rule = StepOptions(one_collective_at_a_time=True)
-    overlapped = simulate_llm(LLAMA8, par, H100, efficiency=0.5, check_memory=False)
-    serial = simulate_llm(LLAMA8, par, H100, efficiency=0.5, check_memory=False, options=rule)
-    assert serial.step_time_s > overlapped.step_time_s
-    assert serial.result.split_s["compute"] == pytest.approx(overlapped.result.split_s["compute"])
-    assert sum(serial.result.split_s.values()) == pytest.approx(serial.step_time_s)
-    model = serial.result.model  # closed form: with no TP, a pass is the overlapped one
-    solo = simulate_llm(LLAMA8, replace(par, tp=1, gbs=64), H100, efficiency=0.5, check_memory=False, options=rule)
-    free = simulate_llm(LLAMA8, replace(par, tp=1, gbs=64), H100, efficiency=0.5, check_memory=False)
-    assert solo.step_time_s == pytest.approx(free.step_time_s, rel=1e-9)
-    z1 = replace(par, zero=1)
-    assert simulate_llm(LLAMA8, z1, H100, efficiency=0.5, options=rule).step_time_s == pytest.approx(
-        simulate_llm(LLAMA8, z1, H100, efficiency=0.5).step_time_s, rel=1e-12)
-    assert model.options.one_collective_at_a_time

@@ -77,9 +77,10 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
                                               binary, timeout_s=timeout_s)
         rows = [_row(entry, case, times.get(case)) for entry, case in pairs]
     step = answer.step_time_s
-    serial = _one_at_a_time(job, cluster, answer, efficiency)
+    replays = _replays(answer)
+    serial = replays["one_collective_at_a_time_step_s"]
     return {"fabriclab": {"step_s": step, "wall_s": ours_wall, "export_wall_s": export_s, "graphs": source,
-                          "one_collective_at_a_time_step_s": serial,
+                          **replays,
                           "graph_critical_path_s": max(g.critical_path_s() for g in graphs),
                           "algorithms": sorted({e.get("algorithm", "") for e in answer.result.comm})},
             "astra_sim": {"step_s": run.step_s if run.finish_ns else None, "wall_s": run.wall_s,
@@ -91,17 +92,13 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
             "collectives": rows, "summary": answer.summary()}
 
 
-def _one_at_a_time(job, cluster: ClusterModel, answer, efficiency: float | None) -> float | None:
-    """fabriclab's step under ASTRA-sim's rule of one collective per GPU at a time (`whatif/llm/serial.py`),
-    where that rule changes it (ZeRO-3's second stream); else None."""
-    from dataclasses import replace
+def _replays(answer) -> dict:
+    """The exported graphs replayed (`whatif/llm/replay.py`): with NCCL's streams side by side, and under
+    ASTRA-sim's rule of one collective per GPU at a time, both with fabriclab's own costs."""
+    from fabriclab.whatif.llm.replay import replay_step
 
-    from fabriclab.whatif.llm.run import simulate_llm
-
-    if job.par.zero != 3:
-        return None
-    options = replace(answer.result.model.options, one_collective_at_a_time=True)
-    return simulate_llm(job.spec, job.par, cluster, efficiency=efficiency, options=options).step_time_s
+    return {"replay_step_s": replay_step(answer),
+            "one_collective_at_a_time_step_s": replay_step(answer, one_collective_at_a_time=True)}
 
 
 def _row(entry: dict, case: CollectiveCase | None, astra_s: float | None) -> dict:

@@ -7,14 +7,14 @@ Each rank of a stage runs its passes in the schedule's order (`PipelineRun.ops`)
   stage (with virtual stages also the wrap-around between the last stage and the first);
 * per layer: its compute ops and its exposed collectives on the `compute` stream, in order; the
   collectives an overlap hides (the CP ring behind the attention core, TP behind the linear layers with
-  TP overlap, EP with `ep_overlap`) on the `comm` stream beside the compute they hide behind; a CP ring
+  TP overlap, EP with `ep_overlap`) on the `overlap` stream beside the compute they hide behind; a CP ring
   step is a send to the next rank of the CP group and a receive from the one before;
 * ZeRO-3: the next unit's parameter gather on the `comm` stream as a layer starts, the layer waiting for
   its own; the unit's reduce-scatter after its backward;
-* a `send` of the result to the stage that runs the next pass (on the `comm` stream: it does not hold the
-  sender back).
-ZeRO 0-2's bucket gathers come before a chunk's first forward, its bucket reductions after the last
-micro-batch's backward has passed the bucket's layers; HSDP's replica all-reduce after the last backward;
+* a `send` of the result to the stage that runs the next pass (on the `p2p` stream: it does not hold the
+  sender back, nor wait for the gradient buckets).
+ZeRO 0-2's bucket gathers run from the step's start, each before the first forward reaches its bucket's
+layers; the bucket reductions after the last micro-batch's backward has passed the bucket's layers; HSDP's replica all-reduce after the last backward;
 the optimizer step last. Durations are fabriclab's own (compute: the roofline; collectives: the library
 model), so a rank's critical path is its stage's busy time, and a peer that costs the collectives itself
 (ASTRA-sim) can be compared op for op.
@@ -43,8 +43,8 @@ class _Stage:
         self.ops: list[Op] = []
         self.peers: dict[int, tuple[str, int]] = {}
         self.chain: int | None = None  # the last op of the compute stream
-        self.pending: list[int] = []  # hidden comm ops the next compute-stream op waits for
-        self.last_comm: int | None = None
+        self.pending: list[int] = []  # hidden comm ops the layer's end waits for
+        self.last: dict[str, int] = {}  # stream -> its last op
 
     def add(self, *, stream: str = "compute", deps=(), peer: tuple[str, int] | None = None, **kw) -> int:
         i = len(self.ops)
@@ -52,10 +52,9 @@ class _Stage:
         self.ops.append(Op(id=i, stream=stream, deps=deps, **kw))
         if peer is not None:
             self.peers[i] = peer
+        self.last[stream] = i
         if stream == "compute":
-            self.chain, self.pending = i, []
-        else:
-            self.last_comm = i
+            self.chain = i
         return i
 
     def comm(self, call: Call, tag: str, *, stream: str, deps=()) -> int:
@@ -78,17 +77,18 @@ class _Stage:
         return op.overlap in ("attention", "compute") or (op.overlap == "linear" and self.model.options.tp_overlap)
 
 
-def _pass(st: _Stage, kind: int, chunk: int, mb: int, waits: tuple) -> dict[int, int]:
-    """One pass's ops; returns layer -> the compute-stream op that ends it."""
+def _pass(st: _Stage, kind: int, chunk: int, mb: int, waits: dict) -> dict[int, int]:
+    """One pass's ops (`waits`: layer -> the ops its first op waits for); returns layer -> the compute-stream
+    op that ends it."""
     program = st.model.program.chunk(st.stage, chunk)
     passes = program.passes(kind)
     tag = f"{'FB'[kind]}.chunk{chunk}.mb{mb}"
     ends: dict[int, int] = {}
     gathered = {0: tuple(st.comm(c, f"layer{passes[0].layer}.{tag}", stream="comm", deps=(st.chain,))
                          for c in passes[0].gather)} if passes and passes[0].gather else {}
-    extra = waits
+    extra: tuple = ()
     for i, lp in enumerate(passes):
-        extra += gathered.get(i, ())
+        extra += gathered.get(i, ()) + waits.get(lp.layer, ())
         nxt = passes[i + 1] if i + 1 < len(passes) else None
         if nxt is not None and nxt.gather:  # prefetch the next unit as this layer starts
             gathered[i + 1] = tuple(st.comm(c, f"layer{nxt.layer}.{tag}", stream="comm", deps=(st.chain,))
@@ -98,15 +98,16 @@ def _pass(st: _Stage, kind: int, chunk: int, mb: int, waits: tuple) -> dict[int,
             if isinstance(op, Work):
                 before_work = st.chain
                 st.add(name=f"{op.name}.layer{lp.layer}.{tag}", kind="compute", duration_s=sum(st.model.work_s(op)),
-                       flops=op.flops, memory_bytes=op.memory_bytes, deps=(st.chain, *st.pending, *extra))
+                       flops=op.flops, memory_bytes=op.memory_bytes, deps=(st.chain, *extra))
                 extra = ()
             elif st.hidden(op):
-                st.pending.append(st.comm(op, f"layer{lp.layer}.{tag}", stream="comm", deps=(before_work,)))
+                st.pending.append(st.comm(op, f"layer{lp.layer}.{tag}", stream="overlap", deps=(before_work,)))
             else:
-                st.comm(op, f"layer{lp.layer}.{tag}", stream="compute", deps=(st.chain, *st.pending, *extra))
+                st.comm(op, f"layer{lp.layer}.{tag}", stream="compute", deps=(st.chain, *extra))
                 extra = ()
         if st.pending:  # the layer ends when what hid behind its compute has ended
             st.add(name=f"wait.layer{lp.layer}.{tag}", kind="compute", deps=(st.chain, *st.pending))
+            st.pending = []
         ends[lp.layer] = st.chain
         for c in lp.reduce:
             st.comm(c, f"layer{lp.layer}.{tag}", stream="comm", deps=(st.chain,))
@@ -134,14 +135,17 @@ def stage_program_ops(answer, stage: int) -> _Stage:
     send = (program.sends.get(stage) or [None])[0]
     size = int(send.call.size_bytes) if send else 0
     p2p = st.model.call_s(send.call) if send else 0.0
-    gathers: dict[int, tuple] = {}
+    gathers: dict[int, dict[int, tuple]] = {}  # chunk -> layer -> the gather of the bucket holding it
     for v in range(par.vp):
-        gathers[v] = tuple(st.comm(c, f"chunk{v}.bucket{k}", stream="comm", deps=())
-                           for k, b in enumerate(program.chunk(stage, v).buckets) for c in b.gather)
+        buckets = program.chunk(stage, v).buckets
+        gathers[v] = {}
+        for k in reversed(range(len(buckets))):  # in the forward's order
+            ids = tuple(st.comm(c, f"chunk{v}.bucket{k}", stream="comm", deps=()) for c in buckets[k].gather)
+            gathers[v].update({layer: ids for layer in buckets[k].layers})
     last = par.num_microbatches - 1
     for kind, chunk, mb in answer.result.pipeline.ops[stage]:
         tag = f"{'FB'[kind]}.chunk{chunk}.mb{mb}"
-        waits: tuple = gathers[chunk] if kind == F and mb == 0 else ()
+        waits: dict = gathers[chunk] if kind == F and mb == 0 else {}
         src = _neighbour(par, stage, chunk, kind, sending=False)
         if src is not None:
             st.add(name=f"pp.recv.{tag}", kind="comm", communicator="pp", collective="recv", size_bytes=size,
@@ -150,7 +154,7 @@ def stage_program_ops(answer, stage: int) -> _Stage:
         dst = _neighbour(par, stage, chunk, kind, sending=True)
         if dst is not None:
             st.add(name=f"pp.send.{tag}", kind="comm", communicator="pp", collective="send", size_bytes=size,
-                   group_size=par.pp, duration_s=p2p, stream="comm", deps=(st.chain,), peer=("pp", dst))
+                   group_size=par.pp, duration_s=p2p, stream="p2p", deps=(st.chain,), peer=("pp", dst))
         if kind != F and mb == last:
             for k, bucket in enumerate(program.chunk(stage, chunk).buckets):
                 for c in bucket.reduce:
@@ -158,7 +162,7 @@ def stage_program_ops(answer, stage: int) -> _Stage:
     for c in program.step_calls.get(stage, ()):
         st.comm(c, "step", stream="comm", deps=(st.chain,))
     st.add(name="optimizer.step", kind="compute", duration_s=answer.result.optimizer_s,
-           memory_bytes=program.optimizer_params[stage] * 30, deps=(st.chain, st.last_comm))
+           memory_bytes=program.optimizer_params[stage] * 30, deps=tuple(st.last.values()))
     return st
 
 

@@ -56,9 +56,6 @@ class StepOptions:
     """ZeRO-3: ranks that shard a parameter (HSDP); 0: all of dp x cp."""
     ep_overlap: bool = False
     """EP all-to-alls hidden behind the layer's compute."""
-    one_collective_at_a_time: bool = False
-    """A GPU runs one collective at a time (ASTRA-sim's rule, `workload/HardwareResource.cc`), so ZeRO-3's
-    gathers queue with the pass's exposed collectives; off: NCCL's streams run them side by side."""
 
     def program(self) -> ProgramOptions:
         return ProgramOptions(fsdp_unit=self.fsdp_unit, shard_group=self.shard_group, ep_overlap=self.ep_overlap,
@@ -175,10 +172,6 @@ class StepModel:
         return self._pass_cache[key]
 
     def _pass(self, layer_passes: tuple[LayerPass, ...]) -> PassCost:
-        if self.options.one_collective_at_a_time and any(lp.gather or lp.reduce for lp in layer_passes):
-            from fabriclab.whatif.llm.serial import serial_pass
-
-            return serial_pass(self, layer_passes)
         costs = [self.layer_cost(lp) for lp in layer_passes]
         exposed: dict[str, float] = {}
         layers, t, stream = [], 0.0, 0.0
@@ -225,22 +218,31 @@ def run_pipeline(model: StepModel, p2p_s: float, passes: dict) -> tuple[Pipeline
     """The schedule with the DP stream of every stage (ZeRO 0-2, and HSDP's replica all-reduce): bucket
     gathers before a chunk's first forward ends, reductions as the last backward frees their buckets."""
     par, program = model.par, model.program
-    gathers = [[sum(model.call_s(c) for b in program.chunk(s, v).buckets for c in b.gather)
-                for v in range(par.vp)] for s in range(par.pp)]
     stream_free = [0.0] * par.pp
     intervals: list[list[tuple[str, float, float]]] = [[] for _ in range(par.pp)]
-    gather_end = [[0.0] * par.vp for _ in range(par.pp)]
-    for s in range(par.pp):  # gathers in the order of first use, from the step's start
+    held: dict[tuple[int, int], list[tuple[float, float]]] = {}  # (stage, chunk) -> (gather end, pass left)
+    for s in range(par.pp):  # bucket gathers in the order of first use, from the step's start
         for v in range(par.vp):
-            if gathers[s][v] > 0:
-                t0 = stream_free[s]
-                stream_free[s] = gather_end[s][v] = t0 + gathers[s][v]
-                intervals[s].append((f"dp.allgather.chunk{v}", t0, gather_end[s][v]))
+            chunk, cost = program.chunk(s, v), passes[(s, v, F)]
+            offset = {layer: start for layer, start, _, _ in cost.layers}
+            for k in reversed(range(len(chunk.buckets))):  # buckets are in backward order
+                bucket = chunk.buckets[k]
+                t = sum(model.call_s(c) for c in bucket.gather)
+                if t <= 0:
+                    continue
+                t0, stream_free[s] = stream_free[s], stream_free[s] + t
+                intervals[s].append((f"dp.allgather.chunk{v}.bucket{k}", t0, stream_free[s]))
+                first = min(bucket.layers, key=lambda i: offset.get(i, 0.0))  # its first layer in the forward
+                held.setdefault((s, v), []).append((stream_free[s], cost.total_s - offset.get(first, 0.0)))
     overlap_ag = model.options.overlap_param_gather
 
     def ready(s, c, kind, m, t0, t1):
-        if kind == F and m == 0 and gathers[s][c] > 0:
-            return max(t1, gather_end[s][c]) if overlap_ag else t1 + max(0.0, gather_end[s][c] - t0)
+        """The first forward of a chunk: each bucket's layers run after its gather (Megatron's
+        overlap_param_gather), so the pass ends no earlier than any gather's end plus what follows it."""
+        if kind == F and m == 0 and (s, c) in held:
+            if not overlap_ag:
+                return t1 + max(0.0, max(end for end, _ in held[(s, c)]) - t0)
+            return max(t1, max(end + left for end, left in held[(s, c)]))
         return t1
 
     fwd = [[passes[(s, v, F)].total_s for v in range(par.vp)] for s in range(par.pp)]
