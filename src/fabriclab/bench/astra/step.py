@@ -71,13 +71,18 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
     peak = answer.peak_flops * answer.efficiency.value if roofline else None
     run = run_graphs_in_astra(graphs, cluster, binary, timeout_s=timeout_s, folder=folder, peak_flops=peak)
     rows, case_wall = [], 0.0
+    replays = _replays(answer)
     if collectives:
         pairs = collective_cases(answer, graphs)
         times, case_wall = collective_seconds([c for _, c in pairs if c is not None], cluster, job.par.num_gpus,
                                               binary, timeout_s=timeout_s)
         rows = [_row(entry, case, times.get(case)) for entry, case in pairs]
+        theirs = {(r["communicator"], r["collective"], r["size_bytes"]): r["astra_s"] for r in rows
+                  if r["astra_s"] is not None}
+        from fabriclab.whatif.llm.replay import replay_step
+
+        replays["their_collectives_step_s"] = replay_step(answer, one_collective_at_a_time=True, durations=theirs)
     step = answer.step_time_s
-    replays = _replays(answer)
     serial = replays["one_collective_at_a_time_step_s"]
     return {"fabriclab": {"step_s": step, "wall_s": ours_wall, "export_wall_s": export_s, "graphs": source,
                           **replays,
@@ -89,6 +94,8 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
                           "compute": "roofline" if roofline else "replayed"},
             "ratio": run.step_s / step if run.finish_ns and step > 0 else None,
             "ratio_one_at_a_time": run.step_s / serial if run.finish_ns and serial else None,
+            "ratio_their_collectives": (run.step_s / replays["their_collectives_step_s"]
+                                        if run.finish_ns and replays.get("their_collectives_step_s") else None),
             "collectives": rows, "summary": answer.summary()}
 
 

@@ -32,12 +32,23 @@ import heapq
 from fabriclab.workload.graph import STREAMS
 
 
-def replay_step(answer, *, one_collective_at_a_time: bool = False) -> float:
-    """The step's time (module doc): the last op of any stage to end."""
+def replay_step(answer, *, one_collective_at_a_time: bool = False, durations: dict | None = None) -> float:
+    """The step's time (module doc): the last op of any stage to end. `durations`: (communicator,
+    collective, bytes) -> seconds that replace fabriclab's cost of those collectives (a send or receive is
+    its communicator's `sendrecv`), e.g. another tool's times of the same collectives."""
+    from dataclasses import replace
+
     from fabriclab.whatif.llm.export import rank_graphs
 
     ranks = answer.par.groups("pp")[0]
     graphs = rank_graphs(answer, ranks=ranks)
+    if durations:
+        def timed(op):
+            collective = "sendrecv" if op.collective in ("send", "recv") else op.collective
+            t = durations.get((op.communicator, collective, int(op.size_bytes))) if op.kind == "comm" else None
+            return op if t is None or op.collective == "recv" else replace(op, duration_s=t)
+
+        graphs = [replace(g, ops=tuple(timed(op) for op in g.ops)) for g in graphs]
     return _Replay(graphs, one_collective_at_a_time).run()
 
 
