@@ -46,3 +46,35 @@ def test_bad_parallel_options_are_one_line_errors():
         assert done.returncode != 0
         assert words in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_whatif_llm_every_stage_every_rank_and_the_options_of_the_program(tmp_path):
+    done = fabriclab("whatif", "llm", "--model", "deepseek-v3", "--gpus", "2048", "--tp", "1", "--pp", "16", "--ep",
+                     "64", "--gbs", "4096", "--seq", "4096", "--recompute", "full", "--per-stage", "--json",
+                     str(tmp_path / "r.json"), "--trace", str(tmp_path / "t.json"), "--trace-stage", "all")
+    assert done.returncode == 0, done.stderr
+    assert "every pipeline stage" in done.stdout and "slowest pipeline stage" in done.stdout
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    stages = results["stages"]
+    assert len(stages) == 16 and (stages[0]["num_moe_layers"], stages[1]["num_moe_layers"]) == (1, 4)
+    assert stages[0]["ep"] < stages[1]["ep"] and results["slowest_stage"] != 0
+    assert {e["pid"] for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]} == set(range(16))
+    chakra = fabriclab("whatif", "llm", *ARGS, "--zero", "3", "--shard-group", "2", "--fsdp-unit", "4",
+                       "--chakra", str(tmp_path / "et" / "step"))
+    assert chakra.returncode == 0, chakra.stderr
+    assert sorted(p.name for p in (tmp_path / "et").iterdir() if p.suffix == ".et") == \
+        sorted(f"step.{r}.et" for r in range(16))
+
+
+def test_whatif_llm_refuses_what_it_cannot_do_before_the_work(tmp_path):
+    for argv, words in ((["--zero", "1", "--shard-group", "2"], "--zero 3"),
+                        (["--zero", "3", "--shard-group", "3"], "must divide"),
+                        (["--fsdp-unit", "x"], "--fsdp-unit"),
+                        (["--trace", str(tmp_path / "t.json"), "--trace-stage", "7"], "--trace-stage"),
+                        (["--chakra", "/proc/nope/x"], "--chakra")):
+        done = fabriclab("whatif", "llm", *ARGS, *argv)
+        assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, (argv, done.stderr)
+    big = fabriclab("whatif", "llm", "--model", "llama3-405b", "--gpus", "16384", "--tp", "8", "--pp", "16",
+                    "--gbs", "2048", "--recompute", "full", "--chakra", str(tmp_path / "big" / "x"))
+    assert big.returncode == 2 and "8,000,000" in big.stderr and "step time" not in big.stdout
+    assert not (tmp_path / "big").exists()

@@ -139,12 +139,13 @@ def register(app: typer.Typer) -> None:
         kwargs = {"options": options, "efficiency": _share(efficiency)}
         stages = _trace_stages(trace_stage, job.par.pp)
         answer = simulate_llm(job.spec, job.par, the_cluster, **kwargs)
+        graphs = _export(answer) if chakra is not None else None  # refused before anything is printed
         print_answer(out, answer)
         per = print_stages(out, answer) if per_stage else [
             {"stage": s, **split} for s, split in enumerate(answer.result.split_by_stage)]
         sweep = _sweep(out, job, the_cluster, _rates(bandwidth), kwargs) if bandwidth else []
         links = print_links(out, answer)
-        events = _write_files(out, answer, trace, chakra, stages)
+        events = _write_files(out, answer, trace, (chakra, graphs), stages)
         out.record("whatif.llm", {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap,
                                   "fsdp_unit": options.fsdp_unit, "shard_group": options.shard_group,
                                   "ep_overlap": ep_overlap},
@@ -206,18 +207,25 @@ def print_links(out: Output, answer) -> list[dict]:
     return [asdict(x) for x in loads]
 
 
-def _write_files(out: Output, answer, trace: Path | None, chakra: Path | None, stages) -> list | None:
-    """Write the trace and the Chakra files asked for; the trace's events (for the record) or None."""
+def _export(answer) -> list:
+    from fabriclab.whatif.llm.export import rank_graphs
+
+    return rank_graphs(answer)
+
+
+def _write_files(out: Output, answer, trace: Path | None, chakra: tuple, stages) -> list | None:
+    """Write the trace and the Chakra files asked for (`chakra`: the prefix and the rank graphs); the
+    trace's events (for the record) or None."""
     events = None
     if trace is not None:
         from fabriclab.whatif.llm.trace import write_trace
 
         events = write_trace(answer, trace, stages=stages)["traceEvents"]
         _note(out, f"trace: {trace} (open in ui.perfetto.dev or chrome://tracing)")
-    if chakra is not None:
-        from fabriclab.whatif.llm.export import rank_graphs
+    prefix, graphs = chakra
+    if prefix is not None:
         from fabriclab.workload.chakra import write_et
 
-        paths = write_et(rank_graphs(answer), chakra)
+        paths = write_et(graphs, prefix)
         _note(out, f"Chakra ET: {len(paths)} files {paths[0].parent}/{paths[0].name.rsplit('.', 2)[0]}.<rank>.et")
     return events
