@@ -21,14 +21,25 @@ if REPORT_TESTS not in sys.path:
     sys.path.insert(0, REPORT_TESTS)
 
 
-@pytest.fixture
-def emu_app() -> typer.Typer:
-    """A typer app with only the `emu` group registered."""
+def group_app(module) -> typer.Typer:
+    """A typer app with only `module`'s command group registered, as `cli/main.py` registers it."""
     app = typer.Typer()
 
     @app.callback()
     def main() -> None:
         """fabriclab (test app)."""
 
-    emu_cli.register(app)
+    module.register(app)
     return app
+
+
+@pytest.fixture(scope="session")
+def make_group_app():
+    """`group_app`, for tests that build their app once per module."""
+    return group_app
+
+
+@pytest.fixture
+def emu_app() -> typer.Typer:
+    """A typer app with only the `emu` group registered."""
+    return group_app(emu_cli)

@@ -18,15 +18,8 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """fabriclab (test app)"""
-
-    bench_cli.register(app)
-    return app
+def app(make_group_app) -> typer.Typer:
+    return make_group_app(bench_cli)
 
 
 def astra_binary():
