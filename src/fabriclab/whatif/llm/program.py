@@ -28,8 +28,9 @@ one micro-batch as a list of `LayerPass`es in the order the pass runs them, each
 
 Per chunk, ZeRO 0-2 hold `buckets`: the gradient reduction (all-reduce for ZeRO-0, reduce-scatter for 1
 and 2) and the parameter all-gather (1 and 2) in Megatron-Core's buckets, in backward order: a bucket is
-max(40M, 1M x dp x cp) parameters (`DistributedDataParallelConfig.bucket_size`'s default), dense and
-expert parameters in buckets of their own. Per stage `sends`: the activations and gradients it sends to
+max(40M, 1M x dp x cp) parameters (`DistributedDataParallelConfig.bucket_size`'s default; `bucket_params`
+sets another, 0 one per chunk as fabriclab's own trainer reduces its flat buffers), dense and expert
+parameters in buckets of their own. Per stage `sends`: the activations and gradients it sends to
 other stages (1F1B or interleaved), and the optimizer's shard.
 
 Sizes follow nccl-tests' buffer convention (all-reduce: the buffer; all-gather: the gathered output;
