@@ -50,6 +50,7 @@ def register(app: typer.Typer) -> None:
                                   recompute, precision, order)
         seconds = parse_time(step_time)
         the_cluster = load_cluster_option(cluster or "dgx-h100")
+        job.check_memory(the_cluster)
         value, answer = calibrate_efficiency(job.spec, job.par, the_cluster, seconds,
                                              options=StepOptions(tp_overlap=tp_overlap))
         source = (f"measured: {job.spec.name}, {job.par.describe()}, {job.par.num_gpus} GPUs, step "

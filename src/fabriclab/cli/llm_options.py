@@ -2,8 +2,9 @@
 
 Megatron-LM's names: `--tp --pp --vp --cp --ep --mbs --gbs --seq --sequence-parallel --zero --recompute
 --precision`; DP is what the GPUs leave (GPUs = TP x PP x CP x DP). `LlmJob.from_options(...)` parses them
-at the edge into a `ParallelConfig` (a ValueError says what to change) and loads the model (a built-in name
-or a HuggingFace-style config.json).
+at the edge into a `ParallelConfig` (a ValueError says what to change; its counts are bounded there), loads
+the model (a built-in name or a HuggingFace-style config.json) and checks that the model splits that way
+(`workload/job.check_job`, the check the trainer and the plan's search make too).
 
 Try it: `fabriclab whatif llm --model llama3-8b --gpus 64 --tp 2 --pp 2 --gbs 256 --cluster dgx-h100`.
 """
@@ -77,6 +78,7 @@ class LlmJob:
     def from_options(model: str, gpus: str, tp: str, pp: str, vp: str, cp: str, ep: str, mbs: str,
                      gbs: str | None, seq: str | None, sequence_parallel: bool, zero: str, recompute: str,
                      precision: str, order: str) -> "LlmJob":
+        from fabriclab.workload.job import check_job
         from fabriclab.workload.parallel import ParallelConfig
         from fabriclab.workload.transformer import load_model
 
@@ -93,7 +95,17 @@ class LlmJob:
                              sequence_parallel=sequence_parallel and counts["tp"] > 1, zero=zero_stage,
                              recompute=recompute.strip().lower(), precision=precision.strip().lower(),
                              order=order.strip().lower())
+        check_job(spec, par)  # the one check of (model, split) every command shares (workload/job.py)
         return LlmJob(spec=spec, par=par)
+
+    def check_memory(self, cluster, shard_group: int = 0) -> None:
+        """A ValueError with the memory numbers and what to change when the job does not fit the cluster's GPUs,
+        the check `whatif llm` makes (`calibrate step` too: an efficiency calibrated on a job that cannot run
+        there is no measurement)."""
+        from fabriclab.fabric.cluster import cluster_gpu
+        from fabriclab.workload.memory import check_fits, memory_per_gpu
+
+        check_fits(memory_per_gpu(self.spec, self.par, shard_group=shard_group), cluster_gpu(cluster).memory_bytes)
 
     def config(self) -> dict:
         par = self.par

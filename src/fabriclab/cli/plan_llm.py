@@ -51,7 +51,12 @@ CNN_ONLY = {"gpus_per_server": None, "levels": None, "algo": None, "hosts_per_le
 
 def check_cnn_options(o: dict) -> None:
     """A CNN plan with an LLM option is an error that says so."""
+    from fabriclab.plan.llm import llm_config_problem
+
     given = [name for name in LLM_ONLY if o[name] is not None] + (["exhaustive"] if o["exhaustive"] else [])
+    problem = llm_config_problem(o["model"]) if given else None
+    if problem is not None:  # LLM options with a config.json that does not read: the file is what to fix
+        raise ValueError(f"--model {problem}")
     if given:
         raise ValueError(f"--{given[0].replace('_', '-')} applies to an LLM plan (--model llama3-70b, a config.json): "
                          f"drop it for {o['model']}")

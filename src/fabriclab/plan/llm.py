@@ -123,6 +123,26 @@ def names_llm(model: str) -> bool:
     return isinstance(data, dict) and "grads" not in data  # a profile carries its gradients' ready times
 
 
+def llm_config_problem(model: str) -> str | None:
+    """Why `--model`, a .json file that is no fabriclab profile, does not read as an LLM's config.json (the
+    loader's message, naming the file and the key), or None. Such a file is taken for a CNN profile, and an
+    LLM option beside it was blamed instead of the file."""
+    path = Path(model.split(",")[0].strip())
+    if not (path.name.endswith(".json") and path.is_file()):
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = None
+    if isinstance(data, dict) and "grads" in data:
+        return None  # a profile: the CNN plan reads it
+    try:
+        load_model(str(path))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def check_model_names(models: str) -> None:
     """A ValueError naming every kind of model when a name of `--model` is none of them."""
     from fabriclab.workload.profile import V100_BATCH_S

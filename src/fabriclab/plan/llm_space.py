@@ -29,8 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fabriclab.workload.job import job_problem
 from fabriclab.workload.memory import memory_per_gpu
-from fabriclab.workload.parallel import ParallelConfig
+from fabriclab.workload.parallel import MAX_PIPELINE_PASSES, ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
 TP_CHOICES = (1, 2, 4, 8)
@@ -106,13 +107,16 @@ def enumerate_configs(spec: TransformerSpec, num_gpus: int, gpus_per_server: int
             for vp in _vps(spec, pp):
                 if vp > 1 and micro % pp:
                     continue
+                if micro * pp * vp > MAX_PIPELINE_PASSES:
+                    continue  # a step that long is refused by every command (workload/parallel.py)
                 for ep in _eps(spec, dp * cp):
                     for zero in ((1, 3) if pp == 1 and small and dp * cp > 1 else (1,)):
                         for recompute in RECOMPUTE_CHOICES:
                             out.append(ParallelConfig(
                                 num_gpus=num_gpus, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, mbs=mbs, gbs=gbs, seq=seq,
                                 sequence_parallel=tp > 1, zero=zero, recompute=recompute, precision=precision))
-    return out
+    # the job's own check, as whatif llm and the trainer make it (the choices above already keep to it)
+    return [par for par in out if job_problem(spec, par) is None]
 
 
 def memory_needs(spec: TransformerSpec, configs: list[ParallelConfig]) -> list:

@@ -25,6 +25,17 @@ PRECISIONS = ("bf16", "fp8")
 DIMENSIONS = ("tp", "cp", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-dp-pp"
 COMMUNICATORS = ("tp", "cp", "ep", "dp", "pp")
+# The counts a job may have here, for every command that takes one (whatif llm, calibrate step, bench
+# astra-sim, plan --model, train): beyond them the step does not finish, or exhausts the memory, on a
+# workstation. Measured with `whatif llm` on a 2-core machine:
+# - GPUs: 2^20 (1,048,576, the million-GPU clusters plans now reach); the placement arrays and the
+#   communicator groups grow with the GPUs: at 2^20 the worst split (llama3-8b, DP 2^20, ZeRO-3) took 41 s
+#   and 2.2 GB, TP 8 x PP 16 took 33 s and 1.2 GB. `--gpus 999999999999999992` asked for 7 EiB.
+MAX_GPUS = 1 << 20
+# - micro-batch passes per step, num_microbatches x pp x vp: the pipeline schedule is simulated per
+#   micro-batch, per stage and per model chunk. 2^18 (262,144) took 4 s and 300 MB (llama3-8b, PP 8, VP 4,
+#   8,192 micro-batches); 2^20 took 18 s and 1 GB; `--gbs 8000000000` (250M micro-batches) took 7.7 GB.
+MAX_PIPELINE_PASSES = 1 << 18
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +86,9 @@ class ParallelConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"--{name.replace('num_', '')} {value!r}: give a whole number >= 1")
+        if self.num_gpus > MAX_GPUS:
+            raise ValueError(f"--gpus {self.num_gpus}: a job here has at most {MAX_GPUS:,} GPUs (2^20: its "
+                             f"placement and groups take about 40 s and 2 GB there); give fewer")
         if self.num_gpus % (self.tp * self.cp * self.pp):
             raise ValueError(f"{self.num_gpus} GPUs are not a multiple of tp x cp x pp = "
                              f"{self.tp} x {self.cp} x {self.pp}: change --gpus, --tp, --cp or --pp")
@@ -85,6 +99,7 @@ class ParallelConfig:
         if self.gbs % (self.mbs * self.dp):
             raise ValueError(f"--gbs {self.gbs} is not a multiple of mbs x dp = {self.mbs} x {self.dp} = "
                              f"{self.mbs * self.dp}: give e.g. --gbs {self.mbs * self.dp * max(1, self.gbs // (self.mbs * self.dp))}")
+        self._check_passes()
         if self.vp > 1 and self.pp == 1:
             raise ValueError(f"--vp {self.vp} needs pipeline parallelism (--pp > 1)")
         if self.vp > 1 and self.num_microbatches % self.pp:
@@ -102,6 +117,18 @@ class ParallelConfig:
         if sorted(dims) != sorted(DIMENSIONS):
             raise ValueError(f"--order {self.order!r}: name each of {', '.join(DIMENSIONS)} once, innermost "
                              f"first, e.g. {DEFAULT_ORDER}")
+
+    def _check_passes(self) -> None:
+        """The micro-batch passes of one step within MAX_PIPELINE_PASSES (see there)."""
+        passes = self.num_microbatches * self.pp * self.vp
+        if passes <= MAX_PIPELINE_PASSES:
+            return
+        most = max(1, MAX_PIPELINE_PASSES // (self.pp * self.vp)) * self.mbs * self.dp
+        raise ValueError(f"--gbs {self.gbs} is {self.num_microbatches:,} micro-batches per pipeline (gbs / (mbs x "
+                         f"dp) = {self.gbs} / ({self.mbs} x {self.dp})), {passes:,} passes with pp x vp = "
+                         f"{self.pp} x {self.vp}: a step here takes at most {MAX_PIPELINE_PASSES:,} (its simulated "
+                         f"schedule: about 4 s); "
+                         f"give --gbs <= {most:,}, or a larger --mbs")
 
     @property
     def dp(self) -> int:
@@ -151,6 +178,25 @@ class ParallelConfig:
             return [coords["tp"], coords["pp"], plane // self.ep], plane % self.ep, self.ep
         others = [d for d in DIMENSIONS if d != communicator]
         return [coords[d] for d in others], coords[communicator], self.group_size(communicator)
+
+    def uneven_group(self, gpus_per_server: int) -> tuple[str, list[int], int, int] | None:
+        """A communicator whose groups the library model cannot cost on servers of `gpus_per_server` GPUs:
+        (name, the group of rank 0, servers it spans, most of its GPUs in one server), or None. A group is
+        costed as servers of its most GPUs in one server (`whatif/llm/comm.group_cluster`), so its size must
+        be a multiple of that when it spans servers: `--gpus 24 --tp 3` on servers of 8 puts a DP group of 8
+        at 3, 3 and 2 GPUs per server."""
+        coords = self.coordinates()
+        dpcp = np.flatnonzero((coords["tp"] == 0) & (coords["pp"] == 0))  # Megatron's dense gradient group
+        # rank 0's group of each communicator: the ranks whose group keys are rank 0's, all 0 (no sort needed)
+        first = [(c, np.flatnonzero(np.logical_and.reduce([k == 0 for k in self._group_keys(c)[0]])))
+                 for c in COMMUNICATORS]
+        candidates = [*first, ("dp x cp", dpcp)]
+        for name, group in candidates:
+            _, counts = np.unique(group // gpus_per_server, return_counts=True)
+            most = int(counts.max())
+            if counts.size > 1 and group.size % most:
+                return name, group.tolist(), int(counts.size), most
+        return None
 
     def group_size(self, communicator: str) -> int:
         return {"tp": self.tp, "cp": self.cp, "ep": self.ep, "dp": self.dp, "pp": self.pp}[communicator]

@@ -227,34 +227,40 @@ def spec_from_config(config: dict, *, name: str, where: str = "config.json") -> 
     """A spec from a HuggingFace config.json's keys (Llama, Mistral/Mixtral, Qwen, DeepSeek, GPT-2 style).
 
     Sequence length: `seq_length` when given, else max_position_embeddings (GPT-2: n_positions) capped at
-    MAX_DEFAULT_SEQ. MLP: gated for silu/swish (and Gemma's GeGLU), plain for gelu/relu."""
+    MAX_DEFAULT_SEQ. MLP: gated for silu/swish (and Gemma's GeGLU), plain for gelu/relu. A ValueError names
+    `where` and the key that is missing or wrong."""
     if not isinstance(config, dict):
         raise ValueError(f"{where}: expected a JSON object of HuggingFace config keys")
     gpt2 = "n_embd" in config
 
-    def get(*keys: str, default=None):
-        for key in keys:
-            if config.get(key) is not None:
-                return config[key]
-        if default is None:
+    def get(*keys: str, default=None, minimum: int | None = 1):
+        """The first of `keys` the config holds (else `default`), a whole number >= `minimum` unless None."""
+        key = next((k for k in keys if config.get(k) is not None), None)
+        if key is None and default is None:
             raise ValueError(f"{where}: missing key {keys[0]!r} (a HuggingFace config.json needs it)")
-        return default
+        value = default if key is None else config[key]
+        if minimum is not None and (not isinstance(value, int) or isinstance(value, bool) or value < minimum):
+            raise ValueError(f"{where}: {key or keys[0]} {value!r}: give a whole number >= {minimum}")
+        return value
 
     hidden = get("n_embd") if gpt2 else get("hidden_size")
     heads = get("n_head") if gpt2 else get("num_attention_heads")
-    act = str(get("activation_function", default="gelu_new") if gpt2 else get("hidden_act", default="silu"))
+    act = str(get("activation_function", default="gelu_new", minimum=None) if gpt2 else
+              get("hidden_act", default="silu", minimum=None))
     model_type = str(config.get("model_type", ""))
     if act not in _GATED_ACTS + _PLAIN_ACTS:
         raise ValueError(f"{where}: hidden_act {act!r} is not known here: use one of "
                          f"{', '.join(_GATED_ACTS + _PLAIN_ACTS)}")
-    experts = get("num_local_experts", "n_routed_experts", "num_experts", default=0)
+    experts = get(*_EXPERT_KEYS, default=0, minimum=0)
+    _check_moe_keys(config, experts, where)
     ffn = get("n_inner", default=4 * hidden) if gpt2 else get("intermediate_size")
     seq = config.get("seq_length")
     if seq is None:
         seq = get("n_positions") if gpt2 else get("max_position_embeddings")
-        seq = min(seq, MAX_DEFAULT_SEQ) if isinstance(seq, int) else seq
-    return TransformerSpec(
-        name=name,
+        seq = min(seq, MAX_DEFAULT_SEQ)
+    seq = get("seq_length", default=seq)
+    moe = bool(experts)
+    fields = dict(
         hidden_size=hidden,
         intermediate_size=ffn,
         num_layers=get("n_layer") if gpt2 else get("num_hidden_layers"),
@@ -263,16 +269,33 @@ def spec_from_config(config: dict, *, name: str, where: str = "config.json") -> 
         vocab_size=get("vocab_size"),
         seq_length=seq,
         gated_mlp=act in _GATED_ACTS or model_type.startswith("gemma"),
-        tied_embeddings=bool(get("tie_word_embeddings", default=gpt2)),
+        tied_embeddings=bool(get("tie_word_embeddings", default=gpt2, minimum=None)),
         num_experts=experts,
-        experts_per_token=get("num_experts_per_tok", default=0) if experts else 0,
+        experts_per_token=get("num_experts_per_tok", default=0, minimum=0) if moe else 0,
         # Mixtral's experts are intermediate_size wide; DeepSeek and Qwen-MoE name their width apart
-        moe_intermediate_size=get("moe_intermediate_size", "intermediate_size") if experts else 0,
-        num_shared_experts=get("n_shared_experts", default=0) if experts else 0,
-        first_dense_layers=get("first_k_dense_replace", default=0) if experts else 0,
-        moe_layer_freq=get("moe_layer_freq", default=1) if experts else 1,
-        source=str(config.get("_source", where)),
+        moe_intermediate_size=get("moe_intermediate_size", "intermediate_size") if moe else 0,
+        num_shared_experts=get("n_shared_experts", default=0, minimum=0) if moe else 0,
+        first_dense_layers=get("first_k_dense_replace", default=0, minimum=0) if moe else 0,
+        moe_layer_freq=get("moe_layer_freq", default=1) if moe else 1,
     )
+    try:
+        return TransformerSpec(name=name, source=str(config.get("_source", where)), **fields)
+    except ValueError as exc:  # the spec's own checks name its fields; say which file they come from
+        raise ValueError(f"{where}: {str(exc).removeprefix(f'{name}: ')}") from None
+
+
+# The expert count's key in Mixtral's, DeepSeek's and Qwen-MoE's config.json, and keys only an MoE model has:
+# with these and no expert count the model was read as dense (the simulator priced a model it was not given).
+_EXPERT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
+_MOE_ONLY_KEYS = ("num_experts_per_tok", "moe_intermediate_size", "n_shared_experts")
+
+
+def _check_moe_keys(config: dict, experts: int, where: str) -> None:
+    given = [k for k in _MOE_ONLY_KEYS if config.get(k)]
+    if given and not experts:
+        raise ValueError(f"{where}: {', '.join(given)} describe a mixture-of-experts model, but no expert count is "
+                         f"given: add {' (Mixtral), '.join(_EXPERT_KEYS[:2])} (DeepSeek) or {_EXPERT_KEYS[2]} "
+                         f"(Qwen-MoE) > 0, or drop them for a dense model")
 
 
 def spec_to_config(spec: TransformerSpec) -> dict:

@@ -13,6 +13,7 @@ from torch import nn
 from fabriclab.runtime.llm.comm import Comm
 from fabriclab.runtime.llm.layers import Block, Builder, Embedding, Head
 from fabriclab.whatif.llm.compute import layers_of_chunks
+from fabriclab.workload.job import check_job
 
 
 class Chunk(nn.Module):
@@ -55,24 +56,17 @@ MAX_PARAMS_PER_RANK = 2e9
 
 
 def check_model(spec, par) -> None:
-    """What this trainer cannot split (a ValueError says what to change)."""
+    """What this trainer cannot split (a ValueError says what to change): the job's own check first
+    (`workload/job.check_job`, shared with the simulator and the plan), then this trainer's limits."""
     per_rank = spec.num_params() / (par.tp * par.pp)
     if per_rank > MAX_PARAMS_PER_RANK:
         raise ValueError(f"{spec.name}: {per_rank / 1e9:.1f}e9 parameters per rank; the trainer holds at most "
                          f"{MAX_PARAMS_PER_RANK / 1e9:g}e9: use more --tp / --pp or a smaller model (gpt-tiny)")
-    if spec.num_heads % par.tp or spec.num_kv_heads % par.tp:
-        raise ValueError(f"{spec.name}: {spec.num_heads} heads and {spec.num_kv_heads} KV heads must split "
-                         f"over --tp {par.tp}")
+    check_job(spec, par)  # heads over TP, experts over EP, sequence parallelism: as every command checks
     if spec.vocab_size % par.tp:
         raise ValueError(f"{spec.name}: vocabulary {spec.vocab_size} must be a multiple of --tp {par.tp}")
-    if par.sequence_parallel and par.seq % par.tp:
-        raise ValueError(f"--seq {par.seq} must be a multiple of --tp {par.tp} with sequence parallelism")
     if spec.is_moe and par.tp > 1 and par.seq % par.tp:
         raise ValueError(f"--seq {par.seq}: an MoE layer under TP splits the sequence; use a multiple of --tp")
-    if spec.is_moe and spec.num_experts % par.ep:
-        raise ValueError(f"{spec.num_experts} experts do not split over --ep {par.ep}")
-    if par.ep > 1 and not spec.is_moe:
-        raise ValueError(f"--ep {par.ep} needs an MoE model (e.g. --model moe-tiny); {spec.name} is dense")
     if par.cp > 1:
         raise ValueError("context parallelism (--cp) is simulated only; the trainer runs --cp 1")
     if par.precision != "bf16":

@@ -114,12 +114,24 @@ def simulate_llm(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterMod
 
 
 def _check_servers(par: ParallelConfig, cluster: ClusterModel) -> None:
+    """The job on whole servers, TP inside one, and every communicator's groups costable (the same number of
+    GPUs in each server a group spans); each message names the user's numbers and what to change."""
     g = cluster.server.gpus_per_server
     if par.num_gpus > g and par.num_gpus % g:
         raise ValueError(f"--gpus {par.num_gpus} does not fill whole servers of {g} GPUs: use a multiple of {g}")
-    if par.tp > g:
-        raise ValueError(f"--tp {par.tp} spans more than one server of {g} GPUs: tensor parallelism stays "
-                         f"inside a server's NVLink; use --tp <= {g}")
+    if par.tp > g or g % par.tp:
+        raise ValueError(f"--gpus {par.num_gpus} --tp {par.tp} on servers of {g} GPUs ({cluster.name}): tensor parallelism stays inside "
+                         f"a server's NVLink, so a TP group must not straddle two servers; use a --tp that divides "
+                         f"{g} ({', '.join(str(d) for d in range(1, g + 1) if g % d == 0)}), the rest goes to DP")
+    uneven = par.uneven_group(g)
+    if uneven is not None:
+        name, group, servers, most = uneven
+        shown = ", ".join(map(str, group[:4])) + (f", ..., {group[-1]}" if len(group) > 4 else "")
+        raise ValueError(f"--gpus {par.num_gpus} as {par.describe().split(' (')[0]} on servers of {g} GPUs "
+                         f"({cluster.name}): a {name} group of {len(group)} GPUs (ranks {shown}) spans {servers} "
+                         f"servers with up to {most} in one, and {len(group)} is not a multiple of {most}, so its "
+                         f"collectives cannot be costed server by server; choose sizes whose groups fill whole "
+                         f"servers or stay in one (e.g. powers of two on servers of {g}), or change --order")
 
 
 def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, step_time_s: float,
