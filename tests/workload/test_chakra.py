@@ -88,8 +88,8 @@ def every_kind_graph(rank: int = 0, num_ranks: int = 2) -> RankGraph:
                group_size=2, peer=peer, stream="comm"),
             Op(id=4, name="p2p.recv", kind="comm", collective="recv", communicator="pp", size_bytes=4096,
                group_size=2, peer=peer, stream="comm", deps=(3,)),
-            Op(id=7, name="send to nobody", kind="comm", collective="send", communicator="", size_bytes=1, peer=-1,
-               flops=3.0, group_size=0)]
+            Op(id=7, name="send with flops", kind="comm", collective="send", communicator="", size_bytes=1,
+               peer=peer, flops=3.0, group_size=0)]
     return RankGraph(rank=rank, num_ranks=num_ranks, ops=tuple(ops),
                      communicators={"tp": [0, 1], "pp": [0, 1]})
 
@@ -150,7 +150,7 @@ def test_the_mapping_uses_the_fields_astra_sim_reads(tmp_path):
     send, recv = nodes[3], nodes[4]
     assert send.type == COMM_SEND_NODE and (send.attr("comm_src"), send.attr("comm_dst")) == (0, 1)
     assert recv.type == COMM_RECV_NODE and (recv.attr("comm_src"), recv.attr("comm_dst")) == (1, 0)
-    assert {a.name: a.kind for a in send.attrs}["comm_src"] == "int32" and nodes[7].attr("comm_dst") == -1
+    assert {a.name: a.kind for a in send.attrs}["comm_src"] == "int32" and nodes[7].attr("comm_dst") == 1
     groups = json.loads(comm_groups_path(tmp_path / "g").read_text())
     pg = nodes[100].attr("pg_name")
     assert groups[pg] == [0, 1] and int(pg) >= 1  # ASTRA-sim's group ids: integers, 0 is all ranks

@@ -17,7 +17,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, check_output_dir, user_errors
+from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_dir, check_output_path,
+                                  user_errors)
 from fabriclab.cli.options import ClusterOption, load_cluster_option, parse_count
 
 app = typer.Typer(help="Chakra execution traces (ASTRA-sim's .et files): show, run on a cluster, write an "
@@ -30,6 +31,10 @@ CommGroupsOption = Annotated[Optional[Path], typer.Option(
     "--comm-groups", metavar="FILE",
     help="ASTRA-sim's communicator-group file (JSON: pg_name -> ranks) for a trace fabriclab did not write; "
          "without it a group is all ranks.")]
+
+NumGpusOption = Annotated[Optional[str], typer.Option(
+    "--num-gpus", help="The job's GPUs: the group of a collective on all ranks in a trace fabriclab did not write, "
+                       "of comm ops with no group size, and the ranks a send may name (default: the ranks).")]
 
 
 def _load(source: list[str], comm_groups: Path | None, num_gpus: int | None = None):
@@ -51,6 +56,26 @@ def _load(source: list[str], comm_groups: Path | None, num_gpus: int | None = No
         raise
 
 
+def check_prefix(prefix: Path, option: str = "--out") -> None:
+    """Before the work: the files `prefix` names (PREFIX.0.et, PREFIX.comm_groups.json) can be written, or a
+    ValueError says what to change (a folder of that name was found only after minutes of work)."""
+    from fabriclab.workload.chakra import comm_groups_path
+
+    check_output_dir(prefix.parent, option)
+    check_output_path(Path(f"{prefix}.0.et"), option)
+    check_output_path(comm_groups_path(prefix), option)
+
+
+def _num_gpus(text: str | None) -> int | None:
+    from fabriclab.workload.etvalues import MAX_TRACE_RANKS
+
+    gpus = parse_count(text, "--num-gpus") if text is not None else None
+    if gpus is not None and gpus > MAX_TRACE_RANKS:
+        raise ValueError(f"--num-gpus {gpus:,}: a trace here has at most {MAX_TRACE_RANKS:,} ranks (the library "
+                         f"model's largest job); give fewer")
+    return gpus
+
+
 def _notes(out: Output, got) -> None:
     for kind, n in got.unknown_nodes.items():
         how = "with their host time" if kind.endswith("(is_cpu_op)") else "taking no time"
@@ -63,13 +88,14 @@ def _notes(out: Output, got) -> None:
 
 @app.command("show")
 @user_errors
-def show(source: SourceArgument, comm_groups: CommGroupsOption = None, fmt: FormatOption = None,
-         json_path: JsonOption = None, store: StoreOption = None) -> None:
+def show(source: SourceArgument, comm_groups: CommGroupsOption = None, num_gpus: NumGpusOption = None,
+         fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
     """Ranks, ops per kind, bytes per communicator and critical paths (the durations in the file)."""
     from fabriclab.whatif.graph_run import rank_time
 
     out = Output(fmt, json_path, store)
-    got = _load(source, comm_groups)
+    gpus = _num_gpus(num_gpus)
+    got = _load(source, comm_groups, gpus)
     ranks = [{"rank": g.rank, "ops": len(g.ops), "compute_ops": sum(op.kind == "compute" for op in g.ops),
               "comm_ops": sum(op.kind == "comm" for op in g.ops), **_times(rank_time(g))} for g in got.graphs]
     table = Table(title=f"{len(got.graphs)} ranks: {got.paths[0]}{' ...' if len(got.paths) > 1 else ''}")
@@ -82,7 +108,8 @@ def show(source: SourceArgument, comm_groups: CommGroupsOption = None, fmt: Form
     comms = _communicators(got.graphs)
     _print_communicators(out, comms)
     _notes(out, got)
-    out.record("chakra.show", {"source": source, "comm_groups": str(comm_groups) if comm_groups else None},
+    out.record("chakra.show", {"source": source, "comm_groups": str(comm_groups) if comm_groups else None,
+                               "num_gpus": gpus},
                {"ranks": ranks, "communicators": comms, "unknown_nodes": got.unknown_nodes,
                 "approximated": got.approximated})
 
@@ -119,9 +146,7 @@ def _print_communicators(out: Output, rows: list[dict]) -> None:
 @app.command("run")
 @user_errors
 def run(source: SourceArgument, cluster: ClusterOption = None, comm_groups: CommGroupsOption = None,
-        num_gpus: Annotated[Optional[str], typer.Option(
-            "--num-gpus", help="The job's GPUs: the group of a collective on all ranks in a trace fabriclab did "
-                               "not write, and of comm ops with no group size (default: the ranks).")] = None,
+        num_gpus: NumGpusOption = None,
         recost: Annotated[bool, typer.Option(help="Cost every comm op, also those with a duration in the file "
                                                   "(by default only those with 0).")] = False,
         out_prefix: Annotated[Optional[Path], typer.Option(
@@ -132,9 +157,9 @@ def run(source: SourceArgument, cluster: ClusterOption = None, comm_groups: Comm
 
     out = Output(fmt, json_path, store)
     if out_prefix is not None:
-        check_output_dir(out_prefix.parent, "--out")
+        check_prefix(out_prefix)
     model = load_cluster_option(cluster or "dgx-h100")
-    gpus = parse_count(num_gpus, "--num-gpus") if num_gpus is not None else None
+    gpus = _num_gpus(num_gpus)
     got = _load(source, comm_groups, gpus)
     result = run_graphs(got.graphs, model, num_gpus=gpus, recost=recost)
     _print_run(out, result, model.name)
@@ -173,13 +198,13 @@ def _run_results(result) -> dict:
 @app.command("example")
 @user_errors
 def example(out_prefix: Annotated[Path, typer.Option("--out", metavar="PREFIX", help="Write PREFIX.<rank>.et.")],
-            ranks: Annotated[str, typer.Option(help="Ranks (even, >= 4).")] = "4") -> None:
+            ranks: Annotated[str, typer.Option(help="Ranks (even, 4 to 1024).")] = "4") -> None:
     """Write a small trace with every op kind and every collective ASTRA-sim runs (two pipeline stages, tp
     pairs, world)."""
     from fabriclab.whatif.graph_run import sample_graphs
     from fabriclab.workload.chakra import comm_groups_path, write_et
 
-    check_output_dir(out_prefix.parent, "--out")
+    check_prefix(out_prefix)
     paths = write_et(sample_graphs(parse_count(ranks, "--ranks", minimum=4)), out_prefix)
     typer.echo(f"wrote {len(paths)} files {out_prefix}.<rank>.et and {comm_groups_path(out_prefix)}")
 

@@ -82,8 +82,12 @@ from fabriclab.workload.etfile import (
     read_et_file,
     write_et_file,
 )
+from fabriclab.workload import etvalues as ev
 from fabriclab.workload.graph import Op, RankGraph, topological
 
+# The nodes of all a trace's files together: fabriclab's own GPT-3 175B export on 64 GPUs (4.9M nodes) read
+# in 150 s and 2.3 GB here; one file is bounded by workload/etfile.py.
+MAX_TRACE_NODES = 5_000_000
 FORMAT_REVISION = 2  # `fabriclab_graph` in the GlobalMetadata: 2 = ASTRA-sim's all-gather size, tensor_size
 
 # et_def.proto's CollectiveCommType, as the schema numbers our collectives.
@@ -279,27 +283,33 @@ def _node(op: Op, rank: int, edge: tuple[int, ...], pg: str, tag: int, how: _Rea
 # ---- nodes to rank graphs -------------------------------------------------------------------------
 
 def _op_fields(node_id: int, name: str, t: int, micros: int, attrs, how: _Reading) -> dict:
-    """The Op keyword arguments of a node (without deps), from its standard fields, then fabriclab's."""
+    """The Op keyword arguments of a node (without deps), from its standard fields, then fabriclab's; every
+    value typed and bounded (`workload/etvalues.py`: a ValueError names the node and the attribute)."""
     a = {x.name: x.value for x in attrs}
+    at = f"node {node_id} ({name!r}):"
     f = {"id": node_id, "name": name, "kind": "comm", "duration_s": micros / 1e6, "flops": 0.0, "memory_bytes": 0.0,
          "communicator": "", "collective": "", "size_bytes": 0, "group_size": 0, "peer": -1, "stream": "comm"}
     if t in (COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE) and not (a.get("is_cpu_op") and not how.fabriclab):
-        size = int(a.get("comm_size", a.get("tensor_size", 0)))
+        key = "comm_size" if "comm_size" in a else "tensor_size"
+        size = ev.whole(a.get(key, 0), f"{at} {key}", maximum=MAX_COMM_BYTES)
         pg = str(a.get("pg_name", ""))
         communicator = how.pg_names.get(pg, pg) if how.fabriclab else pg or "world"
         f["communicator"], f["group_size"] = communicator, _group_size(pg, communicator, how)
         if t == COMM_COLL_NODE:
-            f["collective"] = _collective(a.get("comm_type"), how)
+            comm_type = a.get("comm_type")
+            f["collective"] = _collective(None if comm_type is None else ev.whole(comm_type, f"{at} comm_type"), how)
             n = (f["group_size"] or how.num_ranks) if how.astra_sizes else 1
             f["size_bytes"] = size_of_comm_size(f["collective"], size, n)
         else:
             f["collective"] = "send" if t == COMM_SEND_NODE else "recv"
-            f["peer"] = int(a.get("comm_dst" if t == COMM_SEND_NODE else "comm_src", -1))
+            key = "comm_dst" if t == COMM_SEND_NODE else "comm_src"
+            f["peer"] = a.get(key)  # checked below, after fabriclab's own attributes
             f["size_bytes"] = size
     else:
         f["kind"], f["stream"] = "compute", "compute"
         if t == COMP_NODE:
-            f["flops"], f["memory_bytes"] = float(a.get("num_ops", 0)), float(a.get("tensor_size", 0))
+            f["flops"] = ev.number(a.get("num_ops", 0), f"{at} num_ops")
+            f["memory_bytes"] = ev.number(a.get("tensor_size", 0), f"{at} tensor_size")
         else:  # the host side of a collective keeps its host time (ASTRA-sim refuses comm nodes on the CPU)
             cpu_comm = t in (COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE)
             tally = f"{NODE_TYPES[t]} (is_cpu_op)" if cpu_comm else NODE_TYPES.get(t, f"node type {t}")
@@ -307,8 +317,31 @@ def _op_fields(node_id: int, name: str, t: int, micros: int, attrs, how: _Readin
             if not cpu_comm:
                 f["duration_s"] = 0.0
     if how.fabriclab:
-        f.update({k: a[f"fabriclab_{k}"] for k in EXTRA_FIELDS if f"fabriclab_{k}" in a})
+        f.update({k: _extra(a[f"fabriclab_{k}"], k, at, how) for k in EXTRA_FIELDS if f"fabriclab_{k}" in a})
+    if f["collective"] in ("send", "recv"):
+        f["peer"] = ev.peer(f["peer"], f"{at} {'comm_dst' if f['collective'] == 'send' else 'comm_src'}",
+                            how.num_ranks)
+    if f["kind"] == "comm" and f["group_size"] > how.num_ranks:
+        raise ValueError(f"{at} group size {f['group_size']:,}: more than the trace's {how.num_ranks:,} ranks; give "
+                         f"--num-gpus for a trace of more ranks than its files")
     return f
+
+
+# The largest collective or message a trace may carry: 1 PiB, as `simulate collective --size` takes.
+MAX_COMM_BYTES = 1 << 50
+
+
+def _extra(value, name: str, at: str, how: _Reading):
+    """One `fabriclab_<name>` attribute's value, of the type its Op field has."""
+    what = f"{at} fabriclab_{name}"
+    kind = _EXTRA_KINDS[name]
+    if kind == "double":
+        return ev.number(value, what)
+    if kind == "string":
+        return ev.text(value, what)
+    if name in ("group_size", "peer"):  # a comm op's are checked against the ranks by the caller
+        return ev.whole(value, what, minimum=0 if name == "group_size" else -1, maximum=ev.MAX_TRACE_RANKS)
+    return ev.whole(value, what, maximum=MAX_COMM_BYTES * ev.MAX_TRACE_RANKS)
 
 
 def _collective(comm_type, how: _Reading) -> str:
@@ -339,20 +372,33 @@ def _deps(node: EtNode, fabriclab: bool) -> tuple[int, ...]:
 
 def file_graph(et: EtFile, rank: int, num_ranks: int, how: _Reading) -> RankGraph:
     """The rank graph of one decoded file (`rank`, `num_ranks`: for a file fabriclab did not write)."""
-    names = et.meta("fabriclab_communicators") if how.fabriclab else None
-    if how.fabriclab:
-        rank, num_ranks = int(et.meta("fabriclab_rank")), int(et.meta("fabriclab_num_ranks"))
-        communicators = None if names is None else {n: list(et.meta(f"fabriclab_group.{n}", ())) for n in names}
-        how = replace(how, num_ranks=num_ranks, groups=communicators, astra_sizes=et.meta("fabriclab_graph") >= 2,
-                      pg_names=dict(zip(et.meta("fabriclab_pg_names", ()), names or ())))
-    else:
-        communicators = {n: list(r) for n, r in how.groups.items() if rank in r} if how.groups else None
     try:
+        if how.fabriclab:
+            rank, num_ranks, communicators, how = _fabriclab_metadata(et, how)
+        else:
+            communicators = {n: list(r) for n, r in how.groups.items() if rank in r} if how.groups else None
         ops = tuple(Op(**_op_fields(n.id, n.name, n.type, n.duration_micros, n.attrs, how),
                        deps=_deps(n, how.fabriclab)) for n in et.nodes)
         return RankGraph(rank=rank, num_ranks=num_ranks, ops=ops, communicators=communicators)
     except ValueError as exc:
         raise ValueError(f"{et.path}: {exc}") from None
+
+
+def _fabriclab_metadata(et: EtFile, how: _Reading) -> tuple[int, int, dict | None, _Reading]:
+    """(rank, rank count, communicators, the reading) from the GlobalMetadata of a file fabriclab wrote, each
+    value typed and bounded."""
+    num_ranks = ev.whole(et.meta("fabriclab_num_ranks"), "metadata fabriclab_num_ranks", minimum=1,
+                         maximum=ev.MAX_TRACE_RANKS)
+    rank = ev.whole(et.meta("fabriclab_rank"), "metadata fabriclab_rank", maximum=num_ranks - 1)
+    revision = ev.whole(et.meta("fabriclab_graph"), "metadata fabriclab_graph", minimum=1)
+    names = et.meta("fabriclab_communicators")
+    names = None if names is None else ev.texts(names, "metadata fabriclab_communicators")
+    communicators = None if names is None else {
+        n: ev.ranks(et.meta(f"fabriclab_group.{n}", ()), f"metadata fabriclab_group.{n}", num_ranks) for n in names}
+    pg_names = ev.texts(et.meta("fabriclab_pg_names", ()), "metadata fabriclab_pg_names")
+    how = replace(how, num_ranks=num_ranks, groups=communicators, astra_sizes=revision >= 2,
+                  pg_names=dict(zip(pg_names, names or ())))
+    return rank, num_ranks, communicators, how
 
 
 def et_paths(source) -> list[tuple[int, Path]]:
@@ -385,17 +431,32 @@ def load_et(source, *, comm_groups: dict[str, list[int]] | None = None, num_rank
     write: `comm_groups`, ASTRA-sim's communicator groups (pg_name -> ranks, its `--comm-group-configuration`
     file); `num_ranks`, the job's ranks, which a group of all ranks has (default: one more than the highest
     rank among the files; one file of a 64-GPU job: 64)."""
-    if comm_groups is not None and not (isinstance(comm_groups, dict) and all(
-            isinstance(v, list) and all(isinstance(r, int) for r in v) for v in comm_groups.values())):
-        raise ValueError('communicator groups: expected {"<pg_name>": [rank, ...], ...} as ASTRA-sim reads them')
+    if comm_groups is not None:
+        form = 'expected {"<pg_name>": [rank, ...], ...} as ASTRA-sim reads them'
+        if not isinstance(comm_groups, dict):
+            raise ValueError(f"communicator groups: {form}")
+        try:
+            comm_groups = {str(k): ev.ranks(v, f"group {k!r}", ev.MAX_TRACE_RANKS) for k, v in comm_groups.items()}
+        except ValueError as exc:
+            raise ValueError(f"communicator groups: {exc}; {form}") from None
     located = et_paths(source)
     highest = max(len(located), max(r for r, _ in located) + 1)
+    if highest > ev.MAX_TRACE_RANKS:
+        rank, path = max(located)
+        raise ValueError(f"{path}: rank {rank:,} (from the file name) makes a trace of {highest:,} ranks; a trace "
+                         f"here has at most {ev.MAX_TRACE_RANKS:,} (the library model's largest job): name the "
+                         f"files <prefix>.<rank>.et with the ranks the job has")
     if num_ranks is not None and num_ranks < highest:
         raise ValueError(f"{num_ranks} ranks, but the trace has rank {highest - 1}: give at least {highest}")
-    num_ranks = num_ranks or highest
+    num_ranks = ev.whole(num_ranks or highest, "ranks of the trace", minimum=1, maximum=ev.MAX_TRACE_RANKS)
     graphs, unknown, approximated, ours = [], {}, {}, []
+    total = 0
     for rank, path in located:
         et = read_et_file(path)
+        total += len(et.nodes)
+        if total > MAX_TRACE_NODES:
+            raise ValueError(f"{path}: the trace passes {MAX_TRACE_NODES:,} nodes over its files here (about 150 s "
+                             f"and 2.3 GB); give fewer ranks' files")
         how = _Reading(fabriclab=et.meta("fabriclab_graph") is not None, num_ranks=num_ranks, groups=comm_groups,
                        unknown=unknown, approximated=approximated)  # the tallies of all files together
         graphs.append(file_graph(et, rank, num_ranks, how))

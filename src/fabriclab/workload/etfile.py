@@ -13,7 +13,6 @@ read_et_file; print(read_et_file('/tmp/demo.0.et').nodes[0])"`.
 
 from __future__ import annotations
 
-import gzip
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,18 @@ from typing import NamedTuple
 from fabriclab.workload import protowire as pw
 
 ET_VERSION = "0.0.4"  # the GlobalMetadata version of Chakra's tagged release, which ASTRA-sim's examples carry
+
+# What one file may hold: a trace is untrusted input, and without bounds 16 MiB of zero bytes decoded as
+# 16M empty nodes for minutes and 1.9 GB, and a 1 MB gzip of zeros decompressed to 1 GiB in memory. One rank
+# of fabriclab's own GPT-3 175B export (64 GPUs, PP 8, 64 micro-batches) is 75,777 nodes in 12.9 MB, read
+# into a rank graph in 2 s and ~40 MB here (~30 us and ~450 bytes a node): the bounds are 13x that.
+MAX_ET_BYTES = 256 << 20
+"""Bytes of one file, and of what a gzipped file decompresses to (checked as it decompresses)."""
+MAX_ET_NODES = 1_000_000
+"""Nodes of one file (~30 s and ~450 MB read into a rank graph here)."""
+MAX_ET_VALUES = 16_000_000
+"""Dependencies, attributes and list values of one file together: a byte of packed dependencies is one
+entry of a tuple (8 to 36 bytes in memory), so bytes alone do not bound the memory."""
 
 # et_def.proto's NodeType.
 NODE_TYPES = {0: "INVALID_NODE", 1: "METADATA_NODE", 2: "MEM_LOAD_NODE", 3: "MEM_STORE_NODE", 4: "COMP_NODE",
@@ -164,6 +175,8 @@ def _decode_attr(data: bytes, start: int, stop: int, cache: dict | None = None) 
         found = cache.get(raw)
         if found is None:
             found = cache[raw] = _decode_attr(data, start, stop)
+            if isinstance(found.value, tuple):  # a list: its values count against MAX_ET_VALUES once
+                cache[_LIST_VALUES] = cache.get(_LIST_VALUES, 0) + len(found.value)
         return found
     name, kind, value = "", "", None
     for number, wire, v, at in pw.iter_fields(data, start, stop):
@@ -252,15 +265,51 @@ def decode_node(data: bytes, start: int, stop: int, cache: dict | None = None) -
                   start_time_micros=start_us, duration_micros=duration_us, attrs=tuple(attrs))
 
 
+_LIST_VALUES = "list values"  # the key (a str among bytes keys) of a decode cache's count of list values
+
+
+def read_file_bytes(path: Path, limit: int = MAX_ET_BYTES) -> bytes:
+    """The bytes of `path`, gunzipped when it is a gzip file, at most `limit` of them: a ValueError names the
+    file and the bound (a file larger, or a gzip that decompresses to more, is not read further)."""
+    import zlib
+
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise ValueError(f"{path}: {size:,} bytes; a trace file here holds at most {limit >> 20} MiB "
+                             f"(split the trace, or give fewer ranks)")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if data[:2] != b"\x1f\x8b":
+        return data
+    out, rest = [], data
+    total = 0
+    try:
+        while rest[:2] == b"\x1f\x8b":  # gzip members one after another, as gzip.decompress reads them
+            inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            while not inflate.eof:
+                chunk = inflate.decompress(rest, limit + 1 - total)  # never more than the bound in memory
+                total += len(chunk)
+                out.append(chunk)
+                if total > limit:
+                    raise ValueError(f"{path}: decompresses to more than {limit >> 20} MiB, the most a trace "
+                                     f"file here holds (split the trace)")
+                rest = inflate.unconsumed_tail
+                if not chunk and not rest:
+                    raise ValueError(f"{path}: a gzip file that does not decompress (it ends early: truncated)")
+            rest = inflate.unused_data
+    except zlib.error as exc:
+        raise ValueError(f"{path}: a gzip file that does not decompress ({exc})") from None
+    return b"".join(out)
+
+
 def read_et_file(path: Path | str) -> EtFile:
     """Decode one `.et` file (gzipped too, as protolib opens them); a ValueError names the file and byte
-    offset where it is not a Chakra trace."""
+    offset where it is not a Chakra trace, or the bound it passes (MAX_ET_BYTES, MAX_ET_NODES,
+    MAX_ET_VALUES)."""
     path = Path(path)
-    data = path.read_bytes()
-    try:
-        data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"{path}: a gzip file that does not decompress ({exc})") from None
+    data = read_file_bytes(path)
     if not data:
         raise ValueError(f"{path}: empty file, not a Chakra execution trace")
     try:
@@ -274,11 +323,27 @@ def read_et_file(path: Path | str) -> EtFile:
                     version = _text(data, v, at)
                 else:
                     metadata.append(_decode_attr(data, *v))
-        cache: dict = {}
-        nodes = tuple(decode_node(data, a, b, cache) for a, b in messages)
+        nodes = _decode_nodes(path, data, messages, sum(len(a.value) for a in metadata if isinstance(a.value, tuple)))
     except pw.WireError as exc:
         raise ValueError(f"{path}: not a Chakra execution trace ({exc})") from None
     return EtFile(path=path, version=version, metadata=tuple(metadata), nodes=nodes)
+
+
+def _decode_nodes(path: Path, data: bytes, messages, values: int) -> tuple[EtNode, ...]:
+    """The nodes of the messages, stopped with a ValueError at MAX_ET_NODES or MAX_ET_VALUES."""
+    cache: dict = {}
+    nodes = []
+    for a, b in messages:
+        if len(nodes) == MAX_ET_NODES:
+            raise ValueError(f"{path}: more than {MAX_ET_NODES:,} nodes, the most a trace file here holds (about "
+                             f"30 s and 450 MB to read); split the trace")
+        node = decode_node(data, a, b, cache)
+        values += len(node.data_deps) + len(node.ctrl_deps) + len(node.attrs)
+        if values + cache.get(_LIST_VALUES, 0) > MAX_ET_VALUES:
+            raise ValueError(f"{path}: more than {MAX_ET_VALUES:,} dependencies, attributes and list values by "
+                             f"node {node.id} (the {len(nodes) + 1:,}th), the most a trace file here holds")
+        nodes.append(node)
+    return tuple(nodes)
 
 
 def write_et_file(path: Path | str, nodes, *, version: str = ET_VERSION, metadata=()) -> Path:

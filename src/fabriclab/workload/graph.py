@@ -16,6 +16,7 @@ print(RankGraph(rank=0, num_ranks=1, ops=(Op(id=0, name='mm', kind='compute', fl
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 
 KINDS = ("compute", "comm")
@@ -68,8 +69,10 @@ class Op:
                              f"{', '.join(COLLECTIVES)}")
         if self.stream not in STREAMS:
             raise ValueError(f"op {self.name!r}: stream {self.stream!r} is not one of {', '.join(STREAMS)}")
-        if self.duration_s < 0 or self.flops < 0 or self.size_bytes < 0 or self.memory_bytes < 0:
-            raise ValueError(f"op {self.name!r}: duration, FLOPs and bytes must be >= 0")
+        for name in ("duration_s", "flops", "memory_bytes", "size_bytes"):
+            value = getattr(self, name)
+            if not value >= 0 or isinstance(value, float) and math.isinf(value):  # NaN fails >= 0 (it printed "nan ms")
+                raise ValueError(f"op {self.id} ({self.name!r}): {name} {value!r}: give a finite number >= 0")
 
 
 @dataclass(frozen=True, kw_only=True)
