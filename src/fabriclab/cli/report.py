@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from fabriclab.cli.common import check_output_dir, user_errors
-from fabriclab.cli.results import StoreOption
+from fabriclab.cli.results import StoreOption, read_records
 
 
 def register(main_app: typer.Typer) -> None:
@@ -36,7 +36,7 @@ def report_cmd(
     check_output_dir(out)
     chosen = parse_int_list(ids, minimum=1, what="--ids") if ids else None
     path = results_store.resolve_store_path(store)
-    records = results_store.list_records(path, ids=chosen, since=since)
+    records = read_records(path, ids=chosen, since=since)
     if not records:
         typer.echo(f"note: no records in {path}" + (" match" if since else "") +
                    "; the report lists the commands that fill each section", err=True)

@@ -17,7 +17,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fabriclab.cli.common import FormatOption, Output, check_output_path, user_errors
+from fabriclab.cli.common import FormatOption, Output, check_output_path, err_console, user_errors
 from fabriclab.report import store as results_store
 from fabriclab.report.store_views import (EXPORT_FORMATS, ROW_PRESENT, command_of, export, flatten, result_rows,
                                            result_tables)
@@ -38,6 +38,20 @@ SinceOption = Annotated[Optional[str], typer.Option(
 _SHOWN = 60
 
 
+def read_records(store: Path | None, **kwargs) -> list:
+    """The store's records (`list_records`' filters); rows that are no fabriclab record are left out and named
+    in one warning line on stderr, so one bad row does not hide the others."""
+    skipped: list[tuple[int, str]] = []
+    found = results_store.list_records(store, skipped=skipped, **kwargs)
+    if skipped:
+        shown = "; ".join(f"{rid} ({why})" for rid, why in skipped[:5]) + ("; ..." if len(skipped) > 5 else "")
+        err_console.print(f"warning: {len(skipped)} row{'s' if len(skipped) > 1 else ''} of "
+                          f"{results_store.resolve_store_path(store)} skipped, not fabriclab records: {shown}; "
+                          f"`fabriclab results show ID` says how to remove one", style="yellow", markup=False,
+                          soft_wrap=True)
+    return found
+
+
 def register(main_app: typer.Typer) -> None:
     """Add the `results` group to the main app."""
     main_app.add_typer(app, name="results")
@@ -50,7 +64,7 @@ def list_cmd(command: CommandOption = None, since: SinceOption = None, store: St
     """One line per record: id, command, time (UTC), git revision, host, number of result rows."""
     out = Output(fmt)
     path = results_store.resolve_store_path(store)
-    found = results_store.list_records(path, command=command, since=since)
+    found = read_records(path, command=command, since=since)
     table = Table(title=f"records in {path}")
     for col in ("id", "kind", "created (UTC)", "git", "host", "rows"):
         table.add_column(col, justify="right" if col in ("id", "rows") else "left")
@@ -119,7 +133,7 @@ def export_cmd(fmt: Annotated[str, typer.Option("--format", metavar="csv|json",
         raise ValueError(f"--format {fmt!r}: export writes {' or '.join(EXPORT_FORMATS)}")
     check_output_path(out, "--out")
     chosen = parse_int_list(ids, minimum=1, what="--ids") if ids else None
-    text = export(results_store.list_records(store, command=command, since=since, ids=chosen), fmt)
+    text = export(read_records(store, command=command, since=since, ids=chosen), fmt)
     if out is None:
         typer.echo(text, nl=False)
     else:

@@ -37,7 +37,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from fabriclab.report.store_views import Stored, diff, export, parse_since  # noqa: F401 (part of this API)
+from fabriclab.report.store_views import (Stored, diff, export, parse_since,  # noqa: F401 (part of this API)
+                                          record_problem)
 
 SCHEMA_VERSION = 3
 APPLICATION = "fabriclab"
@@ -107,9 +108,12 @@ def add_record(record: dict, store: Path | None = None) -> int:
 
 
 def list_records(store: Path | None = None, *, command: str | None = None, since: str | None = None,
-                 ids: list[int] | None = None, now: datetime.datetime | None = None) -> list[Stored]:
+                 ids: list[int] | None = None, now: datetime.datetime | None = None,
+                 skipped: list[tuple[int, str]] | None = None) -> list[Stored]:
     """Records in id order; `command` keeps a kind and its sub-kinds (`simulate` keeps `simulate.sweep`),
-    `since` a date or an age (see `parse_since`), `ids` those ids (an unknown id is an error)."""
+    `since` a date or an age (see `parse_since`), `ids` those ids (an unknown id is an error). A row that is
+    no fabriclab record (`store_views.record_problem`) is a ValueError naming it, or, when `skipped` is
+    given, left out and added there as (id, what is wrong): one such row no longer hides the whole store."""
     path = resolve_store_path(store)
     if not path.exists():
         if ids:
@@ -129,9 +133,16 @@ def list_records(store: Path | None = None, *, command: str | None = None, since
     sql += (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
     with _connect(path, create=False) as conn:
         rows = _read(conn, path, sql, args)
-    found = [_stored(path, *row) for row in rows]
+    found = []
+    for row in rows:
+        try:
+            found.append(_stored(path, *row))
+        except BadRecord as exc:
+            if skipped is None:
+                raise
+            skipped.append((row[0], exc.problem))
     if ids:
-        missing = sorted(set(int(i) for i in ids) - {s.id for s in found})
+        missing = sorted(set(int(i) for i in ids) - {s.id for s in found} - {i for i, _ in skipped or ()})
         if missing:
             raise ValueError(f"no record {', '.join(map(str, missing))} in {path}: "
                              f"`fabriclab results list` shows the ids there")
@@ -320,14 +331,28 @@ def _user_error(path: Path, exc: sqlite3.Error) -> ValueError:
 
 # -- records as standard JSON ----------------------------------------------------------------------
 
+class BadRecord(ValueError):
+    """A stored row that is no fabriclab record; `problem` says what is wrong in a few words."""
+
+    def __init__(self, message: str, problem: str):
+        super().__init__(message)
+        self.problem = problem
+
+
 def _stored(path: Path, rid: int, text: str, nulled: str) -> Stored:
+    """The row as a Stored record, or a ValueError naming it and what is wrong with it."""
     try:
         record = json.loads(text)
-        keys = tuple(json.loads(nulled or "[]"))
-    except ValueError:
-        raise ValueError(f"record {rid} in {path} is not valid JSON (written by another program?): "
-                         f"move the store away or delete that row") from None
-    return Stored(id=rid, record=record, nulled_keys=keys)
+        keys = json.loads(nulled or "[]")
+    except (ValueError, TypeError):
+        problem = "not valid JSON"
+    else:
+        problem = record_problem(record) or (None if isinstance(keys, list) else "its nulled keys are not a list")
+    if problem is not None:
+        raise BadRecord(f"record {rid} in {path} is not a fabriclab record ({problem}; written by another "
+                        f"program, or damaged): delete that row, e.g. `sqlite3 {path} 'DELETE FROM records "
+                        f"WHERE id = {rid}'`", problem)
+    return Stored(id=rid, record=record, nulled_keys=tuple(map(str, keys)))
 
 
 def _standard_json(value: Any, path: str = "") -> tuple[Any, list[str]]:

@@ -52,6 +52,33 @@ class Stored:
         return self.record["created_utc"]
 
 
+# The parts of a record every view reads, and the JSON types they must have (None: absent is fine too).
+_PARTS = {"config": dict, "versions": dict, "git": dict, "host": dict, "command": (list, str)}
+
+
+def record_problem(record: Any) -> str | None:
+    """Why a stored record cannot be listed, shown, exported or reported (a record that parses as JSON but is
+    `{}`, `null` or holds parts of the wrong type, written by another program or damaged), or None."""
+    if not isinstance(record, dict):
+        return f"not a JSON object but {type(record).__name__ if record is not None else 'null'}"
+    if not isinstance(record.get("kind"), str) or not record["kind"]:
+        return "no kind" if record.get("kind") is None else f"kind {record['kind']!r} is not a name"
+    stamp = record.get("created_utc")
+    try:
+        datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return f"created_utc {stamp!r} is not an ISO time"
+    if not isinstance(stamp, str):
+        return f"created_utc {stamp!r} is not an ISO time"
+    for part, types in _PARTS.items():
+        if record.get(part) is not None and not isinstance(record[part], types):
+            return f"{part} is a {type(record[part]).__name__}, not a JSON object"
+    revision = (record.get("git") or {}).get("revision")
+    if revision is not None and not isinstance(revision, str):
+        return f"git.revision {revision!r} is not a string"
+    return None
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DiffRow:
     """One key whose value differs between two records."""

@@ -190,15 +190,19 @@ def write_et(graphs: list[RankGraph], prefix: Path | str, *, ring_order=None) ->
     if bad:
         raise ValueError(f"write_et: op ids {bad} are negative; a Chakra node id is a uint64, renumber from 0")
     groups = group_ids(graphs)
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     paths = []
-    for g in graphs:
-        pg = {name: str(groups[tuple(sorted(r))]) for name, r in (g.communicators or {}).items()}
-        paths.append(write_et_file(f"{prefix}.{g.rank}.et", graph_nodes(g, pg), metadata=graph_metadata(g, pg)))
-    if groups:
-        order = ring_order or list
-        lines = [f'  "{i}": {json.dumps([int(r) for r in order(members)])}' for members, i in groups.items()]
-        comm_groups_path(prefix).write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    try:  # the caller checked PREFIX.0.et before the work; another rank's path may still be a folder
+        Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+        for g in graphs:
+            pg = {name: str(groups[tuple(sorted(r))]) for name, r in (g.communicators or {}).items()}
+            paths.append(write_et_file(f"{prefix}.{g.rank}.et", graph_nodes(g, pg), metadata=graph_metadata(g, pg)))
+        if groups:
+            order = ring_order or list
+            lines = [f'  "{i}": {json.dumps([int(r) for r in order(members)])}' for members, i in groups.items()]
+            comm_groups_path(prefix).write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    except OSError as exc:
+        raise ValueError(f"cannot write the trace {prefix}.<rank>.et: {exc.filename or prefix}: "
+                         f"{exc.strerror or exc}") from None
     return paths
 
 
