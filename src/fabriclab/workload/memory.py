@@ -219,3 +219,20 @@ def check_fits(breakdown: MemoryBreakdown, gpu_memory_bytes: float) -> None:
                      f"(pipeline stage {b.stage}): weights {b.weights_bytes / GB:.1f}, gradients "
                      f"{b.gradients_bytes / GB:.1f}, optimizer {b.optimizer_bytes / GB:.1f}, activations "
                      f"{b.activations_bytes / GB:.1f} GB; try {', '.join(tries)}")
+
+
+def trainer_state_bytes(spec: TransformerSpec, par: ParallelConfig, element_bytes: int) -> float:
+    """Host (or device) bytes of one rank's parameter state in fabriclab's own trainer (`runtime/llm`), on its
+    most loaded pipeline stage: one precision throughout (no mixed precision), so per parameter the weights
+    and the flat gradient buffer whole (ZeRO-3 included: it keeps the flat buffer and gathers into it), the
+    reduced gradient shard and Adam's m and v sharded over the data-parallel replicas with ZeRO >= 1, and
+    ZeRO-3's gather scratch (`runtime/llm/dp.FlatGroup`). Activations are not counted: at the trainer's
+    model sizes they are small beside these."""
+    most = 0.0
+    for stage, layers in enumerate(stage_layers(spec.num_layers, par.pp, par.vp)):
+        dense, expert, _ = _stage_params(spec, par, stage, layers)
+        replicas = par.dp * par.cp if par.zero >= 1 else 1
+        expert_replicas = max(1, replicas // par.ep)
+        copies = 2 + (1 if par.zero == 3 else 0)
+        most = max(most, element_bytes * ((copies + 3 / replicas) * dense + (copies + 3 / expert_replicas) * expert))
+    return most
