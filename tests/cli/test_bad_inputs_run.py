@@ -76,6 +76,18 @@ CASES = [
     ("train-fusion", ["train", "--fusion", "fifo"], "unknown fusion 'fifo'"),
     ("train-comm-threads", ["train", "--comm-threads", "0"], "--comm-threads 0"),
     ("train-sync", ["train", "--sync", "sharded:native"], "sharded needs a reduce-scatter"),
+    # the transformer trainer (issue 38): the job's one check (workload/job.py), then what this host holds
+    ("train-llm-ep-dense", ["train", "--model", "gpt-tiny", "--np", "2", "--ep", "2"], "--ep 2 needs an MoE model"),
+    ("train-llm-ep-experts", ["train", "--model", "moe-tiny", "--np", "6", "--ep", "3"],
+     "its 8 experts do not split over --ep 3"),
+    ("train-llm-heads", ["train", "--model", "gpt-tiny", "--np", "3", "--tp", "3"],
+     "4 attention heads and 4 key/value heads must split over --tp 3"),
+    ("train-llm-np-huge", ["train", "--model", "gpt-tiny", "--np", "100000"], "local ranks on this machine"),
+    # 64 ranks of 2.7e9 parameters in float64: ~110 GB each, more than any one machine holds
+    ("train-llm-host-memory", ["train", "--model", "gpt3-175b", "--np", "64", "--tp", "8", "--pp", "8", "--dtype",
+                               "float64"], "of memory, more than the"),
+    ("train-llm-gbs-huge", ["train", "--model", "gpt-tiny", "--np", "2", "--gbs", "8000000000"],
+     "a step here takes at most 262,144"),
     # profile
     ("profile-no-model", ["profile"], "give --model NAME"),
     ("profile-batch", ["profile", "--model", "alexnet", "--batch-size", "0"], "batch size must be >= 1"),

@@ -154,6 +154,54 @@ CASES = [
     (("whatif", "--compression", "-1"), "--compression -1: give ratios > 0", 2),
     (("whatif", "--compression", "0"), "--compression 0: give ratios > 0", 2),
     ((*SIM, "--cluster", "{tmp}/missing.json"), "no such file and no preset of that name", 2),
+    # issue 38: the LLM job's counts bounded where every command that takes a job builds it (workload/parallel.py)
+    (("whatif", "llm", "--gpus", "999999999999999992"), "a job here has at most 1,048,576 GPUs", 2),
+    (("whatif", "llm", "--gbs", "8000000000"), "a step here takes at most 262,144", 2),
+    (("calibrate", "step", "--gbs", "8000000000", "--gpus", "64", "--step-time", "1s", "--out", "{tmp}/c.json"),
+     "a step here takes at most 262,144", 2),
+    # issue 38: one validation of (model, split) for whatif llm, calibrate step, plan and train (workload/job.py)
+    (("whatif", "llm", "--gpus", "64", "--ep", "2"), "--ep 2 needs an MoE model", 2),
+    (("whatif", "llm", "--model", "mixtral-8x7b", "--gpus", "48", "--tp", "2", "--ep", "3"),
+     "its 8 experts do not split over --ep 3", 2),
+    (("whatif", "llm", "--model", "{tmp}/heads20.json", "--gpus", "64", "--tp", "8"),
+     "20 attention heads and 20 key/value heads must split over --tp 8", 2),
+    (("whatif", "llm", "--model", "{tmp}/moe-keys.json"), "no expert count is given", 2),
+    (("whatif", "llm", "--model", "gpt3-175b", "--gpus", "24", "--tp", "3", "--seq", "2049", "--no-sequence-parallel"),
+     "--gpus 24 --tp 3 on servers of 8 GPUs", 2),
+    (("whatif", "llm", "--gpus", "96", "--tp", "2", "--pp", "8"), "a dp group of 6 GPUs", 2),
+    (("calibrate", "step", "--model", "llama3-70b", "--gpus", "8", "--tp", "8", "--step-time", "10s", "--out",
+      "{tmp}/c.json"), "does not fit: needs", 2),
+    (("calibrate", "step", "--gpus", "64", "--ep", "2", "--step-time", "1s", "--out", "{tmp}/c.json"),
+     "--ep 2 needs an MoE model", 2),
+    (("plan", "--model", "{tmp}/not-json.json", "--gpus", "8", "--clusters", "dgx-h100"),
+     "--model {tmp}/not-json.json is not a JSON config.json", 2),
+    (("plan", "--model", "{tmp}/null.json", "--gpus", "8", "--clusters", "dgx-h100"),
+     "null.json: expected a JSON object", 2),
+    (("plan", "--model", "{tmp}/string-key.json", "--gpus", "8"), "string-key.json: hidden_size 'big'", 2),
+    # issue 38: chakra output paths checked before the work
+    (("chakra", "example", "--out", "{tmp}/et/x"), "--out {tmp}/et/x.0.et: that is a directory", 2),
+    (("chakra", "example", "--out", "{tmp}/a_file/x"), "that is a file", 2),
+    (("chakra", "example", "--out", "/proc/x"), "--out /proc/x.0.et: not a regular file location", 2),
+    (("chakra", "run", "{tmp}/demo", "--out", "{tmp}/et/x"), "--out {tmp}/et/x.0.et: that is a directory", 2),
+    # issue 38: chakra counts bounded
+    (("chakra", "example", "--out", "{tmp}/y", "--ranks", "1000000"), "from 4 to 1,024", 2),
+    (("chakra", "run", "{tmp}/foreign.1000000000.et"), "a trace here has at most 131,072", 2),
+    (("chakra", "run", "{tmp}/demo", "--num-gpus", "100000000"), "--num-gpus 100,000,000: a trace here has at most", 2),
+    # issue 38: untrusted trace files: bounded reads, typed values, the file and node named
+    (("chakra", "show", "{tmp}/zeros.et"), "zeros.et: more than 1,000,000 nodes", 2),
+    (("chakra", "show", "{tmp}/bomb.et.gz"), "bomb.et.gz: decompresses to more than 256 MiB", 2),
+    (("chakra", "show", "{tmp}/nan-duration.0.et"), "nan-duration.0.et: node 0 ('n0'): fabriclab_duration_s nan", 2),
+    (("chakra", "run", "{tmp}/neg-duration.0.et"), "fabriclab_duration_s -1.0: give a finite number >= 0", 2),
+    (("chakra", "show", "{tmp}/inf-duration.0.et"), "fabriclab_duration_s inf", 2),
+    (("chakra", "show", "{tmp}/nan-flops.0.et"), "node 0 ('n0'): num_ops nan", 2),
+    (("chakra", "show", "{tmp}/string-rank.0.et"), "string-rank.0.et: node 0 ('n0'): comm_dst 'one'", 2),
+    (("chakra", "show", "{tmp}/string-meta-rank.0.et"), "metadata fabriclab_rank 'zero'", 2),
+    (("chakra", "run", "{tmp}/send-nowhere.0.et"), "comm_dst 7: not a rank of this 1-rank trace", 2),
+    (("chakra", "run", "{tmp}/inf-size.0.et"), "node 0 ('n0'): comm_size inf", 2),
+    (("chakra", "run", "{tmp}/neg-size.0.et"), "node 0 ('n0'): comm_size -5", 2),
+    # issue 38: a store row that parses but is no record: `results show` of it names it (list skips it)
+    (("results", "show", "2", "--store", "{tmp}/bad-records.db"), "record 2 in", 2),
+    (("results", "diff", "1", "3", "--store", "{tmp}/bad-records.db"), "(not a JSON object but null;", 2),
 ]
 
 LOGS = Path(__file__).resolve().parents[2] / "examples" / "nccl-tests-a100"
@@ -178,7 +226,69 @@ def files(tmp_path_factory) -> Path:
     (tmp / "failed.log").write_text((LOGS / "nccl_2.log").read_text().replace(
         "# Out of bounds values : 0 OK", "# Out of bounds values : 48 FAILED"))
     (tmp / "late.bk.log").write_text("comment\n1\n2\n1000,400\n1000,400\n")  # ready at 2 ms
+    _llm_configs(tmp)
+    _traces(tmp)
+    _bad_records(tmp / "bad-records.db")
     return tmp
+
+
+def _llm_configs(tmp: Path) -> None:
+    dense = {"hidden_size": 2560, "num_attention_heads": 20, "intermediate_size": 10240, "num_hidden_layers": 4,
+             "vocab_size": 32000, "max_position_embeddings": 2048}
+    (tmp / "heads20.json").write_text(json.dumps(dense))
+    (tmp / "moe-keys.json").write_text(json.dumps({**dense, "num_experts_per_tok": 2, "moe_intermediate_size": 64}))
+    (tmp / "string-key.json").write_text(json.dumps({**dense, "hidden_size": "big"}))
+    (tmp / "not-json.json").write_text("{not json")
+    (tmp / "null.json").write_text("null")
+
+
+def _traces(tmp: Path) -> None:
+    """A good trace, and files with the faults of issue 38 (see tests/workload/test_chakra_limits.py)."""
+    import math
+    import zlib
+
+    from fabriclab.whatif.graph_run import sample_graphs
+    from fabriclab.workload.chakra import graph_nodes, write_et
+    from fabriclab.workload.etfile import COMM_COLL_NODE, COMM_SEND_NODE, COMP_NODE, EtAttr, EtNode, write_et_file
+
+    write_et(sample_graphs(4), tmp / "demo")
+    (tmp / "et" / "x.0.et").mkdir(parents=True)
+    write_et_file(tmp / "foreign.1000000000.et", graph_nodes(sample_graphs(4)[1]))  # no metadata: foreign
+    (tmp / "zeros.et").write_bytes(bytes(16 << 20))
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(16 << 20)
+    (tmp / "bomb.et.gz").write_bytes(b"".join(squeeze.compress(zeros) for _ in range(17)) + squeeze.flush())
+    meta = [EtAttr("fabriclab_graph", "int64", 2), EtAttr("fabriclab_rank", "int64", 0),
+            EtAttr("fabriclab_num_ranks", "int64", 4)]
+
+    def node(kind, *attrs):
+        return [EtNode(id=0, name="n0", type=kind, attrs=(EtAttr("is_cpu_op", "bool", False), *attrs))]
+
+    coll = (EtAttr("comm_type", "int64", 0),)
+    for name, metadata, nodes in (
+            ("nan-duration", meta, node(COMP_NODE, EtAttr("fabriclab_duration_s", "double", math.nan))),
+            ("neg-duration", meta, node(COMP_NODE, EtAttr("fabriclab_duration_s", "double", -1.0))),
+            ("inf-duration", meta, node(COMP_NODE, EtAttr("fabriclab_duration_s", "double", math.inf))),
+            ("nan-flops", (), node(COMP_NODE, EtAttr("num_ops", "double", math.nan))),
+            ("string-rank", (), node(COMM_SEND_NODE, EtAttr("comm_dst", "string", "one"),
+                                     EtAttr("comm_size", "int64", 8))),
+            ("string-meta-rank", [meta[0], EtAttr("fabriclab_rank", "string", "zero"), meta[2]], node(COMP_NODE)),
+            ("send-nowhere", (), node(COMM_SEND_NODE, EtAttr("comm_dst", "int32", 7), EtAttr("comm_size", "int64", 8))),
+            ("inf-size", (), node(COMM_COLL_NODE, *coll, EtAttr("comm_size", "double", math.inf))),
+            ("neg-size", (), node(COMM_COLL_NODE, *coll, EtAttr("comm_size", "int64", -5)))):
+        write_et_file(tmp / f"{name}.0.et", nodes, metadata=metadata)
+
+
+def _bad_records(path: Path) -> None:
+    """A store with a good record (1), then rows that parse but are no record: {} (2), null (3)."""
+    import sqlite3
+
+    from fabriclab.report.store import add_record
+
+    add_record(make_record("whatif", {}, []), path)
+    with sqlite3.connect(path) as conn:
+        for text in ("{}", "null"):
+            conn.execute("INSERT INTO records (kind, created_utc, record_json) VALUES ('x', '2026', ?)", (text,))
 
 
 def run_cli(args: list[str], store: Path) -> subprocess.CompletedProcess:

@@ -72,3 +72,33 @@ def test_show_at_80_columns_prints_tables_not_one_block_per_value(tmp_path, monk
     assert len(lines) < 120  # 60 residual rows, one line each, the parameters, the metadata
     assert "2048 values: min 1, median 2.0235, max 3.047" in shown.output
     assert "results: residuals (60 rows)" in shown.output and "source: nccl_8.log; num_gpus: 8" in shown.output
+
+
+def test_a_row_that_is_no_record_is_skipped_and_named_not_fatal(tmp_path):
+    """Issue 38: one stored row of {}, null or wrong types made `results list|export` and `report` fail on the
+    whole store; now they leave it out with one warning line, and `results show` of it says what is wrong."""
+    import sqlite3
+
+    path = tmp_path / "r.db"
+    store.add_record(store_record(), path)
+    with sqlite3.connect(path) as conn:
+        for text in ('{}', 'null', '{"kind": "whatif", "created_utc": "2026-11-20T12:00:00+00:00", "config": [1]}',
+                     'not json'):
+            conn.execute("INSERT INTO records (kind, created_utc, record_json) VALUES ('x', '2026', ?)", (text,))
+    store.add_record(store_record(created="2026-11-21T12:00:00+00:00"), path)
+    runner = CliRunner()
+    listed = runner.invoke(app, ["results", "list", "--store", str(path), "--format", "csv"])
+    assert listed.exit_code == 0, listed.output
+    assert [row[0] for row in csv.reader(io.StringIO(listed.stdout))][1:] == ["1", "6"]
+    warning = listed.stderr.strip().splitlines()
+    assert len(warning) == 1 and warning[0].startswith("warning: 4 rows of") and "2 (no kind); 3 (not a JSON " \
+        "object but null); 4 (config is a list, not a JSON object); 5 (not valid JSON)" in warning[0]
+    exported = runner.invoke(app, ["results", "export", "--format", "json", "--store", str(path)])
+    assert exported.exit_code == 0 and [r["id"] for r in strict_json(exported.stdout)] == [1, 6]
+    report = runner.invoke(app, ["report", "--out", str(tmp_path / "report"), "--store", str(path)])
+    assert report.exit_code == 0 and "2 records" in report.stdout and "warning: 4 rows" in report.stderr
+    shown = runner.invoke(app, ["results", "show", "4", "--store", str(path)])
+    assert shown.exit_code == 2 and "Traceback" not in shown.output
+    assert "record 4 in" in shown.stderr and "config is a list" in shown.stderr and "DELETE FROM records" in shown.stderr
+    diffed = runner.invoke(app, ["results", "diff", "1", "3", "--store", str(path)])
+    assert diffed.exit_code == 2 and "not a JSON object but null" in diffed.stderr

@@ -241,3 +241,21 @@ def test_diff_pairs_rows_by_their_leading_columns(tmp_path):
     assert (moved.a, moved.b) == (0.8, 0.6) and moved.relative_change == pytest.approx(-0.25)
     assert (changes["results.rows[model=resnet50,workers=16]"].b, changes["results.rows[model=resnet50,workers=64]"].a) == (None, None)
     assert store.diff(ra, ra) == []
+
+
+def test_a_row_that_parses_but_is_no_record_is_skipped_when_asked_else_named(tmp_path):
+    path = tmp_path / "r.db"
+    store.add_record(store_record(), path)
+    with sqlite3.connect(path) as conn:
+        for text in ('{}', 'null', '{"kind": "x", "created_utc": "2026-11-20T12:00:00+00:00", "git": {"revision": 7}}'):
+            conn.execute("INSERT INTO records (kind, created_utc, record_json) VALUES ('x', '2026', ?)", (text,))
+    skipped: list = []
+    assert [s.id for s in store.list_records(path, skipped=skipped)] == [1]
+    assert skipped == [(2, "no kind"), (3, "not a JSON object but null"), (4, "git.revision 7 is not a string")]
+    with pytest.raises(ValueError, match=r"record 2 in .* is not a fabriclab record \(no kind;"):
+        store.list_records(path)
+    with pytest.raises(ValueError, match="record 3 in"):
+        store.get_record(3, path)
+    assert store.list_records(path, ids=[1, 3], skipped=[])[0].id == 1  # a bad id asked for: skipped, not unknown
+    assert store.record_problem(store_record()) is None
+    assert store.record_problem({"kind": "x", "created_utc": "yesterday"}) == "created_utc 'yesterday' is not an ISO time"

@@ -1,6 +1,8 @@
 """Training memory per GPU against Megatron's bytes per parameter, Korthikanti et al.'s activation formulas
 and configurations known to run (or not) on 80 GB GPUs."""
 
+from dataclasses import replace
+
 import pytest
 
 from fabriclab.workload.memory import (
@@ -10,6 +12,7 @@ from fabriclab.workload.memory import (
     memory_per_gpu,
     memory_per_stage,
     stage_layers,
+    trainer_state_bytes,
 )
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec, load_model
@@ -166,3 +169,13 @@ def test_rows_and_suggestions():
     with pytest.raises(ValueError, match="try --zero 3, --recompute full, larger --tp/--pp$"):
         check_fits(mem, 1e9)
     check_fits(mem, 100e9)
+
+
+def test_the_trainers_state_per_rank_counts_weights_gradients_and_sharded_adam():
+    spec = load_model("gpt-tiny")
+    whole = ParallelConfig(num_gpus=4, gbs=4, seq=64, sequence_parallel=False, zero=0)
+    params = spec.num_params()
+    assert trainer_state_bytes(spec, whole, 4) == pytest.approx(4 * params * 5)  # w, grad, shard grad, m, v
+    sharded = replace(whole, zero=1)
+    assert trainer_state_bytes(spec, sharded, 4) == pytest.approx(4 * params * (2 + 3 / 4))
+    assert trainer_state_bytes(spec, replace(whole, zero=3), 2) == pytest.approx(2 * params * (3 + 3 / 4))

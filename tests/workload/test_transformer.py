@@ -179,3 +179,25 @@ def test_bad_files_and_values(tmp_path):
     with pytest.raises(ValueError, match="num_layers 0"):
         TransformerSpec(name="x", hidden_size=8, intermediate_size=8, num_layers=0, num_heads=1, num_kv_heads=1,
                         vocab_size=8, seq_length=8)
+
+
+def test_config_values_of_the_wrong_type_name_the_file_and_the_key():
+    base = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "vocab_size": 100, "max_position_embeddings": 64}
+    with pytest.raises(ValueError, match=r"^m/config.json: vocab_size 'x': give a whole number >= 1$"):
+        spec_from_config({**base, "vocab_size": "x"}, name="m", where="m/config.json")
+    with pytest.raises(ValueError, match="m/config.json: num_local_experts 2.5: give a whole number >= 0"):
+        spec_from_config({**base, "num_local_experts": 2.5}, name="m", where="m/config.json")
+    with pytest.raises(ValueError, match=r"^m/config.json: hidden_size 64, num_heads 3"):  # the spec's own check
+        spec_from_config({**base, "num_attention_heads": 3}, name="m", where="m/config.json")
+
+
+def test_moe_keys_without_an_expert_count_are_refused_not_read_as_dense():
+    base = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "vocab_size": 100, "max_position_embeddings": 64}
+    with pytest.raises(ValueError, match="x.json: num_experts_per_tok, moe_intermediate_size describe a "
+                                         "mixture-of-experts model, but no expert count is given"):
+        spec_from_config({**base, "num_experts_per_tok": 2, "moe_intermediate_size": 64}, name="x", where="x.json")
+    dense = spec_from_config({**base, "num_experts_per_tok": None, "moe_intermediate_size": 0}, name="x")
+    assert not dense.is_moe
+    assert spec_from_config({**base, "num_experts": 4, "num_experts_per_tok": 2}, name="x").num_experts == 4

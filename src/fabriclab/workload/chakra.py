@@ -59,6 +59,10 @@ else all ranks (`num_ranks`, by default one more than the highest rank among the
 enclosing CPU op there). Other node types (MEM_LOAD, METADATA, ...) become zero-time compute ops, comm
 nodes marked `is_cpu_op` compute ops of their host time; `EtImport.unknown_nodes` counts both.
 
+A trace is untrusted input: a file is read with bounds on its bytes, nodes and values (`workload/etfile.py`),
+a trace on its ranks and nodes (`MAX_TRACE_NODES`, `etvalues.MAX_TRACE_RANKS`), and every value it gives an
+op is typed and bounded (`workload/etvalues.py`): a ValueError names the file, the node and the field.
+
 Try it: `fabriclab chakra example --out /tmp/demo && fabriclab chakra show /tmp/demo`.
 """
 
