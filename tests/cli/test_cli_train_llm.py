@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -54,3 +55,22 @@ def test_bench_train_llm_prints_the_ratio_against_the_plain_loop(tmp_path):
     assert "ours / peer" in result.stdout and "plain loop" in result.stdout
     results = json.loads(record.read_text())["results"]
     assert results["one_rank"]["losses_agree"] and results["one_rank"]["ratio"] > 0
+
+
+def test_the_simulators_job_and_the_trainer_refuse_with_the_same_message():
+    """Issue 38: `whatif llm` (through LlmJob) and the trainer's own check (check_model) refused different
+    splits; both now call workload/job.check_job."""
+    pytest.importorskip("torch")
+    from fabriclab.cli.llm_options import LlmJob
+    from fabriclab.runtime.llm.model import check_model
+    from fabriclab.workload.job import job_problem
+    from fabriclab.workload.parallel import ParallelConfig
+    from fabriclab.workload.transformer import load_model
+
+    spec, split = load_model("moe-tiny"), ParallelConfig(num_gpus=6, ep=3, gbs=6, seq=64)
+    with pytest.raises(ValueError) as simulated:
+        LlmJob.from_options("moe-tiny", "6", "1", "1", "1", "1", "3", "1", "6", "64", True, "0", "none", "bf16",
+                            "tp-cp-dp-pp")
+    with pytest.raises(ValueError) as trained:
+        check_model(spec, split)
+    assert str(simulated.value) == str(trained.value) == job_problem(spec, split)

@@ -5,7 +5,6 @@ same message (issue 38: `whatif llm` accepted --ep 2 on a dense model, 8 experts
 
 import pytest
 
-from fabriclab.cli.llm_options import LlmJob
 from fabriclab.plan.llm_space import enumerate_configs
 from fabriclab.workload.job import check_job, job_problem
 from fabriclab.workload.parallel import MAX_GPUS, MAX_PIPELINE_PASSES, ParallelConfig
@@ -33,19 +32,6 @@ def test_a_split_the_model_cannot_take_is_one_message(spec, split, fragment):
     with pytest.raises(ValueError) as err:
         check_job(spec, p)
     assert fragment in str(err.value) and str(err.value) == job_problem(spec, p)
-
-
-def test_the_simulators_job_and_the_trainer_refuse_with_the_same_message():
-    pytest.importorskip("torch")
-    from fabriclab.runtime.llm.model import check_model
-
-    spec, split = load_model("moe-tiny"), par(num_gpus=6, ep=3, gbs=6, seq=64)
-    with pytest.raises(ValueError) as simulated:
-        LlmJob.from_options("moe-tiny", "6", "1", "1", "1", "1", "3", "1", "6", "64", True, "0", "none", "bf16",
-                            "tp-cp-dp-pp")
-    with pytest.raises(ValueError) as trained:
-        check_model(spec, split)
-    assert str(simulated.value) == str(trained.value) == job_problem(spec, split)
 
 
 def test_a_split_the_model_takes_passes_and_the_plan_only_enumerates_such():
