@@ -65,7 +65,7 @@ def build_config(o: dict):
         raise ValueError(f"--np {o['num_ranks']} is not a multiple of --tp x --pp = {split}")
     job = LlmJob.from_options(o["model"], str(o["num_ranks"]), o["tp"], o["pp"], o["vp"], "1", o["ep"], o["mbs"],
                               o["gbs"], o["seq"], o["sequence_parallel"], o["zero"], "none", "bf16", "tp-cp-dp-pp")
-    check_host(job, o["dtype"].strip().lower())
+    check_host(job, o["dtype"].strip().lower(), o["device"])
     adam = AdamConfig(lr=1e-3 if o["lr"] is None else o["lr"])
     return LlmTrainConfig(spec=job.spec, par=job.par, steps=o["steps"], warmup=o["warmup"], seed=o["seed"],
                           dtype=o["dtype"].strip().lower(), adam=adam, device=o["device"], backend=o["backend"],
@@ -76,10 +76,11 @@ def build_config(o: dict):
 DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2}
 
 
-def check_host(job, dtype: str) -> None:
-    """Before a rank starts: the ranks this host runs fit its cores and memory. Each rank holds its weights,
-    gradients and Adam state (`workload/memory.trainer_state_bytes`) and a process with torch loaded; a
-    0.6e9-parameter-per-rank job used to start on 8 GB and swap."""
+def check_host(job, dtype: str, device: str = "cpu") -> None:
+    """Before a rank starts: the ranks this host runs fit its cores and memory. On the CPU each rank holds its
+    weights, gradients and Adam state (`workload/memory.trainer_state_bytes`) in host memory, beside a process
+    with torch loaded; a 0.6e9-parameter-per-rank job used to start on 8 GB and swap. On a GPU the state lives
+    in the GPU's memory: only the processes are counted."""
     from fabriclab.bench.limits import RANK_MEMORY_BYTES, check_local_ranks, check_memory
     from fabriclab.runtime.environment import detect_launch
     from fabriclab.workload.memory import trainer_state_bytes
@@ -88,7 +89,7 @@ def check_host(job, dtype: str) -> None:
     here = job.par.num_gpus if launch is None else (launch.local_world_size or 1)
     if launch is None:
         check_local_ranks(here)
-    per_rank = trainer_state_bytes(job.spec, job.par, DTYPE_BYTES.get(dtype, 4))
+    per_rank = trainer_state_bytes(job.spec, job.par, DTYPE_BYTES.get(dtype, 4)) if device == "cpu" else 0.0
     check_memory(here * (per_rank + RANK_MEMORY_BYTES),
                  f"{here} rank{'s' if here > 1 else ''} of {job.spec.name} on this host ({per_rank / 1e9:.1f} GB of "
                  f"weights, gradients and Adam state in {dtype} each, with ZeRO-{job.par.zero})",
