@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_dir, check_output_path,
+from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_trace_prefix,
                                   user_errors)
 from fabriclab.cli.options import ClusterOption, load_cluster_option, parse_count
 
@@ -57,13 +57,8 @@ def _load(source: list[str], comm_groups: Path | None, num_gpus: int | None = No
 
 
 def check_prefix(prefix: Path, option: str = "--out") -> None:
-    """Before the work: the files `prefix` names (PREFIX.0.et, PREFIX.comm_groups.json) can be written, or a
-    ValueError says what to change (a folder of that name was found only after minutes of work)."""
-    from fabriclab.workload.chakra import comm_groups_path
-
-    check_output_dir(prefix.parent, option)
-    check_output_path(Path(f"{prefix}.0.et"), option)
-    check_output_path(comm_groups_path(prefix), option)
+    """Before the work: the files `prefix` names can be written (`cli/common.check_trace_prefix`)."""
+    check_trace_prefix(prefix, option)
 
 
 def _num_gpus(text: str | None) -> int | None:

@@ -197,6 +197,19 @@ def check_output_path(path: Path | None, option: str = "--json") -> None:
         raise ValueError(f"{option} {path}: not a regular file location; give a path in a writable directory")
 
 
+def check_trace_prefix(prefix: Path | None, option: str = "--out") -> None:
+    """Before the work: the files a Chakra prefix names (PREFIX.0.et, PREFIX.comm_groups.json) can be
+    written, or a ValueError says what to change (a folder of that name was found only after minutes of
+    work)."""
+    if prefix is None:
+        return
+    from fabriclab.workload.chakra import comm_groups_path
+
+    check_output_dir(prefix.parent, option)
+    check_output_path(Path(f"{prefix}.0.et"), option)
+    check_output_path(comm_groups_path(prefix), option)
+
+
 def check_output_dir(path: Path | None, option: str = "--out") -> None:
     """Before the work: `path` (a folder to create or fill) must be usable, or a ValueError says why."""
     if path is None:

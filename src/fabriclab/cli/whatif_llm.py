@@ -19,7 +19,7 @@ import typer
 from rich.table import Table
 
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_path,
-                                  user_errors)
+                                  check_trace_prefix, user_errors)
 from fabriclab.cli.llm_options import (CpOption, EpOption, EpOverlapOption, FsdpUnitOption, GbsOption, GpusOption,
                                        LlmJob, MbsOption, ModelOption, OrderOption, PpOption, PrecisionOption,
                                        RecomputeOption, SeqOption, ShardGroupOption, SpOption, TpOption,
@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
 
         out = Output(fmt, json_path, store)
         check_output_path(trace, "--trace")
-        check_output_path(None if chakra is None else Path(f"{chakra}.0.et"), "--chakra")
+        check_trace_prefix(chakra, "--chakra")
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
                                   recompute, precision, order)
         the_cluster = load_cluster_option(cluster or "dgx-h100")
