@@ -133,7 +133,9 @@ class LazyGroup(TyperGroup):
             with sigterm_as_interrupt():
                 code = super().main(*args, standalone_mode=False, **kwargs)
         except UsageError as exc:
-            if type(exc).__name__ == "NoArgsIsHelpError":  # click >= 8.2: a group called without a command
+            # click >= 8.2: a group called without a command raises a usage error whose message is the
+            # group's help (told by the public `get_help`, not by the class's name, which other versions lack)
+            if exc.ctx is not None and exc.format_message() == exc.ctx.get_help():
                 exc.show()  # its help, exit 2 as click does
                 sys.exit(exc.exit_code)
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
