@@ -62,20 +62,39 @@ def _is_moe_layer(spec: TransformerSpec, index: int) -> bool:
     return (index - spec.first_dense_layers) % max(1, spec.moe_layer_freq) == 0
 
 
-def chunk_flops(spec: TransformerSpec, par: ParallelConfig) -> list[ChunkFlops]:
-    """FLOPs per model chunk (pp x vp of them, in model order) for one micro-batch on one GPU."""
+@dataclass(frozen=True)
+class LayerFlops:
+    """Forward FLOPs of one rank for one micro-batch, per part of a layer (the step program's compute ops and
+    `chunk_flops` both read these)."""
+
+    attention_linear: float
+    attention_core: float
+    dense_mlp: float
+    moe_mlp: float
+    logits: float
+
+
+def layer_flops(spec: TransformerSpec, par: ParallelConfig) -> LayerFlops:
+    """Per-layer forward FLOPs on one GPU for one micro-batch (module doc)."""
     tokens = par.mbs * par.seq / par.cp  # tokens a rank holds in a micro-batch
     tp = par.tp
     h = spec.hidden_size
-    attn_linear = 2 * spec.attention_params() * tokens / tp
-    attn_core = 4 * par.seq * h * tokens / tp  # QK^T and AV against all seq keys, heads split over TP
-    dense_mlp = 2 * spec.mlp_params() * tokens / tp
     if spec.is_moe:
         routed = 2 * spec.expert_params() * spec.experts_per_token * tokens / tp
         moe_mlp = routed + 2 * (spec.shared_expert_params() + spec.router_params()) * tokens / tp
     else:
         moe_mlp = 0.0
-    logits = 2 * spec.vocab_size * h * tokens / tp
+    return LayerFlops(attention_linear=2 * spec.attention_params() * tokens / tp,
+                      attention_core=4 * par.seq * h * tokens / tp,  # QK^T and AV against all keys, heads over TP
+                      dense_mlp=2 * spec.mlp_params() * tokens / tp, moe_mlp=moe_mlp,
+                      logits=2 * spec.vocab_size * h * tokens / tp)
+
+
+def chunk_flops(spec: TransformerSpec, par: ParallelConfig) -> list[ChunkFlops]:
+    """FLOPs per model chunk (pp x vp of them, in model order) for one micro-batch on one GPU."""
+    f = layer_flops(spec, par)
+    attn_linear, attn_core, dense_mlp, moe_mlp, logits = (f.attention_linear, f.attention_core, f.dense_mlp,
+                                                          f.moe_mlp, f.logits)
     chunks = layers_of_chunks(spec.num_layers, par.pp * par.vp)
     out, first = [], 0
     for i, n in enumerate(chunks):

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabriclab.whatif.llm.compute import layers_of_chunks
+from fabriclab.whatif.llm.compute import layer_flops, layers_of_chunks
 from fabriclab.whatif.llm.schedule import B, F, order
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
@@ -181,13 +181,9 @@ class _Layers:
         self.tokens = par.mbs * par.seq / par.cp  # tokens a rank holds in a micro-batch
         h, tp = spec.hidden_size, par.tp
         self.act = self.tokens * h * ACT_BYTES  # one layer's activation (TP's gathered buffer)
-        self.attn_linear = 2 * spec.attention_params() * self.tokens / tp
-        self.attn_core = 4 * par.seq * h * self.tokens / tp  # QK^T and AV against all keys
-        self.dense_mlp = 2 * spec.mlp_params() * self.tokens / tp
-        routed = 2 * spec.expert_params() * spec.experts_per_token * self.tokens / tp if spec.is_moe else 0.0
-        shared = 2 * (spec.shared_expert_params() + spec.router_params()) * self.tokens / tp if spec.is_moe else 0.0
-        self.moe_mlp = routed + shared
-        self.logits = 2 * spec.vocab_size * h * self.tokens / tp
+        f = layer_flops(spec, par)
+        self.attn_linear, self.attn_core, self.dense_mlp, self.moe_mlp, self.logits = (
+            f.attention_linear, f.attention_core, f.dense_mlp, f.moe_mlp, f.logits)
         self.kv = 2 * self.tokens * spec.num_kv_heads * spec.head_dim * ACT_BYTES / tp
         self.dispatch = self.tokens * max(1, spec.experts_per_token) * h * ACT_BYTES / tp
         self.shard = options.shard_group if options.shard_group and options.shard_group < par.dp * par.cp else 0

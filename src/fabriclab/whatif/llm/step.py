@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabriclab.whatif.llm.comm import CommModel
-from fabriclab.whatif.llm.compute import ChunkFlops, Roofline, chunk_flops
+from fabriclab.whatif.llm.compute import Roofline
 from fabriclab.whatif.llm.program import Call, LayerPass, ProgramOptions, StepProgram, Work, build_program
 from fabriclab.whatif.llm.schedule import F, PipelineRun, simulate
 from fabriclab.workload.parallel import ParallelConfig
@@ -125,7 +125,6 @@ class StepModel:
         self.spec, self.par, self.rate, self.options = spec, par, rate, options
         self.program = build_program(spec, par, options.program())
         self.comm = comm if comm is not None else CommModel(cluster, par, shard_group=options.shard_group)
-        self.chunks: list[ChunkFlops] = chunk_flops(spec, par)
         self.memory_bandwidth_Bps = memory_bandwidth_Bps
         self._layer_cache: dict = {}
         self._pass_cache: dict = {}
