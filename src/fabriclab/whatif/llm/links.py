@@ -85,8 +85,9 @@ def communicator_groups(par: ParallelConfig, communicator: str, shard_group: int
 
 
 def traffic(groups: np.ndarray, collective: str, size_bytes: float, calls: float, *, gpus_per_server: int,
-            num_channels: int = 1, wrap: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(sources, destinations, bytes) of `calls` collectives of `size_bytes` on every group (module doc)."""
+            num_channels: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sources, destinations, bytes) of `calls` collectives of `size_bytes` on every group (module doc);
+    pipeline messages and CP ring steps are routed by `stage_traffic`, which knows their peers."""
     n = groups.shape[1]
     if n == 1 or size_bytes <= 0 or calls <= 0:
         empty = np.zeros(0, dtype=np.int64)
@@ -96,11 +97,6 @@ def traffic(groups: np.ndarray, collective: str, size_bytes: float, calls: float
         keep = a != b
         src, dst = groups[:, a[keep]].ravel(), groups[:, b[keep]].ravel()
         return src, dst, np.full(src.size, size_bytes / n * calls)
-    if collective == "sendrecv":
-        hop = np.arange(n if wrap else n - 1)
-        fwd_src, fwd_dst = groups[:, hop].ravel(), groups[:, (hop + 1) % n].ravel()
-        src, dst = np.concatenate([fwd_src, fwd_dst]), np.concatenate([fwd_dst, fwd_src])
-        return src, dst, np.full(src.size, size_bytes * calls / 2)
     factor = {"allgather": 1.0, "reduce_scatter": 1.0, "allreduce": 2.0}.get(collective)
     if factor is None:
         raise ValueError(f"collective {collective!r}: no traffic pattern for it here")
