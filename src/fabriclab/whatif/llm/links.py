@@ -133,27 +133,35 @@ def _link_kinds(topology) -> np.ndarray:
     return np.where((ends == 3).any(0), 3, np.where((ends == 2).any(0), 2, np.where((ends == 0).any(0), 0, 1)))
 
 
-def stage_traffic(answer, stage: int, gpus_per_server: int, num_channels: int):
+def stage_traffic(answer, stage: int, gpus_per_server: int, num_channels: int, memo: dict | None = None):
     """(communicator, sources, destinations, bytes) of one stage's program: its collectives on the groups
     of its ranks, its pipeline messages to the ranks of the stages it sends to, its CP ring steps to the
-    next rank of each CP ring."""
+    next rank of each CP ring. `memo`: communicator -> its groups (and "stage_of": each rank's stage), shared
+    by the stages of one step."""
     from fabriclab.whatif.llm.account import stage_calls
 
     par, program = answer.par, answer.result.program
     shard = answer.result.model.options.shard_group
-    pp_groups = communicator_groups(par, "pp")
+    memo = {} if memo is None else memo
+
+    def groups_of(name: str) -> np.ndarray:
+        if name not in memo:
+            memo[name] = communicator_groups(par, name, shard)
+        return memo[name]
+
     merged: dict[tuple, float] = {}
     for call, count in stage_calls(program, stage):
-        key = (call.communicator, call.collective, call.size_bytes)
-        merged[key] = merged.get(key, 0.0) + count
+        if call.communicator != "pp":  # the pipeline's messages go to the stage each names, below
+            key = (call.communicator, call.collective, call.size_bytes)
+            merged[key] = merged.get(key, 0.0) + count
     for send in program.sends.get(stage, ()):
-        merged.pop(("pp", "sendrecv", send.call.size_bytes), None)
-        src, dst = pp_groups[:, stage], pp_groups[:, send.peer_stage]
+        src, dst = groups_of("pp")[:, stage], groups_of("pp")[:, send.peer_stage]
         yield "pp", src, dst, np.full(src.size, send.call.size_bytes * send.count)
-    stage_of = par.coordinates()["pp"]
     for (name, collective, size), calls in merged.items():
-        groups = communicator_groups(par, name, shard)
-        groups = groups[stage_of[groups[:, 0]] == stage]
+        if "stage_of" not in memo:
+            memo["stage_of"] = par.coordinates()["pp"]
+        groups = groups_of(name)
+        groups = groups[memo["stage_of"][groups[:, 0]] == stage]
         if collective == "sendrecv":  # a CP ring step: to the next rank of the ring
             src, dst = groups.ravel(), np.roll(groups, -1, axis=1).ravel()
             yield name, src, dst, np.full(src.size, size * calls)
@@ -169,8 +177,9 @@ def link_loads(answer):
     topology = cluster_topology(answer.cluster, par.num_gpus)
     g, channels = answer.cluster.server.gpus_per_server, answer.cluster.library.num_channels
     loads: dict[str, np.ndarray] = {}
+    memo: dict[str, np.ndarray] = {}
     for stage in range(par.pp):
-        for name, src, dst, size in stage_traffic(answer, stage, g, channels):
+        for name, src, dst, size in stage_traffic(answer, stage, g, channels, memo):
             if src.size == 0:
                 continue
             load = loads.setdefault(name, np.zeros(topology.num_links))
