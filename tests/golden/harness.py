@@ -45,7 +45,7 @@ RECORD_FILE = "record.json"  # commands write `--json record.json`
 TIMEOUT_S = 120
 
 # Record keys that are not answers: when it was made, with which versions, git revision and host.
-RECORD_METADATA = ("created_utc", "versions", "git", "host")
+RECORD_METADATA = ("created_utc", "versions", "git", "host", "command")
 # Keys (at any depth) that time our own code.
 VOLATILE_KEY = re.compile(r"(^|_)wall(_|$)|elapsed|started|duration|time_taken|seconds_wall", re.IGNORECASE)
 VOLATILE_KEYS = frozenset({"sweep_s", "peak_MB"})

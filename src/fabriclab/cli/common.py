@@ -19,6 +19,8 @@ Try it: `fabriclab collectives verify --ranks 0` (prints one error line, exits 2
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 import sys
@@ -59,6 +61,23 @@ StoreOption = Annotated[
                       "$FABRICLAB_STORE, else ~/.local/share/fabriclab/results.db)."),
 ]
 STDOUT = Path("-")
+# A line of human output in a pipe or file is wrapped at this width (words whole): a log stays readable
+# in a terminal of any width and greppable, with no 2,000-character line.
+PIPE_WIDTH = 160
+
+# The command line of this run (`fabriclab plan --model ...`), set by the `fabriclab` entry point for the
+# run and written into its record: the report and `results show` name a record by what made it.
+_COMMAND_LINE: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar("command_line", default=None)
+
+
+@contextlib.contextmanager
+def command_line(args: list[str]):
+    """Within the block, records are stamped with `fabriclab ARGS...`."""
+    token = _COMMAND_LINE.set(("fabriclab", *map(str, args)))
+    try:
+        yield
+    finally:
+        _COMMAND_LINE.reset(token)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,6 +113,8 @@ def save_record(path: Path | None, kind: str, config: dict, results: Any,
     if path is None and _store_path(store) is None:
         return None
     record = make_record(kind, config, results, top)
+    if _COMMAND_LINE.get() is not None:
+        record["command"] = list(_COMMAND_LINE.get())
     if path is not None:
         _write_record_safely(path, record)
     _store_record(record, store)
@@ -269,13 +290,13 @@ class Output:
 
 
 def wrap_for_terminal(text: str, file) -> str:
-    """`text` with each line wrapped at the terminal's width (continuations indented two spaces) when `file`
-    is a terminal; unchanged in a pipe. Words are never split, so no number is cut."""
+    """`text` with each line wrapped at the terminal's width when `file` is a terminal, at PIPE_WIDTH in a
+    pipe (continuations indented two spaces). Words are never split, so no number or name is cut."""
     try:
         tty = file.isatty()
     except (AttributeError, ValueError):
         tty = False
-    width = terminal_width(file) if tty else None
+    width = terminal_width(file) if tty else PIPE_WIDTH
     if not width:
         return text
     import textwrap

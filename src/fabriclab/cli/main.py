@@ -20,7 +20,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup  # typer's documented classes for custom commands and groups
 
 import fabriclab
-from fabriclab.cli.common import print_error, user_errors
+from fabriclab.cli.common import command_line, print_error, user_errors
 from fabriclab.cli.signals import Terminated, sigterm_as_interrupt
 
 # click's error classes, reached through typer's public `BadParameter` (a click `UsageError`) rather than by
@@ -127,10 +127,13 @@ class LazyGroup(TyperGroup):
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         """Run; click's usage errors (unknown option, `--np abc`) become one `error:` line, exit 2."""
+        argv = kwargs.get("args", args[0] if args else None)
+        argv = sys.argv[1:] if argv is None else list(argv)
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            with command_line(argv):
+                return super().main(*args, standalone_mode=False, **kwargs)
         try:
-            with sigterm_as_interrupt():
+            with sigterm_as_interrupt(), command_line(argv):
                 code = super().main(*args, standalone_mode=False, **kwargs)
         except UsageError as exc:
             # click >= 8.2: a group called without a command raises a usage error whose message is the

@@ -29,7 +29,14 @@ _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _AGE_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 # Kinds whose command is not the kind with spaces for dots.
 ROW_PRESENT = "(row)"  # diff value of a row that only one record has
-_COMMANDS = {"train.bench": "fabriclab train", "models.layers": "fabriclab models"}
+_COMMANDS = {"train.bench": "fabriclab train", "train.llm": "fabriclab train --model {model}",
+             "models.layers": "fabriclab models {model}", "models.llm": "fabriclab models {model}",
+             "plan.llm": "fabriclab plan --model {model}", "simulate.cluster": "fabriclab simulate collective "
+             "--cluster {cluster}", "validate.llm": "fabriclab validate emulated --workload llm",
+             "validate.emulated": "fabriclab validate emulated", "bench.sim.scale": "fabriclab bench sim --scale",
+             "bench.sim.peer": "fabriclab bench sim --peer simgrid", "bench.train_llm": "fabriclab bench train-llm",
+             "bench.plan_llm": "fabriclab bench plan-llm", "bench.llm_step": "fabriclab bench llm-step",
+             "bench.astra_sim": "fabriclab bench astra-sim", "profile": "fabriclab profile"}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -110,14 +117,22 @@ def parse_since(text: str, now: datetime.datetime | None = None) -> datetime.dat
 
 
 def command_of(record: dict) -> str:
-    """The command that wrote a record: its `command` when recorded, else the one its kind names."""
+    """The command that wrote a record: its `command` when recorded, else the command its kind stands for
+    (`plan.llm`: `fabriclab plan --model llama3-70b`, never a command that does not exist)."""
     command = record.get("command")
     if isinstance(command, list):
         return shlex.join(str(c) for c in command)
     if isinstance(command, str) and command:
         return command
     kind = record.get("kind", "")
-    return _COMMANDS.get(kind, "fabriclab " + kind.replace(".", " "))
+    known = _COMMANDS.get(kind)
+    if known is None:
+        return "fabriclab " + kind.replace(".", " ")
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    try:  # a record from before commands were recorded: its kind's command with the config's values
+        return known.format(**{k: v for k, v in config.items() if isinstance(v, (str, int, float))})
+    except (KeyError, IndexError, ValueError):
+        return known.split(" {")[0].split(" --")[0] if "{" in known else known
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
