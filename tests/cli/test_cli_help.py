@@ -61,3 +61,30 @@ def test_collectives_list_says_what_the_ring_does_per_collective():
     assert "Reduce to the root: ring reduce-scatter, then every member sends its block to the root" in ring[1]
     assert "Broadcast from the root: scatter the blocks, then ring allgather" in ring[2]
     assert "reduce-scatter" not in ring[2] and "Ring reduce-scatter:" in ring[3] and "Ring allgather:" in ring[4]
+
+
+def test_cluster_help_lists_every_preset_from_one_place():
+    from fabriclab.fabric.preset_names import PRESET_NAMES
+    from fabriclab.fabric.presets import PRESETS
+
+    assert PRESET_NAMES == tuple(PRESETS)
+    for path in (["simulate", "collective"], ["whatif", "llm"], ["chakra", "run"], ["calibrate", "step"], ["plan"]):
+        result = RUNNER.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+        flat = " ".join(result.output.split()).replace("- ", "-")  # click may break a name at its hyphen
+        assert all(name in flat for name in PRESET_NAMES), (path, flat)
+
+
+def test_top_level_help_names_the_llm_commands_and_whatif_llm_its_defaults():
+    top = RUNNER.invoke(app, ["--help"], env={"COLUMNS": "80"}).output
+    for words in ("whatif llm", "plan --model llama3-70b", "calibrate step", "CNN and LLM"):
+        assert words in top, words
+    assert max(len(line) for line in top.splitlines()) <= 80
+    llm = " ".join(RUNNER.invoke(app, ["whatif", "llm", "--help"], env={"COLUMNS": "100"}).output.split())
+    assert "Default cluster: dgx-h100" in llm and "50% assumed" in llm and "else 0.5 assumed" in llm
+
+
+def test_bench_help_lists_each_command_on_one_whole_line():
+    lines = RUNNER.invoke(app, ["bench", "--help"], env={"COLUMNS": "80"}).output.splitlines()
+    commands = lines[lines.index("Commands:") + 1:]
+    assert len(commands) >= 12 and all(line.startswith("  ") and not line.endswith("...") for line in commands)
+    assert all(len(line.split(None, 1)) == 2 for line in commands)  # a name and its whole line, no wrap

@@ -33,27 +33,27 @@ Command = Any  # a click command (click's own or typer's copy): for annotations 
 
 # name -> (module, one-line help); the module's `register(app)` adds the command or group `name`.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("fabriclab.cli.main", "The main job on a built-in default: the short collectives benchmark on 4 "
-                                  "local ranks."),
+    "run": ("fabriclab.cli.main", "The main job on a built-in default: ring, butterfly and the native "
+                                  "all-reduce on 4 local ranks, and which wins where."),
     "collectives": ("fabriclab.cli.collectives.commands", "Collective algorithms as schedules: list, show, verify and "
                                                  "benchmark them."),
     "simulate": ("fabriclab.cli.simulate", "Simulate collectives on modelled fabrics (flow-level, max-min "
                                            "sharing)."),
-    "whatif": ("fabriclab.cli.whatif", "What-if: scaling factor from a profile, a fusion policy and a "
-                                       "collective cost."),
+    "whatif": ("fabriclab.cli.whatif", "What-if: an LLM's training step on a cluster (`whatif llm`), or a CNN's "
+                                       "scaling from a profile, a fusion policy and a collective cost."),
     "chakra": ("fabriclab.cli.chakra", "Chakra execution traces (ASTRA-sim's .et files): show, run on a cluster."),
-    "plan": ("fabriclab.cli.plan", "How much network to buy: scaling, throughput and cost of fabrics and "
-                                   "topologies for a model."),
-    "calibrate": ("fabriclab.cli.calibrate", "Fit a cluster model to real measurements (nccl-tests "
-                                             "output)."),
+    "plan": ("fabriclab.cli.plan", "How much network to buy: an LLM's layout, tokens/s and cost per cluster "
+                                   "(`plan --model llama3-70b`), or a CNN's scaling per fabric and topology."),
+    "calibrate": ("fabriclab.cli.calibrate", "Fit a cluster model to real measurements: nccl-tests logs "
+                                             "(`calibrate nccl-tests`), a training step (`calibrate step`)."),
     "validate": ("fabriclab.cli.validate", "Predictions against measurements: the emulated cluster, and the "
                                            "papers' published numbers."),
-    "models": ("fabriclab.cli.models", "List the model zoo: parameters, MB (fp32) and forward GFLOPs per "
-                                       "sample; or one model's layers."),
+    "models": ("fabriclab.cli.models", "List the model zoo, CNNs and LLMs: parameters, MB (fp32) and forward "
+                                       "GFLOPs per sample; or one model's layers."),
     "profile": ("fabriclab.cli.profile", "Profile a zoo model on this machine (per-layer and gradient-ready "
                                          "times)."),
-    "train": ("fabriclab.cli.train", "Train a model data-parallel and report throughput, scaling and "
-                                     "communication, tf_cnn_benchmarks style."),
+    "train": ("fabriclab.cli.train", "Train for real: a CNN data-parallel (tf_cnn_benchmarks style) or a "
+                                     "transformer with TP x PP x DP (x EP); throughput and communication."),
     "data": ("fabriclab.cli.data", "Datasets for `fabriclab train`: synthetic images as TFRecord shards."),
     "stencil": ("fabriclab.cli.stencil", "CFD-like stencil mini-app (Samsi et al.'s CartDG): run, emulated "
                                          "scaling, simulation."),
@@ -170,9 +170,21 @@ class LazyGroup(TyperGroup):
             self._listing = False
 
 
+# The LLM questions, named where a new user looks first (click keeps `\b` paragraphs unwrapped).
+EPILOG = "\b\n" + "\n".join((
+    "LLM training, first steps:",
+    "  fabriclab models                       the zoo: CNNs and LLMs",
+    "  fabriclab whatif llm --model llama3-70b --gpus 1024 --tp 8 --pp 4",
+    "                                         one training step on a cluster",
+    "  fabriclab plan --model llama3-70b --gpus 1024,4096",
+    "                                         which cluster and layout to buy",
+    "  fabriclab calibrate step               the compute efficiency, measured",
+    "  fabriclab report                       every record on one HTML page"))
+
 app = typer.Typer(
     cls=LazyGroup,
-    help="Run, simulate and compare collectives and data-parallel training on network fabrics.",
+    help="Run, simulate and compare collectives, CNN and LLM training on network fabrics.",
+    epilog=EPILOG,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
@@ -191,7 +203,7 @@ def main(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
-    """Run, simulate and compare collectives and data-parallel training on network fabrics."""
+    """Run, simulate and compare collectives, CNN and LLM training on network fabrics."""
 
 
 _run_app = typer.Typer(add_completion=False, rich_markup_mode=None)  # plain help, as in load_command

@@ -21,6 +21,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from fabriclab.fabric.preset_names import PRESET_NAMES  # names only: --help builds no cluster model
+
 DEFAULT_TOPOLOGY = "fat-tree"
 DEFAULT_HOSTS = 8
 DEFAULT_LEVELS = "2"
@@ -204,8 +206,8 @@ TOPOLOGY = TopologyGroup()
 
 ClusterOption = Annotated[Optional[str], typer.Option(
     "--cluster", metavar="FILE|PRESET",
-    help="A cluster: a file from `fabriclab calibrate nccl-tests ... --out FILE`, or a preset (tx-gaia-25gbe, "
-         "tx-gaia-opa, a100-hdr, dgx-a100, dgx-h100).")]
+    help="A cluster: a file from `fabriclab calibrate nccl-tests ... --out FILE`, or a preset "
+         f"({', '.join(PRESET_NAMES)}).")]
 
 
 def load_cluster_option(text: str, option: str = "--cluster"):

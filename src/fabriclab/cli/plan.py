@@ -26,7 +26,7 @@ from rich.table import Table
 
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_dir, split_list,
                                   user_errors)
-from fabriclab.cli.options import load_cluster_option, parse_bisection
+from fabriclab.cli.options import PRESET_NAMES, load_cluster_option, parse_bisection
 from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
 from fabriclab.cli.nic_options import NicOption, NicsPerServerOption, RadixOption, RailsOption, swap_nic
 from fabriclab.cli.plan_llm import (ClustersOption, ExhaustiveOption, GbsOption, MaxConfigsOption, NicRatesOption,
@@ -117,7 +117,7 @@ def plan(
                                           "at its NIC rate); with an LLM the networks rail and/or fat-tree."),
     cluster: Optional[str] = typer.Option(None, "--cluster", metavar="FILE|PRESET",
                                           help="A cluster file from `fabriclab calibrate nccl-tests ... --out "
-                                               "FILE`, or a preset (dgx-a100, dgx-h100, ...): plan that cluster "
+                                               f"FILE`, or a preset ({', '.join(PRESET_NAMES)}): plan that cluster "
                                                "(its servers, network and NCCL model) instead of the --fabrics "
                                                "grid; --levels, --bisection, --algo, --hosts-per-leaf, "
                                                "--placement do not apply."),

@@ -116,7 +116,8 @@ def register(app: typer.Typer) -> None:
                 shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False,
                 per_stage: bool = typer.Option(False, "--per-stage", help="Also every pipeline stage's split."),
                 efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Share of peak the math "
-                                                         "reaches, e.g. 0.45 (default: the cluster file's)."),
+                                                         "reaches, e.g. 0.45 (default: the cluster file's from "
+                                                         "`calibrate step`, else 0.5 assumed)."),
                 bandwidth: Optional[str] = typer.Option(None, metavar="RATES", help="Also at these NIC rates, "
                                                         "e.g. 200Gbps,400Gbps,800Gbps."),
                 trace: Optional[Path] = typer.Option(None, help="Write the step as a Chrome/Perfetto trace "
@@ -126,7 +127,10 @@ def register(app: typer.Typer) -> None:
                 chakra: Optional[Path] = typer.Option(None, metavar="PREFIX", help="Write every rank's step "
                                                       "as Chakra ET files PREFIX.<rank>.et (for ASTRA-sim)."),
                 fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
-        """A transformer's training step on a cluster: step time, tokens/s, MFU, where the time goes."""
+        """A transformer's training step on a cluster: step time, tokens/s, MFU, where the time goes.
+
+        Default cluster: dgx-h100 (--cluster); compute at the cluster's calibrated share of peak, else 50%
+        assumed (--efficiency)."""
         from fabriclab.whatif.llm.run import simulate_llm
 
         out = Output(fmt, json_path, store)

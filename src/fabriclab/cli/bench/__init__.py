@@ -14,6 +14,20 @@ import typer
 
 HELP = ("Benchmarks: CLI start-up, simulator, what-if and plan speed, trainer modes vs DDP, fabrics in the "
         "emulated cluster, an LLM step vs ASTRA-sim (collectives: `collectives bench`).")
+# One line per command in `bench --help`, whole (click cuts a docstring's first sentence at 45 characters
+# with `...`); each command's own --help keeps its full text.
+SHORT = {"cli": "Start-up time of whole commands against their budgets.",
+         "sim": "Simulator speed against its targets (or SimGrid: --peer).",
+         "whatif": "The what-if sweep of Zhang et al. against its replay.",
+         "plan": "CNN plan speed: 5 fabrics x 5 bisections x 5 GPU counts.",
+         "plan-llm": "LLM plan speed: Llama 3 405B on 16,384 GPUs.",
+         "llm-step": "One simulated Llama 3 405B step: time and memory.",
+         "cluster": "Plan points per second: local, 2 processes, Dask.",
+         "overhead": "The trainer's own cost against a plain PyTorch loop.",
+         "train": "Our trainer in every sync x overlap mode against DDP.",
+         "train-llm": "Our transformer trainer against PyTorch and DTensor.",
+         "fabrics": "Samsi et al.'s fabric benchmark, emulated (root).",
+         "astra-sim": "One LLM step in fabriclab and in ASTRA-sim."}
 
 
 def register(main_app: typer.Typer) -> None:
@@ -23,4 +37,6 @@ def register(main_app: typer.Typer) -> None:
     app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None)
     for module in (speed, train, train_llm, fabrics, astra):
         module.register(app)
+    for info in app.registered_commands:
+        info.short_help = info.short_help or SHORT.get(info.name or "")
     main_app.add_typer(app, name="bench")
