@@ -78,3 +78,16 @@ def test_times_keep_every_digit_any_nccl_tests_version_printed():
     rows = (replace(run.rows[0], time_us=12345.67, inplace_time_us=99.5), replace(run.rows[1], time_us=251757.0))
     text = format_nccl_tests(replace(run, rows=rows))
     assert "  12345.7  " in text and "    99.50  " in text and "   251757  " in text
+
+
+@pytest.mark.parametrize("gpus", [1024, 100_000])
+def test_a_large_prediction_summarises_its_devices_in_one_line(gpus):
+    rows = predict_nccl_table(a100_hdr_prior(), gpus, [1 << 20])
+    text = format_nccl_tests(prediction_run(a100_hdr_prior(), gpus, rows), notes=("prediction",))
+    ranks = [line for line in text.splitlines() if line.startswith("#  Rank ")]
+    assert [line.split()[2] for line in ranks] == [str(r) for r in range(8)]  # the first server's ranks only
+    assert all("on server-000 " in line for line in ranks)
+    assert f"#  {gpus:,} ranks on {gpus // 8:,} servers (server-000 to server-" in text
+    assert len(text.splitlines()) < 30 and max(len(line) for line in text.splitlines()) <= 200
+    with pytest.raises(ValueError, match="do not belong to one run"):  # never read back as 8 measured ranks
+        parse_nccl_tests(text, "p")

@@ -8,6 +8,7 @@ written again reads back equal. The header names the binary (`# Collective test 
 and, when the run knows it, the NCCL version (`nccl-library=21803`, the tests' version field saying
 `fabriclab`); lines starting with `# fabriclab` say what made it: a prediction is never mistaken for a
 measurement. Several runs written one after another make one multi-test log, as nccl-tests run in a row do.
+Beyond MAX_RANK_LINES ranks the `# Using devices` block is one summary line and the first server's ranks.
 
 Try it: `fabriclab simulate collective --cluster a100.json --gpus 32 --sizes 1KB:4GB --format nccl-tests`.
 """
@@ -19,6 +20,10 @@ import itertools
 from fabriclab.nccl.logs import TEST_NAMES, NcclRow, NcclRun, version_code
 
 _BINARY = {name: stem for stem, name in TEST_NAMES.items()}
+# More ranks than this (the largest shipped real log has 16) are summarised in one line before the first
+# server's ranks: nccl-tests prints a line per rank, which at 1,024 predicted GPUs is 1,024 invented lines.
+# A log written so reads back as that first server only: a prediction, not a measurement to calibrate on.
+MAX_RANK_LINES = 16
 _TITLE = ("#                                                              out-of-place                       "
           "in-place          ")
 _COLUMNS = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
@@ -64,7 +69,14 @@ def format_nccl_tests(run: NcclRun, *, notes: tuple[str, ...] = ()) -> str:
     lines.append(f"# nThread 1 nGpus {run.gpus_per_process} minBytes {sizes[0]} maxBytes {sizes[-1]} step: {step} "
                  f"warmup iters: 0 iters: 0 agg iters: 1 validation: {checked} graph: 0")
     lines += ["#", "# Using devices"]
-    for rank, host in enumerate(run.hosts):
+    shown = run.hosts
+    if len(run.hosts) > MAX_RANK_LINES:  # a summary, then the first server's ranks (not 100,000 invented lines)
+        first = run.hosts[0]
+        shown = tuple(h for h in run.hosts if h == first)
+        servers = run.servers
+        lines.append(f"#  {len(run.hosts):,} ranks on {len(servers):,} servers ({servers[0]} to {servers[-1]}), "
+                     f"{len(shown)} {run.device_name or 'GPU'} each; the first server's ranks:")
+    for rank, host in enumerate(shown):
         local = rank - run.hosts.index(host)
         pid = 1000 + rank // run.gpus_per_process
         lines.append(f"#  Rank {rank:2d} Group  0 Pid {pid:6d} on {host:>10s} device {local:2d} [0x00] "
