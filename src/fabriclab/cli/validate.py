@@ -59,9 +59,10 @@ validate_app = typer.Typer(help="Predictions against measurements: the emulated 
 def register(app: typer.Typer) -> None:
     """Add the `validate` group (emulated, collectives, and published where its module is installed) to the
     main app."""
-    from fabriclab.cli import validate_collectives
+    from fabriclab.cli import validate_collectives, validate_nccl
 
     validate_collectives.register(validate_app)
+    validate_nccl.register(validate_app)
     if importlib.util.find_spec("fabriclab.cli.validate_published") is not None:
         from fabriclab.cli import validate_published
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fabriclab.fabric.cluster import LEGACY_NCCL_VERSION, ClusterModel, prior_cluster
-from fabriclab.fabric.links import Link
+from fabriclab.fabric.gpus import gpu_for_name
+from fabriclab.fabric.links import Link, link_preset
 from fabriclab.nccl.band import row_bands
 from fabriclab.nccl.fit import calibrate, check, summary
 from fabriclab.nccl.predict import predict_nccl_table
@@ -57,6 +58,9 @@ class CalibrationRequest:
     """The fitted logs' file names (for the description)."""
     record: dict = field(default_factory=dict)
     """Extra facts for the fit record (e.g. the log paths as given)."""
+    datasheet: bool = True
+    """Take the GPU's HBM rate and PCIe generation from its data sheet (`datasheet_for`); False: the A100
+    defaults of `prior_cluster` for every GPU (the model before the nccl-tests corpus)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,15 +124,31 @@ def prior_for(runs: list[NcclRun], request: CalibrationRequest) -> ClusterModel:
         g = multi.pop() if multi else max(r.num_ranks for r in runs)
     bench = all(r.label for r in runs)  # `fabriclab collectives bench` tables: Gloo's ring, not NCCL
     version = LEGACY_NCCL_VERSION if bench else nccl_version_for(runs, request.nccl_version)[0]
-    prior = prior_cluster(gpus_per_server=g, gpu_name=(devices or ["GPU"])[0] if not bench else "CPU",
-                          intra=request.intra, nic=request.nic, nics_per_server=request.nics_per_server,
-                          fabric=request.fabric, library="gloo" if bench else "nccl", nccl_version=version)
+    gpu_name = (devices or ["GPU"])[0] if not bench else "CPU"
+    prior = prior_cluster(gpus_per_server=g, gpu_name=gpu_name, intra=request.intra, nic=request.nic,
+                          nics_per_server=request.nics_per_server, fabric=request.fabric,
+                          library="gloo" if bench else "nccl", nccl_version=version,
+                          **(datasheet_for(gpu_name) if request.datasheet else {}))
     if not request.sharp:
         return prior
     if version == LEGACY_NCCL_VERSION:
         raise ValueError("--sharp: these logs run NCCL 2.7.8's model (they do not say their version, or they are "
                          "Gloo's), which fabriclab keeps without CollNet; give --nccl-version 2.9 or later")
     return replace(prior, network=replace(prior.network, sharp=True))
+
+
+def datasheet_for(gpu_name: str) -> dict:
+    """What a GPU's data sheet tells the prior: its HBM rate (the memory pass of every row) and the PCIe
+    generation between it and its NIC. Hopper and Blackwell servers (HGX H100/H200/B200) attach their NICs
+    over PCIe 5.0 x16: the default PCIe 4.0 x16 (28.8 GB/s) would cap 8 NDR NICs at 230 GB/s of ring busbw
+    where nccl-tests#309 measures 469 GB/s on 2 servers. Unknown GPUs keep `prior_cluster`'s defaults."""
+    gpu = gpu_for_name(gpu_name)
+    if gpu is None:
+        return {}
+    out = {"memory_bandwidth_Bps": gpu.memory_bandwidth_Bps}
+    if any(key in gpu_name.upper() for key in ("H100", "H200", "H800", "H20", "B200", "B300", "GB200", "GB300")):
+        out["pcie"] = link_preset("PCIe5x16")  # HGX H100/H200/B200 specifications: PCIe Gen5 x16 per NIC
+    return out
 
 
 def calibrate_cluster(request: CalibrationRequest) -> Calibration:

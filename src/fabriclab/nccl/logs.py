@@ -237,6 +237,7 @@ def parse_nccl_tests(text: str, source: str = "<text>", *, collective: str | Non
     current: _Run | None = None
     before = _Run(0, None)
     for line_no, raw in enumerate(text.splitlines(), start=1):
+        raw = raw.lstrip()  # srun's ` 0: ` as copied with its leading space
         prefix_match = _PREFIX.match(raw)
         prefix = prefix_match.group(0) if prefix_match else ""
         line = raw[len(prefix):].strip()

@@ -1,0 +1,209 @@
+"""The corpus of real nccl-tests runs: one folder per cluster, read into runs and a calibration request.
+
+Every cluster folder of `examples/nccl-corpus/` holds `corpus.json` (where the logs come from, what the
+poster said about the setup, the hardware, each run's GPUs and servers, and which runs are fitted and which
+predicted), the logs, and `cluster.json`: the prior cluster file its hardware gives (`corpus_prior`; a test
+keeps the two in step). Logs of posts without a licence keep only the nccl-tests header, NCCL's version
+line and the numeric rows; their rank list (which host ran which rank) is the manifest's `servers` x
+`gpus_per_server`, written in front of the table here (`with_ranks`) as nccl-tests prints it.
+
+A cluster is judged in one of two ways (`split` in the manifest):
+* `gpus`: fit its runs of the GPU counts in `fit`, predict those in `predict` (the larger ones);
+* `sizes`: one run only; its rows in `hold_out` (bytes, smallest and largest) are predicted, the others
+  fitted (the run's small and large sizes teach the latencies and the NIC, the middle is predicted).
+
+Try it: `python -m fabriclab.bench.validate.nccl_corpus examples/nccl-corpus` (`--write-clusters` writes
+every `cluster.json` again from the manifests).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from fabriclab.fabric.cluster import ClusterModel, save_cluster
+from fabriclab.fabric.links import link_preset
+from fabriclab.nccl.calibration import CalibrationRequest, prior_for
+from fabriclab.nccl.logs import NcclRun, parse_nccl_tests
+
+MANIFEST = "corpus.json"
+CLUSTER_FILE = "cluster.json"
+SPLITS = ("gpus", "sizes")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorpusRun:
+    """One log of a cluster and what the manifest says about it."""
+
+    file: str
+    """Log file, relative to the cluster folder."""
+    gpus: int
+    """GPUs (ranks) of the run."""
+    servers: int
+    """Servers the ranks ran on."""
+    collective: str
+    """nccl-tests binary's collective (allreduce, ...)."""
+    note: str = ""
+    """What is special about the run (partial, settings, ...)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorpusCluster:
+    """One cluster of the corpus, read from its folder."""
+
+    name: str
+    """Folder name."""
+    folder: Path
+    """Where it lives."""
+    manifest: dict
+    """`corpus.json` as read."""
+    runs: tuple[CorpusRun, ...]
+    """Its logs."""
+
+    @property
+    def hardware(self) -> dict:
+        return self.manifest["hardware"]
+
+    @property
+    def split(self) -> str:
+        return self.manifest["split"]
+
+    def run_objects(self) -> dict[str, list[NcclRun]]:
+        """Every log parsed, by file name."""
+        return {r.file: read_corpus_run(self, r) for r in self.runs}
+
+    def request(self) -> CalibrationRequest:
+        """The calibration that judges this cluster: fit what `fit` names, predict the rest."""
+        parsed = self.run_objects()
+        hw = self.hardware
+        if self.split == "gpus":
+            fit = [run for r in self.runs if r.gpus in self.manifest["fit"] for run in parsed[r.file]]
+            held = [run for r in self.runs if r.gpus in self.manifest["predict"] for run in parsed[r.file]]
+            hold_range = None
+        else:
+            fit, held = [], [run for runs in parsed.values() for run in runs]
+            lo, hi = self.manifest["hold_out"]
+            hold_range = (int(lo), int(hi))
+        return CalibrationRequest(runs=tuple(fit), held=tuple(held), hold_out_range=hold_range,
+                                  nic=link_preset(hw["nic"]), nics_per_server=hw["nics_per_server"],
+                                  gpus_per_server=hw["gpus_per_server"], intra=hw.get("intra", "nvswitch"),
+                                  fabric=hw.get("fabric", "rail"), check_nic=False, name=self.name,
+                                  nccl_version=hw.get("nccl_version") or hw.get("model_nccl_version"),
+                                  log_names=tuple(r.file for r in self.runs))
+
+
+def with_ranks(text: str, run: CorpusRun, device: str) -> str:
+    """`text` with nccl-tests' rank list after its `# nThread` line where the kept log has none: rank r on
+    host `server-<r // gpus_per_server>`, as the manifest's servers and GPUs say."""
+    if "# Using devices" in text:
+        return text
+    per = run.gpus // run.servers
+    ranks = [f"#  Rank {r:2d} Group  0 Pid 0 on server-{r // per:03d} device {r % per:2d} [0x00] {device}"
+             for r in range(run.gpus)]
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if "# nThread" in line), None)
+    if at is None:
+        raise ValueError(f"{run.file}: no '# nThread ... nGpus ...' header line: keep nccl-tests' header")
+    return "\n".join([*lines[:at + 1], "# Using devices", *ranks, *lines[at + 1:]]) + "\n"
+
+
+def read_corpus_run(cluster: CorpusCluster, run: CorpusRun) -> list[NcclRun]:
+    """The runs of one log, checked against what the manifest says of its GPUs and servers."""
+    path = cluster.folder / run.file
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path} ({MANIFEST} of {cluster.name}): {exc.strerror or exc}") from None
+    text = with_ranks(text, run, cluster.hardware["gpu"])
+    runs = parse_nccl_tests(text, str(path), collective=run.collective)
+    for r in runs:
+        if r.num_ranks != run.gpus or r.num_servers != run.servers:
+            raise ValueError(f"{path}: the log has {r.num_ranks} ranks on {r.num_servers} servers, {MANIFEST} "
+                             f"says {run.gpus} on {run.servers}: correct the manifest")
+    return runs
+
+
+def load_cluster_folder(folder: Path | str) -> CorpusCluster:
+    """One cluster folder; a ValueError naming the file and key on a bad manifest."""
+    folder = Path(folder)
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}: a corpus cluster folder holds "
+                         f"{MANIFEST}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not JSON (line {exc.lineno}: {exc.msg})") from None
+    for key in ("source", "said", "hardware", "runs", "split"):
+        if key not in manifest:
+            raise ValueError(f"{path}: no {key!r}: every cluster names its source, what the poster said, its "
+                             f"hardware, its runs and how it is split")
+    if manifest["split"] not in SPLITS:
+        raise ValueError(f"{path}: split {manifest['split']!r}: use gpus or sizes")
+    runs = tuple(CorpusRun(file=r["file"], gpus=int(r["gpus"]), servers=int(r["servers"]),
+                           collective=r.get("collective", "allreduce"), note=r.get("note", ""))
+                 for r in manifest["runs"])
+    if manifest["split"] == "gpus":
+        counts = {r.gpus for r in runs}
+        for key in ("fit", "predict"):
+            if not set(manifest.get(key, [])) or not set(manifest[key]) <= counts:
+                raise ValueError(f"{path}: {key} {manifest.get(key)} must name GPU counts of its runs "
+                                 f"({sorted(counts)})")
+    elif len(manifest.get("hold_out", [])) != 2:
+        raise ValueError(f"{path}: split sizes needs hold_out: [smallest, largest] bytes")
+    return CorpusCluster(name=folder.name, folder=folder, manifest=manifest, runs=runs)
+
+
+def load_corpus(root: Path | str, names: tuple[str, ...] | None = None) -> list[CorpusCluster]:
+    """Every cluster folder under `root` (those in `names` only, when given), in name order."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"corpus {root}: not a folder; give the corpus folder (examples/nccl-corpus)")
+    folders = sorted(p for p in root.iterdir() if (p / MANIFEST).is_file())
+    if names:
+        unknown = sorted(set(names) - {p.name for p in folders})
+        if unknown:
+            raise ValueError(f"--clusters: {', '.join(unknown)} not in {root}; it holds "
+                             f"{', '.join(p.name for p in folders)}")
+        folders = [p for p in folders if p.name in names]
+    if not folders:
+        raise ValueError(f"corpus {root}: no cluster folder with a {MANIFEST}")
+    return [load_cluster_folder(p) for p in folders]
+
+
+def corpus_prior(cluster: CorpusCluster) -> ClusterModel:
+    """The prior cluster file of a corpus cluster: its hardware from data sheets, NCCL's constants."""
+    request = cluster.request()
+    return prior_for(list(request.runs + request.held), request)
+
+
+def write_cluster_files(root: Path | str) -> list[Path]:
+    """Write every cluster's `cluster.json` from its manifest (`corpus_prior`); the paths written."""
+    out = []
+    for cluster in load_corpus(root):
+        model = corpus_prior(cluster)
+        path = cluster.folder / CLUSTER_FILE
+        save_cluster(replace(model, name=cluster.name, description=f"{cluster.manifest['title']} "
+                                                                   f"(corpus prior: {model.description})"), path)
+        out.append(path)
+    return out
+
+
+def main(argv: list[str]) -> None:
+    """Print each cluster's runs (a check that the corpus reads); `--write-clusters` writes cluster.json."""
+    if "--write-clusters" in argv:
+        argv = [a for a in argv if a != "--write-clusters"]
+        for path in write_cluster_files(argv[0] if argv else "examples/nccl-corpus"):
+            print(f"wrote {path}")
+        return
+    for cluster in load_corpus(argv[0] if argv else "examples/nccl-corpus"):
+        for name, runs in cluster.run_objects().items():
+            for r in runs:
+                print(f"{cluster.name:28s} {name:22s} {r.collective:10s} {r.num_ranks:4d} GPUs "
+                      f"{r.num_servers:3d} servers {len(r.rows):3d} rows NCCL {r.nccl_version or '?'}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

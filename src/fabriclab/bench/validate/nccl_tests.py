@@ -1,0 +1,119 @@
+"""Fit small, predict large on every cluster of the nccl-tests corpus, and the errors per size band.
+
+For each cluster of `examples/nccl-corpus` (`nccl_corpus.py`) the calibration of `fabriclab calibrate
+nccl-tests` runs on its smaller runs (or on the sizes outside the held-out range of its one run) and
+predicts the rest; every predicted row keeps its error and whether the printed busbw range holds the
+measurement. `band_summary` groups them per size band (fit.BANDS: 64-512 KB, 1-16 MB, >= 64 MB, with the
+goals 35 / 25 / 10 %) and per cluster; `models="baseline"` runs the calibration without the corpus's
+mechanisms (`MECHANISMS`), so one command shows the bands before and after.
+
+Try it: `fabriclab validate nccl-tests --models both`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from fabriclab.bench.validate.nccl_corpus import CorpusCluster
+from fabriclab.nccl.calibration import calibrate_cluster, inside
+from fabriclab.nccl.fit import BANDS
+
+MECHANISMS = ("datasheet",)
+"""What the corpus added to the calibration (`baseline` leaves them out):
+datasheet: the prior takes the GPU's HBM rate and PCIe generation from its data sheet
+(`nccl.calibration.datasheet_for`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterResult:
+    """One cluster's predicted rows, or why it could not be judged."""
+
+    name: str
+    """Corpus folder."""
+    model: str
+    """baseline or mechanisms."""
+    split: str
+    """How it was split (`fit 16 -> predict 32, 64 GPUs`)."""
+    gpus_per_server: int
+    """GPUs per server."""
+    rows: tuple = ()
+    """Residuals (`nccl.fit.Residual`) of the predicted rows."""
+    version_note: str = ""
+    """Which NCCL version the model ran."""
+    error: str = ""
+    """Why the cluster could not be judged (empty when it was)."""
+
+    def as_dict(self) -> dict:
+        return {"cluster": self.name, "model": self.model, "split": self.split, "version": self.version_note,
+                "error": self.error, "rows": [{
+                    "gpus": r.num_gpus, "servers": r.num_gpus // self.gpus_per_server, "size_bytes": r.size_bytes,
+                    "collective": r.collective, "choice": r.choice, "measured_busbw_GBps": r.measured_busbw_GBps,
+                    "predicted_busbw_GBps": r.predicted_busbw_GBps, "error_pct": r.error_pct,
+                    "busbw_low_GBps": r.busbw_low_GBps, "busbw_high_GBps": r.busbw_high_GBps,
+                    "inside": None if r.busbw_low_GBps is None else bool(inside(r))} for r in self.rows]}
+
+
+def split_words(cluster: CorpusCluster) -> str:
+    """`16 -> 32,64 GPUs` (fit -> predict) or `64KB-16MB of 16` (one run, its sizes held out)."""
+    m = cluster.manifest
+    if cluster.split == "gpus":
+        return f"{','.join(map(str, m['fit']))} -> {','.join(map(str, m['predict']))} GPUs"
+    lo, hi = m["hold_out"]
+    return f"{lo >> 10}KB-{hi >> 20}MB of {cluster.runs[0].gpus}"
+
+
+def validate_cluster(cluster: CorpusCluster, model: str = "mechanisms") -> ClusterResult:
+    """Calibrate on the cluster's fitted runs and predict the others."""
+    request = cluster.request()
+    if model == "baseline":
+        request = replace(request, datasheet=False)
+    base = ClusterResult(name=cluster.name, model=model, split=split_words(cluster),
+                         gpus_per_server=cluster.hardware["gpus_per_server"])
+    try:
+        calibration = calibrate_cluster(request)
+    except ValueError as exc:
+        return replace(base, error=str(exc))
+    rows = tuple(r for r in calibration.residuals if r.held_out)
+    return replace(base, rows=rows, version_note=calibration.version_note)
+
+
+def band_of(size_bytes: int) -> str | None:
+    """The band (fit.BANDS) a size falls in, None between bands."""
+    for name, lo, hi, _ in BANDS:
+        if size_bytes >= lo and (hi is None or size_bytes <= hi):
+            return name
+    return None
+
+
+def band_summary(results: list[ClusterResult], *, min_servers: int = 1) -> list[dict]:
+    """Per band and cluster (and all clusters together, `cluster` "all"): predicted rows on at least
+    `min_servers` servers, mean and max |error| %, whether the max is within the band's goal, and how many
+    rows the printed range holds."""
+    out = []
+    for band, _, _, goal in BANDS:
+        every = []
+        for res in results:
+            sel = [r for r in res.rows if band_of(r.size_bytes) == band
+                   and r.num_gpus // res.gpus_per_server >= min_servers]
+            if sel:
+                out.append(_band_row(band, goal, res.name, res.model, sel))
+                every += sel
+        if every:
+            out.append(_band_row(band, goal, "all", results[0].model, every,
+                                 clusters=sum(1 for row in out if row["band"] == band and row["cluster"] != "all")))
+    return out
+
+
+def _band_row(band: str, goal: float, name: str, model: str, rows: list, clusters: int | None = None) -> dict:
+    errors = np.abs([r.error_pct for r in rows])
+    ranged = [r for r in rows if r.busbw_low_GBps is not None]
+    row = {"band": band, "goal_pct": goal, "cluster": name, "model": model, "rows": len(rows),
+           "mean_abs_error_pct": float(errors.mean()), "max_abs_error_pct": float(errors.max()),
+           "within_goal": bool(errors.max() <= goal), "ranged": len(ranged),
+           "inside": sum(inside(r) for r in ranged),
+           "servers": sorted({r.num_gpus for r in rows})}
+    if clusters is not None:
+        row["clusters"] = clusters
+    return row

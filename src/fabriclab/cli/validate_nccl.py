@@ -1,0 +1,113 @@
+"""`fabriclab validate nccl-tests`: the NCCL model against a corpus of real clusters' nccl-tests runs.
+
+For every cluster of the corpus (`examples/nccl-corpus`: published logs with their source, what the poster
+said and a cluster file; `bench/validate/nccl_corpus.py`) it calibrates on the smaller runs and predicts
+the larger ones (`bench/validate/nccl_tests.py`), then prints one table per size band (>= 64 MB, 1-16 MB,
+64-512 KB): per cluster the predicted rows, mean and max |error| against the band's goal, and how many
+rows the printed busbw range holds. `--models both` adds the model without the corpus's mechanisms.
+The record (kind `validate.nccl-tests`) keeps every predicted row.
+
+Try it: `fabriclab validate nccl-tests --models both`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, split_list, user_errors
+
+KIND = "validate.nccl-tests"
+MODEL_CHOICES = {"baseline": ("baseline",), "mechanisms": ("mechanisms",), "both": ("baseline", "mechanisms")}
+DEFAULT_CORPUS = Path("examples") / "nccl-corpus"
+
+
+def register(validate_app: typer.Typer) -> None:
+    """Add `nccl-tests` to the `validate` group."""
+    validate_app.command("nccl-tests")(nccl_tests)
+
+
+def default_corpus() -> Path:
+    """examples/nccl-corpus here, else beside the installed package's source tree."""
+    if DEFAULT_CORPUS.is_dir():
+        return DEFAULT_CORPUS
+    import fabriclab
+
+    return Path(fabriclab.__file__).resolve().parents[2] / DEFAULT_CORPUS
+
+
+@user_errors
+def nccl_tests(
+    corpus: Annotated[Optional[Path], typer.Option(metavar="DIR", help=(
+        "Corpus folder: one folder per cluster with corpus.json (default examples/nccl-corpus)."))] = None,
+    clusters: Annotated[Optional[str], typer.Option(metavar="A,B", help=(
+        "Only these clusters (folder names, comma separated; default all)."))] = None,
+    models: Annotated[str, typer.Option(help=(
+        "mechanisms (the calibration as it is), baseline (without the corpus's mechanisms) or both."))]
+    = "mechanisms",
+    min_servers: Annotated[int, typer.Option(metavar="N", help=(
+        "Count only predicted rows on N or more servers (4: where trees and NICs at scale decide)."))] = 1,
+    fmt: FormatOption = None,
+    json_path: JsonOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Fit each corpus cluster on its smaller runs, predict its larger ones: errors per size band."""
+    from fabriclab.bench.validate.nccl_corpus import load_corpus
+    from fabriclab.bench.validate.nccl_tests import band_summary, validate_cluster
+
+    if models not in MODEL_CHOICES:
+        raise ValueError(f"--models {models!r}: use mechanisms, baseline or both")
+    if min_servers < 1:
+        raise ValueError(f"--min-servers {min_servers}: give 1 or more")
+    names = tuple(split_list(clusters, "cluster list")) if clusters else None
+    root = corpus or default_corpus()
+    out = Output(fmt, json_path, store)
+    entries = load_corpus(root, names)
+    results = {m: [validate_cluster(c, m) for c in entries] for m in MODEL_CHOICES[models]}
+    out.table(clusters_table(entries, results[MODEL_CHOICES[models][-1]]))
+    summaries = {m: band_summary(r, min_servers=min_servers) for m, r in results.items()}
+    for band in ("64-512 KB", "1-16 MB", ">= 64 MB"):
+        rows = [row for m in summaries for row in summaries[m] if row["band"] == band]
+        if rows:
+            out.table(band_table(band, rows, min_servers))
+    for res in results[MODEL_CHOICES[models][-1]]:
+        if res.error:
+            out.note(f"{res.name}: not judged: {res.error}")
+    out.record(KIND, {"corpus": str(root), "clusters": [c.name for c in entries], "models": list(results),
+                      "min_servers": min_servers},
+               {"bands": [row for m in summaries for row in summaries[m]],
+                "clusters": [res.as_dict() for m in results for res in results[m]]})
+
+
+def clusters_table(entries, results) -> Table:
+    """One line per cluster: its hardware, how it is split, the NCCL the model ran."""
+    table = Table(title="corpus: fit the smaller runs, predict the larger (* NCCL assumed)")
+    for col in ("cluster", "GPU", "NICs", "fit -> predict", "NCCL"):
+        table.add_column(col, justify="left")
+    for entry, res in zip(entries, results):
+        hw = entry.hardware
+        version = res.version_note.split(" (")[0].split(":")[0].removeprefix("NCCL ") if res.version_note else "-"
+        if hw.get("model_nccl_version") and not hw.get("nccl_version"):
+            version += "*"
+        table.add_row(entry.name, hw["gpu"].replace("NVIDIA ", ""), f"{hw['nics_per_server']}x{hw['nic']}",
+                      res.split, version)
+    return table
+
+
+def band_table(band: str, rows: list[dict], min_servers: int) -> Table:
+    """One band: per cluster (and all), rows, mean / max |error| %, within the goal, inside the range."""
+    goal = rows[0]["goal_pct"]
+    where = f", {min_servers}+ servers" if min_servers > 1 else ""
+    table = Table(title=f"{band}: predicted rows{where}, |error| % (goal {goal:g} %)")
+    for col in ("cluster", "model", "GPUs", "rows", "mean", "max", "goal", "in range"):
+        table.add_column(col, justify="left" if col in ("cluster", "model", "GPUs") else "right")
+    for r in rows:
+        name = f"all ({r['clusters']})" if r["cluster"] == "all" else r["cluster"]
+        gpus = ",".join(map(str, r["servers"])) if len(r["servers"]) <= 3 else f"{r['servers'][0]}-{r['servers'][-1]}"
+        in_range = f"{r['inside']}/{r['ranged']}" if r["ranged"] else "-"
+        table.add_row(name, r["model"], gpus, str(r["rows"]), f"{r['mean_abs_error_pct']:.1f}",
+                      f"{r['max_abs_error_pct']:.1f}", "yes" if r["within_goal"] else "no", in_range)
+    return table
