@@ -9,7 +9,7 @@ from fabriclab.fabric.gpus import GPU_PRESET_NAMES, GpuSpec, gpu_for_name, gpu_p
     ("a100", 312e12, None, 80e9, 2.039e12),
     ("A100-80GB", 312e12, None, 80e9, 2.039e12),
     ("a100-40gb", 312e12, None, 40e9, 1.555e12),
-    ("h100", 989.4e12, 1978.9e12, 80e9, 3.35e12),
+    ("h100", 989.4e12, 1978.9e12, 81559 * 2**20, 3.35e12),  # nvidia-smi, measured
     ("H200", 989.4e12, 1978.9e12, 141e9, 4.8e12),
     ("b200", 2.25e15, 4.5e15, 180e9, 7.7e12),
     ("v100", 125e12, None, 32e9, 900e9),

@@ -50,6 +50,10 @@ class GpuSpec:
     """HBM bandwidth, bytes/s."""
     source: str
     """The data sheet (or whitepaper) the numbers come from."""
+    num_sms: int = 0
+    """Streaming multiprocessors (the kernel model's waves, `fabric/kernels.py`); 0: unknown, no waves."""
+    generation: str = ""
+    """Architecture (`volta`, `ampere`, `hopper`, `blackwell`): which measured kernel table carries to it."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.peak_flops, dict) or not self.peak_flops:
@@ -62,6 +66,8 @@ class GpuSpec:
             _check_positive(f"GPU {self.name!r}: peak_flops.{key}", value)
         _check_positive(f"GPU {self.name!r}: memory_bytes", self.memory_bytes)
         _check_positive(f"GPU {self.name!r}: memory_bandwidth_Bps", self.memory_bandwidth_Bps)
+        if not isinstance(self.num_sms, int) or isinstance(self.num_sms, bool) or not 0 <= self.num_sms <= 10_000:
+            raise ValueError(f"GPU {self.name!r}: num_sms is {self.num_sms!r}; give the SM count (0: unknown)")
 
     def peak(self, precision: str) -> float:
         """Dense peak FLOP/s at `precision`; a ValueError names the precisions this GPU has."""
@@ -84,30 +90,41 @@ _HOPPER = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12
 # best (mixed precision in FP16), so `bf16` holds that rate and a roofline in bf16 works on a V100.
 _VOLTA_SXM2 = {"fp32": 15.7e12, "fp16": 125e12, "bf16": 125e12}
 _VOLTA_PCIE = {"fp32": 14e12, "fp16": 112e12, "bf16": 112e12}
+# SM counts: V100 80 (Volta whitepaper), A100 108 (A100 whitepaper), H100 / H200 SXM 132 (H100 whitepaper),
+# B200 148 (as the device reports: 148 SMs, e.g. `torch.cuda.get_device_properties` on a B200).
+_VOLTA = {"num_sms": 80, "generation": "volta"}
+_AMPERE_SMS = {"num_sms": 108, "generation": "ampere"}
+_HOPPER_SMS = {"num_sms": 132, "generation": "hopper"}
 _AMPERE = {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12}
 
 GPU_PRESETS: dict[str, GpuSpec] = {
     "v100": GpuSpec(name="V100-SXM2-32GB", peak_flops=_VOLTA_SXM2, memory_bytes=32e9, memory_bandwidth_Bps=900e9,
-                    source=f"{_V100}: V100 SXM2, tensor 125 TFLOP/s, FP32 15.7, 32 GB HBM2 at 900 GB/s"),
+                    source=f"{_V100}: V100 SXM2, tensor 125 TFLOP/s, FP32 15.7, 32 GB HBM2 at 900 GB/s",
+                    **_VOLTA),
     "v100-pcie": GpuSpec(name="V100-PCIE-32GB", peak_flops=_VOLTA_PCIE, memory_bytes=32e9,
                          memory_bandwidth_Bps=900e9,
-                         source=f"{_V100}: V100 PCIe, tensor 112 TFLOP/s, FP32 14, 32 GB HBM2 at 900 GB/s"),
+                         source=f"{_V100}: V100 PCIe, tensor 112 TFLOP/s, FP32 14, 32 GB HBM2 at 900 GB/s", **_VOLTA),
     "a100-40gb": GpuSpec(name="A100-SXM4-40GB", peak_flops=_AMPERE, memory_bytes=40e9,
                          memory_bandwidth_Bps=1.555e12,
-                         source=f"{_A100}: BF16 312 TFLOP/s, TF32 156, FP32 19.5, 40 GB HBM2 at 1,555 GB/s"),
+                         source=f"{_A100}: BF16 312 TFLOP/s, TF32 156, FP32 19.5, 40 GB HBM2 at 1,555 GB/s", **_AMPERE_SMS),
     "a100-80gb": GpuSpec(name="A100-SXM4-80GB", peak_flops=_AMPERE, memory_bytes=80e9,
                          memory_bandwidth_Bps=2.039e12,
-                         source=f"{_A100}: BF16 312 TFLOP/s, TF32 156, FP32 19.5, 80 GB HBM2e at 2,039 GB/s"),
-    "h100": GpuSpec(name="H100-SXM5-80GB", peak_flops=_HOPPER, memory_bytes=80e9, memory_bandwidth_Bps=3.35e12,
-                    source=f"{_H100}: BF16 989.4 TFLOP/s, FP8 1,978.9, 80 GB HBM3 at 3.35 TB/s"),
+                         source=f"{_A100}: BF16 312 TFLOP/s, TF32 156, FP32 19.5, 80 GB HBM2e at 2,039 GB/s",
+                         **_AMPERE_SMS),
+    # memory: nvidia-smi's memory.total of an "H100 80GB HBM3", 81,559 MiB = 85.5e9 B (measured 2026-11-27,
+    # docs/measurements/h100-2026-11-27/gpu.txt): the data sheet's "80GB" are GiB, not 80e9 bytes
+    "h100": GpuSpec(name="H100-SXM5-80GB", peak_flops=_HOPPER, memory_bytes=81559 * 2**20,
+                    memory_bandwidth_Bps=3.35e12, source=f"{_H100}: BF16 989.4 TFLOP/s, FP8 1,978.9, 80 GB HBM3 "
+                    f"(81,559 MiB by nvidia-smi) at 3.35 TB/s", **_HOPPER_SMS),
     "h200": GpuSpec(name="H200-SXM-141GB", peak_flops=_HOPPER, memory_bytes=141e9, memory_bandwidth_Bps=4.8e12,
                     source=f"NVIDIA H200 Tensor Core GPU data sheet (SXM): the H100's compute ({_H100}), "
-                           f"141 GB HBM3e at 4.8 TB/s"),
+                           f"141 GB HBM3e at 4.8 TB/s", **_HOPPER_SMS),
     "b200": GpuSpec(name="B200-SXM-180GB",
                     peak_flops={"fp32": 75e12, "tf32": 1.1e15, "fp16": 2.25e15, "bf16": 2.25e15, "fp8": 4.5e15},
                     memory_bytes=180e9, memory_bandwidth_Bps=7.7e12,
                     source="NVIDIA HGX B200 specifications, per GPU (half the sparse tensor figures): BF16 "
-                           "2.25 PFLOP/s, FP8 4.5, TF32 1.1, FP32 75 TFLOP/s, 180 GB HBM3e at 7.7 TB/s"),
+                           "2.25 PFLOP/s, FP8 4.5, TF32 1.1, FP32 75 TFLOP/s, 180 GB HBM3e at 7.7 TB/s",
+                    num_sms=148, generation="blackwell"),
 }
 _ALIASES = {"a100": "a100-80gb"}
 GPU_PRESET_NAMES = (*GPU_PRESETS, *_ALIASES)

@@ -2,7 +2,12 @@
 
 Model state, bytes per parameter (Megatron-LM docs/source/api-guide/distrib_optimizer.md: 18 without the
 distributed optimizer, 6 + 12/d with it, "bf16 param, fp32 grads"):
-- weights in bf16 (2 B), main gradients in fp32 (4 B), Adam's fp32 master weights, m and v (12 B).
+- weights in bf16 (2 B), main gradients (`MemoryOptions.grad_bytes`), Adam's fp32 master weights, m and v
+  (12 B). The gradient buffer is the framework's choice: Megatron-LM keeps it in fp32 with bf16 (4 B:
+  megatron/training/arguments.py sets accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16);
+  NeMo's recipe of NVIDIA's GPT-3 175B runs (NVIDIA/dgxc-benchmarking nemo_megatron/gpt3_175b_hydra.yaml:
+  distributed_fused_adam, grad_sync_dtype bf16) and DeepSpeed's fp16 ZeRO (Rajbhandari et al. 2020, "ZeRO:
+  Memory Optimizations Toward Training Trillion Parameter Models", 2 + 2 + K bytes) keep it in 16 bits (2 B).
 - Per GPU: a pipeline stage's non-expert parameters / tp; its routed experts' / (ep x expert-tp), where
   expert-tp = tp (Megatron-Core's default). The input embedding lives on the first stage, the output layer
   (with pp > 1 a copy of a tied embedding) and the final norm on the last.
@@ -32,9 +37,15 @@ Large Transformer Models", section 4 and Table 2), with s = seq / cp, b = mbs, h
 - Micro-batches in flight: 1F1B stage r holds min(pp - r, m) (stage 0: pp; Narayanan et al. 2021);
   interleaved (vp > 1) stage r holds Megatron's warm-up count (pp - r - 1) x 2 + (vp - 1) x pp + 1 model
   chunks, which for stage 0 is pp (1 + (pp - 1)/(pp vp)) stages' worth (Korthikanti section 4.2.3).
+- Full recomputation re-runs one layer's forward in the backward pass, so that layer's activations (as
+  without recomputation) are held once on top of the stored layer inputs.
 
-Not counted: the CUDA context, NCCL and communication buffers, the allocator's fragmentation (a few GB
-together): a configuration within ~5 GB of the limit is marginal.
+What the model does not count is the reserve (`MemoryOptions.reserve_bytes`, `--memory-reserve`): the CUDA
+context and libraries' workspaces, NCCL's buffers (about 1.6 GB for one communicator running all-reduce,
+6 GB for three or more: NVIDIA/nccl#864; 1.1 -> 4.3 GB per H100 after one 8-GPU all-to-all: NVIDIA/nccl#1685)
+and the caching allocator's fragmentation. `check_fits` refuses a job only when even the low end of the
+model's range (activations - ACTIVATION_UNCERTAINTY) plus the reserve exceeds the GPU, and warns when
+the high end does.
 
 Try it: `python -c "from fabriclab.workload.memory import memory_per_gpu; from fabriclab.workload.transformer
 import load_model; from fabriclab.workload.parallel import ParallelConfig as P;
@@ -44,15 +55,42 @@ seq=2048, recompute='selective')).rows()]"`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
 WEIGHT_BYTES = 2      # bf16 weights
-GRADIENT_BYTES = 4    # fp32 main gradients
+GRADIENT_BYTES = 4    # fp32 main gradients (Megatron-LM's default with bf16)
 OPTIMIZER_BYTES = 12  # Adam: fp32 master weights, first and second moments
 GB = 1e9
+# The default reserve: ~0.5 GB CUDA context and cuBLAS/cuDNN workspaces, ~2 GB of NCCL buffers for a job's
+# TP, PP and DP communicators (NVIDIA/nccl#864: 1.6 GB for one, 6 GB for three or more with every channel
+# connected; Megatron's groups mostly run rings), and ~1.5 GB of fragmentation left by the caching
+# allocator (an estimate, not a measurement).
+DEFAULT_RESERVE_BYTES = 4e9
+# The activation formulas count every stored tensor of Megatron's layer (Korthikanti et al. Table 2); what a
+# framework really keeps differs by a few such tensors: Llama has no dropout masks (2 of a GPT layer's 34
+# s b h), fused RoPE, SwiGLU and Transformer Engine's fp8 casts keep or drop one or two, and the
+# gradients of the layer under backward come on top. +-10 % of the activations covers these.
+ACTIVATION_UNCERTAINTY = 0.10
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryOptions:
+    """The framework's buffers the memory model cannot infer from the parallel layout."""
+
+    grad_bytes: int = GRADIENT_BYTES
+    """Bytes of a main gradient: 4 (fp32, Megatron-LM's default with bf16) or 2 (bf16: Megatron-LM's
+    --grad-reduce-in-bf16, NeMo's distributed fused Adam with grad_sync_dtype bf16, DeepSpeed fp16)."""
+    reserve_bytes: float = DEFAULT_RESERVE_BYTES
+    """Memory per GPU the model does not count: CUDA context, NCCL buffers, allocator fragmentation."""
+
+    def __post_init__(self) -> None:
+        if self.grad_bytes not in (2, 4):
+            raise ValueError(f"gradient buffer of {self.grad_bytes} B: use --grad-dtype fp32 (4 B) or bf16 (2 B)")
+        if not 0 <= self.reserve_bytes < 1e12:
+            raise ValueError(f"--memory-reserve {self.reserve_bytes / GB:g} GB: give 0 or more GB, e.g. 4GB")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +119,15 @@ class MemoryBreakdown:
     """The ZeRO stage it was computed for."""
     recompute: str = "none"
     """The activation recomputation it was computed for."""
+    grad_bytes: int = GRADIENT_BYTES
+    """Bytes of a main gradient it was computed for."""
+    fit: "MemoryFit | None" = None
+    """How it compares with a GPU's memory (`check_fits`), when checked."""
+
+    @property
+    def spread_bytes(self) -> float:
+        """The model's uncertainty, +- (ACTIVATION_UNCERTAINTY of the activations; the model state is exact)."""
+        return ACTIVATION_UNCERTAINTY * self.activations_bytes
 
     def __post_init__(self) -> None:
         total = self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
@@ -90,7 +137,7 @@ class MemoryBreakdown:
         """One row per part and the total: {"part", "bytes", "GB", "note"}."""
         parts = [("weights", self.weights_bytes, "bf16, 2 B/param" + (", ZeRO-3 shard + one layer"
                                                                        if self.zero == 3 else "")),
-                 ("gradients", self.gradients_bytes, "fp32, 4 B/param" + (", sharded" if self.zero >= 2 else "")),
+                 ("gradients", self.gradients_bytes, ("fp32, 4" if self.grad_bytes == 4 else "bf16, 2") + " B/param" + (", sharded" if self.zero >= 2 else "")),
                  ("optimizer", self.optimizer_bytes, "Adam fp32 master, m, v: 12 B/param"
                   + (", sharded" if self.zero >= 1 else "")),
                  ("activations", self.activations_bytes, f"{self.in_flight_microbatches:g} micro-batches in "
@@ -164,7 +211,7 @@ def _stage_params(spec: TransformerSpec, par: ParallelConfig, stage: int, layers
 
 
 def _stage_memory(spec: TransformerSpec, par: ParallelConfig, stage: int, layers: list[int],
-                  shard_group: int = 0) -> MemoryBreakdown:
+                  shard_group: int = 0, grad_bytes: int = GRADIENT_BYTES) -> MemoryBreakdown:
     dense, expert, largest = _stage_params(spec, par, stage, layers)
     replicas = par.dp * par.cp           # copies of a non-expert parameter
     expert_replicas = replicas // par.ep  # copies of an expert parameter
@@ -183,42 +230,87 @@ def _stage_memory(spec: TransformerSpec, par: ParallelConfig, stage: int, layers
     if stage == 0:
         per_pass += s * b * h / sp  # the embedding's dropout mask
     activations = in_flight * per_pass
+    if par.recompute == "full":  # the layer whose forward the backward re-runs holds what it would store
+        stored = replace(par, recompute="none")
+        activations += max(layer_activation_bytes(spec, stored, spec.is_moe_layer(i)) for i in layers)
     if stage == par.pp - 1:
         activations += 4 * s * b * h * (1 + spec.vocab_size / h) / par.tp  # output layer and fp32 logits
-    return MemoryBreakdown(weights_bytes=weights, gradients_bytes=held(GRADIENT_BYTES, par.zero >= 2),
+    return MemoryBreakdown(weights_bytes=weights, gradients_bytes=held(grad_bytes, par.zero >= 2),
                            optimizer_bytes=held(OPTIMIZER_BYTES, par.zero >= 1), activations_bytes=activations,
                            stage=stage, num_params=dense + expert, num_expert_params=expert,
-                           in_flight_microbatches=in_flight, zero=par.zero, recompute=par.recompute)
+                           in_flight_microbatches=in_flight, zero=par.zero, recompute=par.recompute,
+                           grad_bytes=grad_bytes)
 
 
-def memory_per_stage(spec: TransformerSpec, par: ParallelConfig, *, shard_group: int = 0) -> list[MemoryBreakdown]:
+def memory_per_stage(spec: TransformerSpec, par: ParallelConfig, *, shard_group: int = 0,
+                     options: MemoryOptions = MemoryOptions()) -> list[MemoryBreakdown]:
     """The memory of one GPU of each pipeline stage, first to last; `shard_group`: HSDP's ranks sharing a
     parameter (0: all of dp x cp)."""
-    return [_stage_memory(spec, par, r, layers, shard_group)
+    return [_stage_memory(spec, par, r, layers, shard_group, options.grad_bytes)
             for r, layers in enumerate(stage_layers(spec.num_layers, par.pp, par.vp))]
 
 
-def memory_per_gpu(spec: TransformerSpec, par: ParallelConfig, *, shard_group: int = 0) -> MemoryBreakdown:
+def memory_per_gpu(spec: TransformerSpec, par: ParallelConfig, *, shard_group: int = 0,
+                   options: MemoryOptions = MemoryOptions()) -> MemoryBreakdown:
     """The memory of a GPU of the most loaded pipeline stage (for dense models stage 0: the embedding and
     the most micro-batches in flight; for MoE models with dense first layers it can be a later one)."""
-    return max(memory_per_stage(spec, par, shard_group=shard_group), key=lambda m: (m.total_bytes, -m.stage))
+    return max(memory_per_stage(spec, par, shard_group=shard_group, options=options),
+               key=lambda m: (m.total_bytes, -m.stage))
 
 
-def check_fits(breakdown: MemoryBreakdown, gpu_memory_bytes: float) -> None:
-    """Raise a ValueError that says what to change when `breakdown` needs more than `gpu_memory_bytes`."""
-    if breakdown.total_bytes <= gpu_memory_bytes:
-        return
+@dataclass(frozen=True, kw_only=True)
+class MemoryFit:
+    """A breakdown against one GPU's memory: the model's estimate with its range and the reserve."""
+
+    needed_bytes: float
+    """The model's estimate plus the reserve."""
+    spread_bytes: float
+    """The model's uncertainty, +- (`MemoryBreakdown.spread_bytes`)."""
+    reserve_bytes: float
+    """What the model does not count (CUDA context, NCCL buffers, fragmentation)."""
+    capacity_bytes: float
+    """The GPU's memory."""
+    warning: str | None = None
+    """One line when the high end of the range exceeds the GPU (the job may not fit), else None."""
+
+    @property
+    def headroom_bytes(self) -> float:
+        """Capacity left at the estimate (negative: short)."""
+        return self.capacity_bytes - self.needed_bytes
+
+
+def _tries(b: MemoryBreakdown) -> str:
     tries = []
-    if breakdown.zero < 3:
-        tries.append(f"--zero {breakdown.zero + 1}")
-    if breakdown.recompute != "full":
-        tries.append("--recompute " + ("selective" if breakdown.recompute == "none" else "full"))
-    tries.append("larger --tp/--pp" + ("/--ep" if breakdown.num_expert_params else ""))
+    if b.zero < 3:
+        tries.append(f"--zero {b.zero + 1}")
+    if b.recompute != "full":
+        tries.append("--recompute " + ("selective" if b.recompute == "none" else "full"))
+    tries.append("larger --tp/--pp" + ("/--ep" if b.num_expert_params else ""))
+    return ", ".join(tries)
+
+
+def check_fits(breakdown: MemoryBreakdown, gpu_memory_bytes: float, *,
+               reserve_bytes: float = DEFAULT_RESERVE_BYTES) -> MemoryFit:
+    """How `breakdown` fits a GPU of `gpu_memory_bytes` with `reserve_bytes` kept free: a ValueError that says
+    what to change when even the low end of the model's range does not fit; a fit with a one-line warning
+    when the high end does not; a fit without one otherwise."""
     b = breakdown
-    raise ValueError(f"does not fit: needs {b.total_bytes / GB:.1f} GB of {gpu_memory_bytes / GB:.1f} GB per GPU "
-                     f"(pipeline stage {b.stage}): weights {b.weights_bytes / GB:.1f}, gradients "
-                     f"{b.gradients_bytes / GB:.1f}, optimizer {b.optimizer_bytes / GB:.1f}, activations "
-                     f"{b.activations_bytes / GB:.1f} GB; try {', '.join(tries)}")
+    need, spread = b.total_bytes + reserve_bytes, b.spread_bytes
+    fit = MemoryFit(needed_bytes=need, spread_bytes=spread, reserve_bytes=reserve_bytes,
+                    capacity_bytes=gpu_memory_bytes)
+    parts = (f"weights {b.weights_bytes / GB:.1f}, gradients {b.gradients_bytes / GB:.1f}, optimizer "
+             f"{b.optimizer_bytes / GB:.1f}, activations {b.activations_bytes / GB:.1f} +- {spread / GB:.1f}, "
+             f"reserve {reserve_bytes / GB:.1f} GB")
+    if need - spread > gpu_memory_bytes:
+        raise ValueError(f"does not fit: needs {need / GB:.1f} +- {spread / GB:.1f} GB of {gpu_memory_bytes / GB:.1f} "
+                         f"GB per GPU (pipeline stage {b.stage}): {parts}; try {_tries(b)}")
+    if need + spread > gpu_memory_bytes:
+        short = need + spread - gpu_memory_bytes
+        return replace(fit, warning=f"warning: memory is marginal: {need / GB:.1f} +- {spread / GB:.1f} GB of "
+                                    f"{gpu_memory_bytes / GB:.1f} GB per GPU ({reserve_bytes / GB:.1f} GB reserve "
+                                    f"included), up to {short / GB:.1f} GB short; to be sure free that much "
+                                    f"({_tries(b)}) or measure it")
+    return fit
 
 
 def trainer_state_bytes(spec: TransformerSpec, par: ParallelConfig, element_bytes: int) -> float:

@@ -19,9 +19,10 @@ import math
 from dataclasses import dataclass, replace
 
 from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
-from fabriclab.whatif.llm.compute import roofline
+from fabriclab.fabric.kernels import default_kernels
+from fabriclab.whatif.llm.compute import roofline, shape_rates
 from fabriclab.whatif.llm.step import StepModel, StepOptions, StepResult
-from fabriclab.workload.memory import MemoryBreakdown, check_fits, memory_per_gpu
+from fabriclab.workload.memory import MemoryBreakdown, MemoryOptions, check_fits, memory_per_gpu
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
@@ -32,9 +33,21 @@ ASSUMED_EFFICIENCY = 0.5
 
 @dataclass(frozen=True)
 class Efficiency:
+    """How fast the GPU's math runs: `model` "kernels" times every kernel by its shape (`fabric/kernels.py`)
+    and `value` is the share of the kernels' own speed the step keeps (1: as measured alone); "flat" runs all
+    math at `value` x peak (`--efficiency`, and cluster files calibrated before the kernel model)."""
+
     value: float
     source: str
     measured: bool
+    model: str = "flat"
+    kernels: object = None
+    """The KernelModel ("kernels")."""
+
+    @property
+    def error(self) -> float:
+        """The relative range of the compute time: the kernel model's spread; a flat share has none known."""
+        return self.kernels.error if self.kernels is not None else float("nan")
 
 
 @dataclass
@@ -68,46 +81,78 @@ class LlmAnswer:
     def mfu(self) -> float:
         return self.model_flops_per_step / self.step_time_s / self.par.num_gpus / self.peak_flops
 
+    def compute_line(self) -> str:
+        """Where the compute's speed comes from, in words."""
+        e = self.efficiency
+        if e.model == "kernels":
+            return f"{self.par.precision}, {e.source}"
+        return f"{e.value:.1%} of {self.par.precision} peak, {e.source}"
+
     def summary(self) -> dict:
         return {"model": self.spec.name, "parallel": self.par.describe(), "num_gpus": self.par.num_gpus,
                 "cluster": self.cluster.name, "gpu": self.gpu_name, "step_time_s": self.step_time_s,
                 "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
                 "efficiency": self.efficiency.value, "efficiency_source": self.efficiency.source,
-                "efficiency_measured": self.efficiency.measured,
+                "efficiency_measured": self.efficiency.measured, "compute_model": self.efficiency.model,
+                "compute_range": self.efficiency.error,
                 "memory_per_gpu_bytes": self.memory.total_bytes,
                 **{f"{k}_s": v for k, v in self.result.split_s.items()}}
 
 
-def efficiency_of(cluster: ClusterModel, precision: str, override: float | None = None) -> Efficiency:
-    """The efficiency a simulation uses: `override`, the cluster file's measurement, or the assumption."""
+def efficiency_of(cluster: ClusterModel, precision: str, override: float | None = None, *,
+                  scale: float | None = None) -> Efficiency:
+    """The compute a simulation uses: `override` (a flat share of peak), `scale` on the kernel model, the
+    cluster file's calibration (a scale, or a flat efficiency of older files), else the kernel model as
+    measured alone (its source and range said)."""
     if override is not None:
-        return Efficiency(override, "given (--efficiency)", True)
+        return Efficiency(override, "given (--efficiency): this share of peak for every matrix", True)
     compute = getattr(cluster, "compute", None)
+    kernels = (compute.kernels if compute is not None and compute.kernels is not None
+               else default_kernels(cluster_gpu(cluster)))
+    where = f"kernels by shape ({kernels.source}; range {kernels.error:.0%})"
+    if scale is not None:
+        return Efficiency(scale, f"{where} x {scale:.4g}", True, "kernels", kernels)
+    if compute is not None and precision in compute.scale:
+        value = compute.scale[precision]
+        return Efficiency(value, f"{where} x {value:.4g} ({compute.efficiency_source or 'the cluster file'})", True,
+                          "kernels", kernels)
     if compute is not None and precision in compute.efficiency:
         return Efficiency(compute.efficiency[precision], compute.efficiency_source or "the cluster file", True)
-    return Efficiency(ASSUMED_EFFICIENCY, f"not measured: {ASSUMED_EFFICIENCY:.0%} of peak assumed "
-                      f"(`fabriclab calibrate step` measures it)", False)
+    return Efficiency(1.0, f"{where}; the step's own overheads not measured (`fabriclab calibrate step`)",
+                      False, "kernels", kernels)
 
 
-def build_model(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, efficiency: float,
+def compute_rates(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel,
+                  efficiency: Efficiency | float):
+    """The rates the step's compute runs at (`whatif/llm/compute.py`): a float is a flat share of peak."""
+    gpu = cluster_gpu(cluster)
+    if isinstance(efficiency, Efficiency) and efficiency.model == "kernels":
+        return shape_rates(spec, par, gpu, efficiency.kernels, efficiency.value)
+    value = efficiency.value if isinstance(efficiency, Efficiency) else efficiency
+    return roofline(gpu.peak_flops, par.precision, value)
+
+
+def build_model(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, efficiency: Efficiency | float,
                 options: StepOptions = StepOptions(), *, comm=None) -> StepModel:
     """The step model; `comm`: a CommModel of the same cluster and parallel shape to share (its cache)."""
     gpu = cluster_gpu(cluster)
-    rate = roofline(gpu.peak_flops, par.precision, efficiency)
+    rate = compute_rates(spec, par, cluster, efficiency)
     return StepModel(spec, par, cluster, rate, options, memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, comm=comm)
 
 
 def simulate_llm(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, *,
                  options: StepOptions = StepOptions(), efficiency: float | None = None,
-                 check_memory: bool = True) -> LlmAnswer:
-    """The step of `spec` trained as `par` on `cluster` (a ValueError when it does not fit in memory)."""
+                 scale: float | None = None, check_memory: bool = True,
+                 memory_options: MemoryOptions = MemoryOptions()) -> LlmAnswer:
+    """The step of `spec` trained as `par` on `cluster` (a ValueError when it does not fit in memory; its
+    `memory.fit.warning` says when it may not)."""
     gpu = cluster_gpu(cluster)
     _check_servers(par, cluster)
-    memory = memory_per_gpu(spec, par, shard_group=options.shard_group)
+    memory = memory_per_gpu(spec, par, shard_group=options.shard_group, options=memory_options)
     if check_memory:
-        check_fits(memory, gpu.memory_bytes)
-    eff = efficiency_of(cluster, par.precision, efficiency)
-    model = build_model(spec, par, cluster, eff.value, options)
+        memory = replace(memory, fit=check_fits(memory, gpu.memory_bytes, reserve_bytes=memory_options.reserve_bytes))
+    eff = efficiency_of(cluster, par.precision, efficiency, scale=scale)
+    model = build_model(spec, par, cluster, eff, options)
     result = model.run()
     return LlmAnswer(spec=spec, par=par, cluster=cluster, result=result, memory=memory, efficiency=eff,
                      gpu_name=gpu.name, peak_flops=gpu.peak_flops[par.precision], result_shapes=model.comm.shapes)
@@ -135,21 +180,31 @@ def _check_servers(par: ParallelConfig, cluster: ClusterModel) -> None:
 
 
 def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, step_time_s: float,
-                         *, options: StepOptions = StepOptions(), tolerance: float = 1e-4) -> tuple[float, LlmAnswer]:
-    """The efficiency at which the simulated step lasts `step_time_s`, and that simulation."""
+                         *, options: StepOptions = StepOptions(), tolerance: float = 1e-4,
+                         flat: bool = False) -> tuple[float, LlmAnswer]:
+    """The compute speed at which the simulated step lasts `step_time_s`, and that simulation: the scale on
+    the cluster's kernel model (`flat`: a share of peak for every matrix, the model before kernels)."""
     if not step_time_s > 0 or not math.isfinite(step_time_s):
         raise ValueError(f"--step-time {step_time_s}: give the measured step time in seconds, > 0")
+    base = efficiency_of(cluster, par.precision)
+    kernels = base.kernels if base.model == "kernels" else default_kernels(cluster_gpu(cluster))
+
+    def rate(e: float) -> Efficiency:
+        return Efficiency(e, "", True, "flat") if flat else Efficiency(e, "", True, "kernels", kernels)
 
     def step(e: float) -> float:
-        return build_model(spec, par, cluster, e, options).run().step_time_s
+        return build_model(spec, par, cluster, rate(e), options).run().step_time_s
 
-    fastest = step(1.0)
+    top = 1.0 if flat else 2.0
+    fastest = step(top)
     if step_time_s < fastest:
-        raise ValueError(f"a step of {step_time_s:.4g} s is faster than this model allows at 100 % of the GPU's "
-                         f"peak ({fastest:.4g} s): check --gpus, the parallel options, --precision and the cluster")
-    lo, hi = 1e-3, 1.0
+        raise ValueError(f"a step of {step_time_s:.4g} s is faster than this model allows "
+                         f"({'100 % of the peak' if flat else 'kernels at twice their measured speed'}: "
+                         f"{fastest:.4g} s): check --gpus, the parallel options, --precision and the cluster")
+    lo, hi = 1e-3, top
     if step(lo) < step_time_s:
-        raise ValueError(f"a step of {step_time_s:.4g} s is slower than 0.1 % of peak: check the options")
+        raise ValueError(f"a step of {step_time_s:.4g} s is slower than 0.1 % of the compute's speed: check the "
+                         f"options")
     while hi - lo > tolerance * hi:
         mid = math.sqrt(lo * hi)
         if step(mid) > step_time_s:
@@ -157,15 +212,24 @@ def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: Cl
         else:
             hi = mid
     value = math.sqrt(lo * hi)
-    answer = simulate_llm(spec, par, cluster, options=options, efficiency=value, check_memory=False)
-    answer.efficiency = Efficiency(value, f"calibrated on this step ({step_time_s:g} s)", True)
+    answer = simulate_llm(spec, par, cluster, options=options, efficiency=value if flat else None,
+                          scale=None if flat else value, check_memory=False)
+    what = "share of peak" if flat else "x the kernel model"
+    answer.efficiency = replace(answer.efficiency, source=f"calibrated on this step ({step_time_s:g} s): "
+                                                          f"{value:.4g} {what}")
     return value, answer
 
 
-def with_efficiency(cluster: ClusterModel, precision: str, value: float, source: str) -> ClusterModel:
-    """The cluster with a measured efficiency for `precision` (other precisions kept)."""
+def with_efficiency(cluster: ClusterModel, precision: str, value: float, source: str, *,
+                    flat: bool = False) -> ClusterModel:
+    """The cluster with a measured compute speed for `precision` (other precisions kept): a scale on the
+    kernel model (`flat`: a share of peak)."""
     from fabriclab.fabric.cluster import ComputeSpec
 
     compute = getattr(cluster, "compute", None) or ComputeSpec(gpu=cluster_gpu(cluster))
-    efficiency = {**compute.efficiency, precision: value}
-    return replace(cluster, compute=replace(compute, efficiency=efficiency, efficiency_source=source))
+    if flat:
+        return replace(cluster, compute=replace(compute, efficiency={**compute.efficiency, precision: value},
+                                                efficiency_source=source))
+    efficiency = {k: v for k, v in compute.efficiency.items() if k != precision}  # the scale supersedes it
+    return replace(cluster, compute=replace(compute, scale={**compute.scale, precision: value},
+                                            efficiency=efficiency, efficiency_source=source))
