@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabriclab.collectives import vectorized
-from fabriclab.collectives.registry import build_schedule
-from fabriclab.sim.collective import match_transfers, simulate
+from fabriclab.sim.collective import simulate
+from fabriclab.sim.prepared import prepared_collective
 
 MIB = 1 << 20
 # Two sizes that bracket the buckets of the built-in profiles' fusion policies (0.2 MiB .. 392 MiB);
@@ -60,7 +60,7 @@ def message_pairs(algo: str, num_ranks: int, count: int) -> np.ndarray:
     """Distinct (source rank, destination rank) pairs of `algo`'s all-reduce messages, sorted."""
     arrays = vectorized.rounds("allreduce", algo, num_ranks, count)
     if arrays is None:
-        tx = match_transfers(build_schedule("allreduce", algo, num_ranks, count))
+        tx = prepared_collective("allreduce", algo, num_ranks, count).transfers  # shared with its simulation
         codes = tx.src * num_ranks + tx.dst
     else:
         parts, prev = [], None

@@ -16,34 +16,13 @@ import numpy as np
 
 from fabriclab.collectives import vectorized
 from fabriclab.collectives.registry import parse_spec
-from fabriclab.collectives.schedule import ALLREDUCE, RECV_REDUCE, SEND, Schedule
+from fabriclab.collectives.schedule import ALLREDUCE, Schedule
 from fabriclab.sim.levels import Level, levels_of, simulate_levels
 from fabriclab.sim.limits import check_inputs, check_simulation
+from fabriclab.sim.prepared import (PreparedSchedule, Transfers, match_transfers, prepared_collective,
+                                    run_prepared)
 
-
-@dataclass(frozen=True)
-class Transfers:
-    """The matched messages of a schedule, one row per message."""
-
-    src: np.ndarray
-    dst: np.ndarray
-    src_step: np.ndarray
-    dst_step: np.ndarray
-    elements: np.ndarray
-    reduce: np.ndarray
-
-
-def match_transfers(schedule: Schedule) -> Transfers:
-    """Pair the k-th send from a to b with the k-th receive at b from a (FIFO per ordered pair)."""
-    from fabriclab.collectives.matching import match_messages
-
-    ops = ((r, op.peer, op.kind == SEND, (k, op)) for r in range(schedule.num_ranks)
-           for k, step in enumerate(schedule.steps[r]) for op in step)
-    rows = [(a, b, ks, kd, schedule.chunks[send.chunk][1], recv.kind == RECV_REDUCE)
-            for (a, b), out, into in match_messages(ops) for (ks, send), (kd, recv) in zip(out, into)]
-    cols = list(zip(*rows)) if rows else [[]] * 6
-    as_int = [np.asarray(c, dtype=np.int64) for c in cols[:5]]
-    return Transfers(*as_int, np.asarray(cols[5], dtype=bool))
+__all__ = ["CollectiveRun", "SimResult", "Transfers", "match_transfers", "simulate", "simulate_schedule"]
 
 
 @dataclass(frozen=True)
@@ -74,33 +53,14 @@ def simulate_schedule(schedule: Schedule, topology, placement: np.ndarray | None
             placement.max(initial=0) >= topology.num_endpoints:
         raise ValueError(f"placement must give each of {schedule.num_ranks} ranks an endpoint "
                          f"in 0..{topology.num_endpoints - 1}")
-    from fabriclab.sim.engine import TaskGraph, run
+    return _run(PreparedSchedule(schedule), topology, placement, itemsize, gamma_s_per_byte)
 
-    tx = match_transfers(schedule)
-    graph = TaskGraph()
-    step_task = []
-    for r in range(schedule.num_ranks):
-        step_task.append([graph.add_compute(0.0) for _ in schedule.steps[r]])
-    reduce_bytes = np.zeros(len(graph))
-    tx_task = np.empty(tx.src.size, dtype=np.int64)
-    for i in range(tx.src.size):
-        a, b, ka, kb = int(tx.src[i]), int(tx.dst[i]), int(tx.src_step[i]), int(tx.dst_step[i])
-        nbytes = int(tx.elements[i]) * itemsize
-        t = graph.add_transfer(int(placement[a]), int(placement[b]), nbytes)
-        tx_task[i] = t
-        if ka > 0:
-            graph.depend(t, step_task[a][ka - 1])
-        if kb > 0:
-            graph.depend(t, step_task[b][kb - 1])
-        graph.depend(step_task[a][ka], t)
-        graph.depend(step_task[b][kb], t)
-        if tx.reduce[i]:
-            reduce_bytes[step_task[b][kb]] += nbytes
-    for r in range(schedule.num_ranks):
-        for task in step_task[r]:
-            graph.duration_s[task] = reduce_bytes[task] * gamma_s_per_byte
-    timeline = run(graph, topology)
-    finish = np.array([timeline.finish_s[s[-1]] if s else 0.0 for s in step_task])
+
+def _run(prep: PreparedSchedule, topology, placement: np.ndarray, itemsize: int,
+         gamma_s_per_byte: float) -> CollectiveRun:
+    graph = prep.graph(itemsize)
+    timeline, finish = run_prepared(graph, topology, placement, gamma_s_per_byte)
+    tx, tx_task = prep.transfers, graph.tx_task
     return CollectiveRun(time_s=float(finish.max(initial=0.0)), rank_finish_s=finish, transfers=tx,
                          transfer_start_s=timeline.start_s[tx_task],
                          transfer_finish_s=timeline.finish_s[tx_task],
@@ -185,14 +145,10 @@ def simulate(collective: str, algo: str, topology, num_ranks: int, size_bytes: i
         # engine can afford the schedule.
         if run_.exact or engine == "levels" or counted.transfers > GENERAL_ENGINE_MAX_TRANSFERS:
             return SimResult(run_.time_s, run_.rank_finish_s, run_.link_bytes, "levels", run_.exact)
-    from fabriclab.collectives.registry import build_schedule
-
-    schedule = build_schedule(collective, algo, num_ranks, count)
-    if engine == "levels" or (engine == "auto" and schedule.num_messages > GENERAL_ENGINE_MAX_TRANSFERS):
-        tx = match_transfers(schedule)
-        run_ = simulate_levels(levels_of(tx, itemsize), num_ranks, topology, placement,
+    prep = prepared_collective(collective, algo, num_ranks, count)
+    if engine == "levels" or (engine == "auto" and prep.num_messages > GENERAL_ENGINE_MAX_TRANSFERS):
+        run_ = simulate_levels(levels_of(prep.transfers, itemsize), num_ranks, topology, placement,
                                gamma_s_per_byte=gamma_s_per_byte)
         return SimResult(run_.time_s, run_.rank_finish_s, run_.link_bytes, "levels", run_.exact)
-    detail = simulate_schedule(schedule, topology, placement, itemsize=itemsize,
-                               gamma_s_per_byte=gamma_s_per_byte)
+    detail = _run(prep, topology, placement, itemsize, gamma_s_per_byte)
     return SimResult(detail.time_s, detail.rank_finish_s, detail.link_bytes, "general", True, detail)
