@@ -46,9 +46,10 @@ def _group() -> None:
 
 def register(main_app: typer.Typer) -> None:
     """Add the `calibrate` group to the main app."""
-    from fabriclab.cli import calibrate_step
+    from fabriclab.cli import calibrate_kernels, calibrate_step
 
     calibrate_step.register(app)
+    calibrate_kernels.register(app)
     main_app.add_typer(app, name="calibrate")
 
 

@@ -38,7 +38,7 @@ def print_answer(out: Output, answer) -> None:
     """The step's headline, memory, split and communicators."""
     s = answer.summary()
     _note(out, f"{answer.spec.name} on {s['num_gpus']:,} x {s['gpu']} ({answer.cluster.name}): {s['parallel']}")
-    _note(out, f"compute: {answer.efficiency.value:.1%} of {answer.par.precision} peak, {answer.efficiency.source}")
+    _note(out, f"compute: {answer.compute_line()}")
     m = answer.memory
     _note(out, f"memory per GPU: {m.total_bytes / 1e9:.1f} GB (weights {m.weights_bytes / 1e9:.1f}, gradients "
                f"{m.gradients_bytes / 1e9:.1f}, optimizer {m.optimizer_bytes / 1e9:.1f}, activations "

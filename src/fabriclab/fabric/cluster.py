@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fabriclab.fabric.gpus import GPU_PRESET_NAMES, GpuSpec, gpu_for_name, gpu_preset
+from fabriclab.fabric.kernels import KernelModel, kernel_model_from_dict
 from fabriclab.fabric.links import Link, link_preset
 
 SCHEMA = "fabriclab.cluster/1"
@@ -157,9 +158,18 @@ class ComputeSpec:
     """Precision -> achieved share of the peak for a model's math, in (0, 1]: found by `fabriclab
     calibrate step` from a measured step, never guessed; empty until one is measured."""
     efficiency_source: str = ""
-    """The measurement that gave `efficiency` (model, parallelism, GPUs, step time)."""
+    """The measurement that gave `efficiency` or `scale` (model, parallelism, GPUs, step time)."""
+    kernels: KernelModel | None = None
+    """The GPU's kernel speeds by shape (`fabriclab calibrate kernels`); None: its generation's defaults
+    (`fabric/kernels.py`)."""
+    scale: dict[str, float] = field(default_factory=dict)
+    """Precision -> the share of the kernels' own speed a framework's step keeps (`fabriclab calibrate
+    step`); absent: 1 (the kernels as measured alone)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.scale, dict) or any(
+                not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v <= 2 for v in self.scale.values()):
+            raise ValueError(f"compute.scale is {self.scale!r}: give a mapping of precision to a number in (0, 2]")
         if not isinstance(self.efficiency, dict):
             raise ValueError(f"compute.efficiency is {self.efficiency!r}: give a mapping of precision to a "
                              f"share of the peak, e.g. {{'bf16': 0.45}}")
@@ -329,6 +339,8 @@ def _compute(value: object, where: str) -> ComputeSpec | None:
         return None
     section = dict(_mapping(value, f"{where}: compute"))
     gpu = _build(GpuSpec, section.pop("gpu", None), f"{where}: compute.gpu")
+    if section.get("kernels") is not None:
+        section["kernels"] = kernel_model_from_dict(section["kernels"], f"cluster file {where}: compute.kernels")
     return _build(ComputeSpec, {**section, "gpu": gpu}, f"{where}: compute")
 
 

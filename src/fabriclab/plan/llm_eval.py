@@ -29,8 +29,8 @@ import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
 from fabriclab.whatif.llm.comm import CommModel
-from fabriclab.whatif.llm.compute import chunk_flops, roofline
-from fabriclab.whatif.llm.run import LlmAnswer, build_model, efficiency_of
+from fabriclab.whatif.llm.compute import chunk_flops
+from fabriclab.whatif.llm.run import LlmAnswer, build_model, compute_rates, efficiency_of
 from fabriclab.whatif.llm.schedule import B, F
 from fabriclab.whatif.llm.step import StepModel, StepOptions
 from fabriclab.workload.memory import MemoryBreakdown, memory_per_gpu
@@ -98,12 +98,12 @@ class Evaluator:
     def model(self, par: ParallelConfig) -> StepModel:
         """The StepModel of `par` (what `simulate_llm` builds) with the shared CommModel of its shape."""
         par = fast(par, self._memo)
-        return build_model(self.spec, par, self.cluster, self.efficiency(par.precision).value, self.options,
+        return build_model(self.spec, par, self.cluster, self.efficiency(par.precision), self.options,
                            comm=self.comm(par))  # the same shapes: share its cache of collective times
 
     def compute_bound_s(self, par: ParallelConfig) -> float:
         """A cheaper, looser bound than `lower_bound_s` (~20 x faster): compute only, no StepModel."""
-        rate = roofline(self.gpu.peak_flops, par.precision, self.efficiency(par.precision).value)
+        rate = compute_rates(self.spec, par, self.cluster, self.efficiency(par.precision))
         chunks = chunk_flops(self.spec, par)
         fwd = [[rate.forward_s(chunks[v * par.pp + s]) for v in range(par.vp)] for s in range(par.pp)]
         bwd = [[rate.backward_s(chunks[v * par.pp + s], par.recompute) for v in range(par.vp)] for s in range(par.pp)]

@@ -68,7 +68,8 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
     start = time.perf_counter()
     graphs, source = every_rank_graphs(answer)
     export_s = time.perf_counter() - start
-    peak = answer.peak_flops * answer.efficiency.value if roofline else None
+    # ASTRA-sim's roofline has one rate: the linear layers' (peak x efficiency, or the kernel model's fastest)
+    peak = answer.result.model.rate.linear_flops_per_s if roofline else None
     run = run_graphs_in_astra(graphs, cluster, binary, timeout_s=timeout_s, folder=folder, peak_flops=peak)
     rows, case_wall = [], 0.0
     replays = _replays(answer)

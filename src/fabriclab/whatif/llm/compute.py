@@ -130,6 +130,38 @@ class Roofline:
                  "full": self.forward_s(c) - c.logits / self.linear_flops_per_s}[recompute]
         return 2 * self.forward_s(c) + again
 
+    def work_s(self, work) -> tuple[float, float]:
+        """(linear, attention-core) seconds of one compute op of the step program."""
+        return work.linear_flops / self.linear_flops_per_s, work.attention_flops / self.attention_flops_per_s
+
+
+@dataclass(frozen=True)
+class ShapeRates(Roofline):
+    """Compute timed kernel by kernel (`fabric/kernels.py`): every op of the step program at the rate its
+    shapes reach, times `scale`, the share of the kernels' own speed a framework's step keeps (1: as
+    measured alone; `fabriclab calibrate step` fits it). The inherited rates are this job's average (for
+    estimates that see FLOPs only, such as a plan's bounds)."""
+
+    kernels: object = None
+    """A `fabric.kernels.KernelModel`."""
+    gpu: object = None
+    precision: str = "bf16"
+    scale: float = 1.0
+
+    def work_s(self, work) -> tuple[float, float]:
+        if not work.kernels:
+            return super().work_s(work)
+        from fabriclab.fabric.kernels import Attention
+
+        linear = core = 0.0
+        for k in work.kernels:
+            t = self.kernels.time_s(k, self.gpu, self.precision)
+            if isinstance(k, Attention):
+                core += t
+            else:
+                linear += t
+        return linear / self.scale, core / self.scale
+
 
 def roofline(peak_flops: dict[str, float], precision: str, efficiency: float) -> Roofline:
     """Rates from the GPU's peaks: linear layers at the precision's peak, the attention core at bf16's."""
@@ -139,3 +171,23 @@ def roofline(peak_flops: dict[str, float], precision: str, efficiency: float) ->
         raise ValueError(f"compute efficiency {efficiency}: a share of peak in (0, 1]")
     return Roofline(linear_flops_per_s=peak_flops[precision] * efficiency,
                     attention_flops_per_s=peak_flops["bf16"] * efficiency)
+
+
+def shape_rates(spec: TransformerSpec, par: ParallelConfig, gpu, kernels, scale: float) -> ShapeRates:
+    """The kernel-by-kernel rates of a job. Its inherited FLOP rates are the fastest any of its GEMMs (and
+    its attention) reaches, so a time from FLOPs alone (`Roofline.forward_s`) never exceeds the kernels'."""
+    from fabriclab.fabric.kernels import Attention, Gemm
+    from fabriclab.whatif.llm.shapes import layer_kernels
+
+    if not 0 < scale <= 2:
+        raise ValueError(f"compute scale {scale}: the share of the kernels' own speed a step keeps, in (0, 2]")
+    if par.precision not in gpu.peak_flops:
+        raise ValueError(f"this GPU has no {par.precision} tensor cores in its data sheet: use --precision bf16")
+    every = [k for ops in layer_kernels(spec, par).values() for k in ops]
+    gemm = [k.flops / kernels.time_s(k, gpu, par.precision) for k in every if isinstance(k, Gemm) and k.flops > 0]
+    core = [k.flops / kernels.time_s(k, gpu, par.precision) for k in every if isinstance(k, Attention) and k.flops > 0]
+    # the kernels' FLOPs are the real ones (causal: half the scores); the program counts attention without
+    # the mask's saving, so its rate per counted FLOP is twice the kernel's
+    return ShapeRates(linear_flops_per_s=scale * max(gemm, default=gpu.peak(par.precision)),
+                      attention_flops_per_s=scale * 2 * max(core, default=gpu.peak("bf16")),
+                      kernels=kernels, gpu=gpu, precision=par.precision, scale=scale)

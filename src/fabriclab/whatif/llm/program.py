@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 from fabriclab.whatif.llm.compute import layer_flops, layers_of_chunks
 from fabriclab.whatif.llm.schedule import B, F, order
+from fabriclab.whatif.llm.shapes import attention_core, backward_kernels, layer_kernels
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
@@ -88,6 +89,8 @@ class Work:
     memory_bytes: float
     """Bytes read and written in device memory: weights once, activations in and out (a lower bound, for a
     roofline)."""
+    kernels: tuple = ()
+    """The kernels it runs, by shape (`whatif/llm/shapes.py`), for the kernel model to time."""
 
     @property
     def flops(self) -> float:
@@ -187,6 +190,7 @@ class _Layers:
         self.kv = 2 * self.tokens * spec.num_kv_heads * spec.head_dim * ACT_BYTES / tp
         self.dispatch = self.tokens * max(1, spec.experts_per_token) * h * ACT_BYTES / tp
         self.shard = options.shard_group if options.shard_group and options.shard_group < par.dp * par.cp else 0
+        self.kernels = layer_kernels(spec, par)
         self._ops: dict[tuple, tuple] = {}
         self._units: dict[tuple, tuple] = {}
         self._params: dict = {}
@@ -237,17 +241,19 @@ class _Layers:
     def forward_ops(self, layer: int) -> list:
         """The ops of one layer's forward: attention block, then MLP or experts."""
         if layer == EMBEDDING:
-            return [Work("embedding", 0.0, 0.0, self.act)]
+            return [Work("embedding", 0.0, 0.0, self.act, self.kernels["embedding"])]
         if layer == OUTPUT:
-            return [Work("output", self.logits, 0.0, self.params(layer)[0] * PARAM_BYTES + self.act)]
+            return [Work("output", self.logits, 0.0, self.params(layer)[0] * PARAM_BYTES + self.act,
+                         self.kernels["output"])]
         dense, experts = self.params(layer)
         moe = self.spec.is_moe_layer(layer)
         attn_params = self.spec.attention_params() / self.par.tp
         before, after = self._tp("attention")
         ops: list = [*before, Work("attention", self.attn_linear, self.attn_core, attn_params * PARAM_BYTES
-                                   + 2 * self.act), *self._cp(1), *after]
+                                   + 2 * self.act, self.kernels["attention"]), *self._cp(1), *after]
         mlp = Work("experts" if moe else "mlp", self.moe_mlp if moe else self.dense_mlp, 0.0,
-                   (dense - attn_params + experts) * PARAM_BYTES + 2 * self.act)
+                   (dense - attn_params + experts) * PARAM_BYTES + 2 * self.act,
+                   self.kernels["experts" if moe else "mlp"])
         before, after = self._tp("mlp")
         if not moe:
             return ops + [*before, mlp, *after]
@@ -261,11 +267,12 @@ class _Layers:
         if layer >= 0 and recompute == "full":
             ops += [_renamed(op, "recompute.") for op in self.forward_ops(layer)]
         elif layer >= 0 and recompute == "selective":
-            ops.append(Work("recompute.attention_core", 0.0, self.attn_core, 2 * self.act))
+            ops.append(Work("recompute.attention_core", 0.0, self.attn_core, 2 * self.act,
+                            attention_core(self.kernels["attention"])))
         for op in reversed(self.forward_ops(layer)):
             if isinstance(op, Work):
                 ops.append(Work(op.name + ".backward", 2 * op.linear_flops, 2 * op.attention_flops,
-                                2 * op.memory_bytes))
+                                2 * op.memory_bytes, backward_kernels(op.kernels)))
             elif op.communicator == "cp":
                 ops.append(Call(op.name, "cp", "sendrecv", 2 * op.size_bytes, op.overlap))
             else:
@@ -298,7 +305,7 @@ class _Layers:
 
 def _renamed(op, prefix: str):
     if isinstance(op, Work):
-        return Work(prefix + op.name, op.linear_flops, op.attention_flops, op.memory_bytes)
+        return Work(prefix + op.name, op.linear_flops, op.attention_flops, op.memory_bytes, op.kernels)
     return Call(prefix + op.name, op.communicator, op.collective, op.size_bytes, op.overlap)
 
 

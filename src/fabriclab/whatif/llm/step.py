@@ -134,7 +134,7 @@ class StepModel:
 
     def work_s(self, work: Work) -> tuple[float, float]:
         """(linear, attention-core) seconds of a compute op."""
-        return work.linear_flops / self.rate.linear_flops_per_s, work.attention_flops / self.rate.attention_flops_per_s
+        return self.rate.work_s(work)
 
     def layer_cost(self, lp: LayerPass) -> tuple[float, dict[str, float], float, float]:
         """(compute s, exposed s by split key, gather s, reduce s) of one layer pass (module doc)."""

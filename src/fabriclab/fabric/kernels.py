@@ -1,0 +1,210 @@
+"""How fast one GPU runs the kernels of a training step, by their shape: GEMMs by M, N, K, flash attention by
+batch, heads and sequence, memory-bound passes by bytes. One efficiency for every matrix misses that wide
+GEMMs run closer to peak than narrow ones (on one H200 bf16 GEMMs run from under 400 to 754 TFLOP/s by
+shape), so a step calibrated on one model size was 19-42 % off on others. The mechanisms:
+
+* **GEMM**: t = latency + max(2 M N K / (peak x share x waves x K / (K + k0)), bytes / (bandwidth x copy)).
+  - `waves`: output tiles are spread over the SMs in waves; a last, partial wave leaves SMs idle. The
+    libraries' Hopper kernels tile the output 128 x 256 (either way round), so waves = tiles /
+    (ceil(tiles / SMs) x SMs), for the better orientation.
+  - `K / (K + k0)`: each tile's main loop over K has a fixed prologue and epilogue, worth k0 of K.
+  - `share`: what the main loop reaches of the data sheet's peak (clocks under the power limit).
+  - `latency`: the per-kernel floor of back-to-back launches.
+* **Flash attention** (causal: half the scores are computed): the same share-of-peak form with its own
+  shares, forward and backward (the backward does 2.5 x the forward's FLOPs), over tiles of 128 queries
+  per (batch, head).
+* **Memory-bound** passes (norms, residual adds, activations, softmax of the loss, the optimizer): bytes /
+  (bandwidth x copy share), plus the latency per kernel.
+
+The shares are measured: `fit_kernel_table` fits them to a kernel table (`fabriclab calibrate kernels`;
+the H200 table shipped in `fabric/data/kernels-h200.csv` gives the Hopper defaults). They carry to another
+GPU of the same generation by its data-sheet peak, bandwidth and SM count (H200 -> H100: the GEMMs of a
+table measured on an H100 land 2 % from the H200 fit's prediction, median); to another generation they are
+an assumption, and the range says so.
+
+Try it: `python -c "from fabriclab.fabric.kernels import default_kernels, Gemm; from fabriclab.fabric.gpus
+import gpu_preset; g = gpu_preset('h100'); k = default_kernels(g); print(k.source);
+print(k.time_s(Gemm(8192, 8192, 8192), g, 'bf16'))"`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from fabriclab.fabric.gpus import GpuSpec
+
+# Output tiles of the libraries' Hopper GEMM kernels: 128 x 256 either way round (CUTLASS's default), or
+# 128 x 128 where it fills the SMs better, at a lower share (less reuse of each operand it loads).
+TILES = ((128, 256), (256, 128))
+SMALL_TILE = (128, 128)
+ATTENTION_TILE = 128  # queries per flash-attention thread block (FlashAttention-2/3 on Hopper)
+ATTENTION_BACKWARD_FLOPS = 2.5  # backward FLOPs per forward FLOP of flash attention (dQ, dK, dV, recomputed P)
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """A matrix multiplication C[m, n] = A[m, k] B[k, n], `count` times (e.g. one per local expert)."""
+
+    m: float
+    n: float
+    k: float
+    count: float = 1
+    bf16: bool = False
+    """Runs in bf16 whatever the step's precision (Transformer Engine keeps the output layer in bf16)."""
+
+    @property
+    def flops(self) -> float:
+        return 2 * self.m * self.n * self.k * self.count
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Flash attention of `batch` x `heads` heads: `seq_q` queries against `seq_k` keys, head dim `head_dim`."""
+
+    batch: float
+    heads: float
+    seq_q: float
+    seq_k: float
+    head_dim: float
+    causal: bool = True
+    backward: bool = False
+
+    @property
+    def flops(self) -> float:
+        """FLOPs the kernel really computes (causal: half the scores)."""
+        f = 4 * self.batch * self.heads * self.seq_q * self.seq_k * self.head_dim * (0.5 if self.causal else 1)
+        return f * (ATTENTION_BACKWARD_FLOPS if self.backward else 1)
+
+
+@dataclass(frozen=True)
+class MemoryPass:
+    """Memory-bound kernels: `bytes` read and written in device memory over `kernels` launches."""
+
+    bytes: float
+    kernels: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelModel:
+    """The shares of a GPU's data-sheet rates that its kernels reach, by shape (module doc)."""
+
+    gemm_share: dict[str, float]
+    """Precision -> share of the peak a GEMM's main loop reaches."""
+    gemm_k0: dict[str, float]
+    """Precision -> the fixed cost of a tile's K loop, in elements of K."""
+    latency_s: float
+    """Per kernel: the floor of back-to-back launches."""
+    attention_share: float
+    """Flash attention forward: share of the bf16 peak."""
+    attention_backward_share: float
+    small_tile_share: float = 1.0
+    """The 128 x 128 tile's speed relative to the large tiles'."""
+    copy_share: float
+    """Memory-bound kernels: share of the data sheet's HBM bandwidth (a large copy's read + write)."""
+    source: str
+    error: float
+    """Relative spread (rms of log time) of the measured large kernels around the model: the model's range."""
+
+    def __post_init__(self) -> None:
+        for name in ("latency_s", "attention_share", "attention_backward_share", "copy_share", "small_tile_share",
+                     "error"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                    or value < 0 or (name.endswith("share") and not 0 < value <= 1):
+                raise ValueError(f"kernel model: {name} is {value!r}; give a number >= 0 (a share in (0, 1])")
+        for key, value in self.gemm_share.items():
+            if not 0 < value <= 1:
+                raise ValueError(f"kernel model: gemm_share.{key} is {value!r}; give a share in (0, 1]")
+
+    def gemm_s(self, g: Gemm, gpu: GpuSpec, precision: str) -> float:
+        prec = "bf16" if g.bf16 or precision not in self.gemm_share else precision
+        peak = gpu.peak(prec)
+        if g.m <= 0 or g.n <= 0 or g.k <= 0:
+            return 0.0
+        waves = wave_share(g.m, g.n, gpu.num_sms, self.small_tile_share)
+        rate = peak * self.gemm_share[prec] * waves * g.k / (g.k + self.gemm_k0[prec])
+        width = 1 if prec == "fp8" else 2
+        moved = (g.m * g.k + g.k * g.n) * width + g.m * g.n * 2
+        one = self.latency_s + max(2 * g.m * g.n * g.k / rate, moved / (gpu.memory_bandwidth_Bps * self.copy_share))
+        return one * g.count
+
+    def attention_s(self, a: Attention, gpu: GpuSpec) -> float:
+        if a.seq_q <= 0 or a.batch * a.heads <= 0:
+            return 0.0
+        blocks = a.batch * a.heads * math.ceil(a.seq_q / ATTENTION_TILE)
+        sms = gpu.num_sms or blocks
+        waves = blocks / (math.ceil(blocks / sms) * sms)
+        share = self.attention_backward_share if a.backward else self.attention_share
+        return self.latency_s + a.flops / (gpu.peak("bf16") * share * waves)
+
+    def memory_s(self, p: MemoryPass, gpu: GpuSpec) -> float:
+        return p.kernels * self.latency_s + p.bytes / (gpu.memory_bandwidth_Bps * self.copy_share)
+
+    def time_s(self, kernel: Gemm | Attention | MemoryPass, gpu: GpuSpec, precision: str) -> float:
+        """Seconds of one kernel (or `count` like ones) on `gpu` in a step of `precision`."""
+        if isinstance(kernel, Gemm):
+            return self.gemm_s(kernel, gpu, precision)
+        if isinstance(kernel, Attention):
+            return self.attention_s(kernel, gpu)
+        return self.memory_s(kernel, gpu)
+
+    def to_dict(self) -> dict:
+        return {"gemm_share": dict(self.gemm_share), "gemm_k0": dict(self.gemm_k0), "latency_s": self.latency_s,
+                "attention_share": self.attention_share, "attention_backward_share": self.attention_backward_share,
+                "small_tile_share": self.small_tile_share, "copy_share": self.copy_share, "source": self.source, "error": self.error}
+
+
+def wave_share(m: float, n: float, num_sms: int, small_tile_share: float = 1.0) -> float:
+    """The share of the SMs' time a GEMM's output tiles keep busy, over the waves they run in, for the best
+    tile (module doc)."""
+    if num_sms <= 0:  # unknown SM count: no wave quantization
+        return 1.0
+    best = 0.0
+    for (tm, tn), share in ((TILES[0], 1.0), (TILES[1], 1.0), (SMALL_TILE, small_tile_share)):
+        tiles = math.ceil(m / tm) * math.ceil(n / tn)
+        best = max(best, share * tiles / (math.ceil(tiles / num_sms) * num_sms))
+    return best
+
+
+def kernel_model_from_dict(value: dict, where: str = "compute.kernels") -> KernelModel:
+    """A kernel model from its JSON form (a cluster file's `compute.kernels`); a ValueError names the field."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} is {value!r}: give the mapping `fabriclab calibrate kernels` writes")
+    names = {"gemm_share", "gemm_k0", "latency_s", "attention_share", "attention_backward_share", "copy_share",
+             "small_tile_share", "source", "error"}
+    missing, extra = names - set(value), set(value) - names
+    if missing or extra:
+        raise ValueError(f"{where}: missing {sorted(missing)}, unknown {sorted(extra)}; write it with "
+                         f"`fabriclab calibrate kernels`")
+    for key in ("gemm_share", "gemm_k0"):
+        if not isinstance(value[key], dict) or not value[key]:
+            raise ValueError(f"{where}.{key} is {value[key]!r}: give a mapping of precision to a number")
+    return KernelModel(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in value.items()})
+
+
+# The generation whose table the defaults come from, by SM count of the data sheet's part: Hopper is the
+# only generation with a shipped table; the others borrow its shares, an assumption the range widens.
+_CARRIED_ERROR = 0.15
+
+
+@lru_cache(maxsize=1)
+def hopper_kernels() -> KernelModel:
+    """The Hopper defaults: the fit of the shipped H200 kernel table (`fabric/data/kernels-h200.csv`)."""
+    from fabriclab.fabric.kernel_fit import fit_kernel_table, read_kernel_table, shipped_table
+    from fabriclab.fabric.gpus import gpu_preset
+
+    model, _ = fit_kernel_table(read_kernel_table(shipped_table()), gpu_preset("h200"))
+    return replace(model, source="fit of one H200's kernel table (fabric/data/kernels-h200.csv, 2026-11-27)")
+
+
+def default_kernels(gpu: GpuSpec) -> KernelModel:
+    """The kernel model of `gpu` when none was calibrated: Hopper's fit, carried by the data sheet's rates
+    (same generation: its error; another generation: widened to 15 %, an assumption said in `source`)."""
+    base = hopper_kernels()
+    if gpu.generation == "hopper":
+        return base
+    return replace(base, error=max(base.error, _CARRIED_ERROR),
+                   source=f"{base.source}, carried to {gpu.name} ({gpu.generation or 'unknown generation'}) by "
+                          f"its data sheet: not measured on it (range widened to {_CARRIED_ERROR:.0%})")
