@@ -8,7 +8,8 @@ line and the numeric rows; their rank list (which host ran which rank) is the ma
 `gpus_per_server`, written in front of the table here (`with_ranks`) as nccl-tests prints it.
 
 A cluster is judged in one of two ways (`split` in the manifest):
-* `gpus`: fit its runs of the GPU counts in `fit`, predict those in `predict` (the larger ones);
+* `gpus`: fit its runs of the GPU counts (or files) in `fit`, predict those in `predict` (the larger ones,
+  or another collective at the same scale);
 * `sizes`: one run only; its rows in `hold_out` (bytes, smallest and largest) are predicted, the others
   fitted (the run's small and large sizes teach the latencies and the NIC, the middle is predicted).
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fabriclab.fabric.cluster import ClusterModel, save_cluster
-from fabriclab.fabric.links import link_preset
+from fabriclab.fabric.links import parse_link
 from fabriclab.nccl.calibration import CalibrationRequest, prior_for
 from fabriclab.nccl.logs import NcclRun, parse_nccl_tests
 
@@ -79,19 +80,24 @@ class CorpusCluster:
         parsed = self.run_objects()
         hw = self.hardware
         if self.split == "gpus":
-            fit = [run for r in self.runs if r.gpus in self.manifest["fit"] for run in parsed[r.file]]
-            held = [run for r in self.runs if r.gpus in self.manifest["predict"] for run in parsed[r.file]]
+            fit = [run for r in self.runs if _named(r, self.manifest["fit"]) for run in parsed[r.file]]
+            held = [run for r in self.runs if _named(r, self.manifest["predict"]) for run in parsed[r.file]]
             hold_range = None
         else:
             fit, held = [], [run for runs in parsed.values() for run in runs]
             lo, hi = self.manifest["hold_out"]
             hold_range = (int(lo), int(hi))
         return CalibrationRequest(runs=tuple(fit), held=tuple(held), hold_out_range=hold_range,
-                                  nic=link_preset(hw["nic"]), nics_per_server=hw["nics_per_server"],
+                                  nic=parse_link(hw["nic"]), nics_per_server=hw["nics_per_server"],
                                   gpus_per_server=hw["gpus_per_server"], intra=hw.get("intra", "nvswitch"),
                                   fabric=hw.get("fabric", "rail"), check_nic=False, name=self.name,
                                   nccl_version=hw.get("nccl_version") or hw.get("model_nccl_version"),
                                   log_names=tuple(r.file for r in self.runs))
+
+
+def _named(run: CorpusRun, names: list) -> bool:
+    """Whether `fit` / `predict` names the run: by its GPU count, or by its file name."""
+    return run.gpus in names or run.file in names
 
 
 def with_ranks(text: str, run: CorpusRun, device: str) -> str:
@@ -146,11 +152,11 @@ def load_cluster_folder(folder: Path | str) -> CorpusCluster:
                            collective=r.get("collective", "allreduce"), note=r.get("note", ""))
                  for r in manifest["runs"])
     if manifest["split"] == "gpus":
-        counts = {r.gpus for r in runs}
+        names = {r.gpus for r in runs} | {r.file for r in runs}
         for key in ("fit", "predict"):
-            if not set(manifest.get(key, [])) or not set(manifest[key]) <= counts:
-                raise ValueError(f"{path}: {key} {manifest.get(key)} must name GPU counts of its runs "
-                                 f"({sorted(counts)})")
+            if not set(manifest.get(key, [])) or not set(manifest[key]) <= names:
+                raise ValueError(f"{path}: {key} {manifest.get(key)} must name GPU counts or files of its runs "
+                                 f"({', '.join(sorted(map(str, names)))})")
     elif len(manifest.get("hold_out", [])) != 2:
         raise ValueError(f"{path}: split sizes needs hold_out: [smallest, largest] bytes")
     return CorpusCluster(name=folder.name, folder=folder, manifest=manifest, runs=runs)

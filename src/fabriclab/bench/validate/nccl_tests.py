@@ -59,7 +59,10 @@ def split_words(cluster: CorpusCluster) -> str:
     """`16 -> 32,64 GPUs` (fit -> predict) or `64KB-16MB of 16` (one run, its sizes held out)."""
     m = cluster.manifest
     if cluster.split == "gpus":
-        return f"{','.join(map(str, m['fit']))} -> {','.join(map(str, m['predict']))} GPUs"
+        if all(isinstance(x, int) for x in m["fit"] + m["predict"]):
+            return f"{','.join(map(str, m['fit']))} -> {','.join(map(str, m['predict']))} GPUs"
+        word = {r.file: f"{r.collective} {r.gpus}" for r in cluster.runs}
+        return f"{', '.join(word.get(x, str(x)) for x in m['fit'])} -> {', '.join(word.get(x, str(x)) for x in m['predict'])}"
     lo, hi = m["hold_out"]
     return f"{lo >> 10}KB-{hi >> 20}MB of {cluster.runs[0].gpus}"
 
