@@ -61,7 +61,7 @@ class Graph:
     graph: TaskGraph
     """Its transfers' `src` and `dst` are ranks; `run_prepared` maps them onto endpoints."""
     reduce_bytes: np.ndarray
-    """Bytes each task reduces (its compute time is that times the reduction cost)."""
+    """Bytes each step task reduces (its compute time is that times the reduction cost)."""
     tx_task: np.ndarray
     """The task of each transfer (row of `transfers`)."""
     last_task: np.ndarray
@@ -133,7 +133,8 @@ def run_prepared(prep: Graph, topology, placement: np.ndarray,
     on_src = np.where(is_tx, placement[np.where(is_tx, src, 0)], -1)
     on_dst = np.where(is_tx, placement[np.where(is_tx, dst, 0)], -1)
     # The same products the graph's builder wrote task by task (reduced bytes x the reduction cost).
-    durations = [float(b * gamma_s_per_byte) for b in prep.reduce_bytes]
+    # (the steps are the graph's first tasks, the transfers follow with no duration)
+    durations = [float(b * gamma_s_per_byte) for b in prep.reduce_bytes] + graph.duration_s[prep.reduce_bytes.size:]
     timeline = run(replace(graph, src=on_src, dst=on_dst, duration_s=durations), topology)
     finish = np.where(prep.last_task >= 0, timeline.finish_s[prep.last_task], 0.0)
     return timeline, finish
