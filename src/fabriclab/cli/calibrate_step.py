@@ -5,22 +5,51 @@ simulator (`whatif/llm`) finds the share of the GPU's peak at which its simulate
 (bisection), and writes the cluster with that efficiency for the run's precision into `--out`, with the
 measurement it came from. `whatif llm` and `plan` then use it and say so.
 
+Its options and defaults are `whatif llm`'s (the same job is described the same way), with two
+differences: `--gbs` is required, because the work of the measured step is its global batch and a guess
+would silently scale the efficiency (the default of `whatif llm`, 8 or 2 x PP micro-batches per
+pipeline, gives 9.7 % of peak for a 10 s step of GPT-3 175B on 128 GPUs); and a job that does not fit
+its GPUs' memory is refused, the check `whatif llm` makes. A calibrated step whose math runs outside
+15-80 % of the GPU's peak (its MFU: model FLOPs per second over peak) is warned about: NVIDIA's GPT-3
+175B runs reach 53.5 % on 128 H100s (shared/reference/llm-published.md), and a value outside the band
+usually means a wrong --gbs, --gpus, parallel layout or --precision.
+
 Try it: `fabriclab calibrate step --model gpt3-175b --cluster dgx-h100 --gpus 128 --tp 4 --pp 8 --vp 6
 --gbs 256 --tp-overlap --step-time 8.309s --out h100-gpt3.json`.
 """
 
 from __future__ import annotations
 
+import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, check_output_path, user_errors
-from fabriclab.cli.llm_options import (CpOption, EpOption, GbsOption, GpusOption, LlmJob, MbsOption,
-                                       ModelOption, OrderOption, PpOption, PrecisionOption, RecomputeOption,
-                                       SeqOption, SpOption, TpOption, TpOverlapOption, VpOption, ZeroOption)
+from fabriclab.cli.llm_options import (CpOption, EpOption, EpOverlapOption, FsdpUnitOption, GpusOption,
+                                       GradDtypeOption, LlmJob, MbsOption, MemoryReserveOption, ModelOption,
+                                       OrderOption, PpOption, PrecisionOption, RecomputeOption, SeqOption,
+                                       ShardGroupOption, SpOption, TpOption, TpOverlapOption, VpOption, ZeroOption,
+                                       memory_options, step_options)
 from fabriclab.cli.options import ClusterOption, load_cluster_option
+
+# The band outside which a calibrated efficiency is warned about (module docstring)
+PLAUSIBLE = (0.15, 0.80)
+GbsRequired = Annotated[str, typer.Option(
+    "--gbs", metavar="N", help="Global batch size in sequences of the measured step (required: the step's work).")]
+
+
+def plausibility_warning(value: float, precision: str) -> str | None:
+    """One line when a calibrated step's share of peak (its MFU) lies outside PLAUSIBLE, else None."""
+    low, high = PLAUSIBLE
+    if low <= value <= high:
+        return None
+    side = "below" if value < low else "above"
+    return (f"warning: the measured step runs at {value:.1%} of {precision} peak (MFU), {side} the "
+            f"{low:.0%}-{high:.0%} real training reaches: check --gbs, --gpus, the parallel options and "
+            f"--precision against the run")
 
 
 def register(app: typer.Typer) -> None:
@@ -30,19 +59,23 @@ def register(app: typer.Typer) -> None:
                                                         help="The measured step time, e.g. 8.85 or 8.85s.")],
                  out: Annotated[Path, typer.Option("--out", metavar="PATH", dir_okay=False,
                                                    help="Cluster file to write (JSON).")],
-                 model: ModelOption = "gpt3-175b", cluster: ClusterOption = None, gpus: GpusOption = "128",
-                 tp: TpOption = "1", pp: PpOption = "1", vp: VpOption = "1", cp: CpOption = "1",
-                 ep: EpOption = "1", mbs: MbsOption = "1", gbs: GbsOption = None, seq: SeqOption = None,
+                 gbs: GbsRequired,
+                 model: ModelOption = "llama3-8b", cluster: ClusterOption = None, gpus: GpusOption = "64",
+                 tp: TpOption = "2", pp: PpOption = "1", vp: VpOption = "1", cp: CpOption = "1",
+                 ep: EpOption = "1", mbs: MbsOption = "1", seq: SeqOption = None,
                  sequence_parallel: SpOption = True, zero: ZeroOption = "1", recompute: RecomputeOption = "none",
                  precision: PrecisionOption = "bf16", order: OrderOption = "tp-cp-dp-pp",
-                 tp_overlap: TpOverlapOption = False, fmt: FormatOption = None, json_path: JsonOption = None,
+                 tp_overlap: TpOverlapOption = False, fsdp_unit: FsdpUnitOption = "1",
+                 shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False,
+                 grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None, fmt: FormatOption = None, json_path: JsonOption = None,
                  store: StoreOption = None) -> None:
-        """Store the compute efficiency that makes the simulated step last the measured time."""
+        """Store the compute efficiency that makes the simulated step last the measured time.
+
+        The job's options and defaults are `whatif llm`'s; --gbs is required."""
         from fabriclab.cli.whatif_llm import print_answer
         from fabriclab.fabric.cluster import save_cluster
         from fabriclab.units import parse_time
         from fabriclab.whatif.llm.run import calibrate_efficiency, with_efficiency
-        from fabriclab.whatif.llm.step import StepOptions
 
         check_output_path(out, "--out")
         output = Output(fmt, json_path, store)
@@ -50,14 +83,24 @@ def register(app: typer.Typer) -> None:
                                   recompute, precision, order)
         seconds = parse_time(step_time)
         the_cluster = load_cluster_option(cluster or "dgx-h100")
-        job.check_memory(the_cluster)
-        value, answer = calibrate_efficiency(job.spec, job.par, the_cluster, seconds,
-                                             options=StepOptions(tp_overlap=tp_overlap))
+        options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap)
+        mem_options = memory_options(grad_dtype, memory_reserve)
+        fit = job.check_memory(the_cluster, options.shard_group, mem_options)
+        value, answer = calibrate_efficiency(job.spec, job.par, the_cluster, seconds, options=options)
+        answer.memory = replace(answer.memory, fit=fit)
         source = (f"measured: {job.spec.name}, {job.par.describe()}, {job.par.num_gpus} GPUs, step "
                   f"{seconds:g} s (calibrate step)")
         save_cluster(with_efficiency(the_cluster, job.par.precision, value, source), out)
         print_answer(output, answer)
         output.note(f"compute efficiency {value:.4f} of {job.par.precision} peak; cluster written to {out}")
+        warning = plausibility_warning(answer.mfu, job.par.precision)
+        for line in (fit.warning, warning):
+            if line:
+                output.note(textwrap.fill(line, width=80, subsequent_indent="  ", break_on_hyphens=False))
         output.record("calibrate.step", {**job.config(), "cluster": cluster or "dgx-h100", "step_time_s": seconds,
-                                         "tp_overlap": tp_overlap, "out": str(out)},
-                      {"efficiency": value, "precision": job.par.precision, **answer.summary()})
+                                         "tp_overlap": tp_overlap, "fsdp_unit": options.fsdp_unit,
+                                         "shard_group": options.shard_group, "ep_overlap": ep_overlap,
+                                         "grad_dtype": grad_dtype, "memory_reserve_bytes": mem_options.reserve_bytes,
+                                         "out": str(out)},
+                      {"efficiency": value, "precision": job.par.precision, "efficiency_warning": warning,
+                       "memory_warning": fit.warning, **answer.summary()})

@@ -59,6 +59,33 @@ EpOverlapOption = Annotated[bool, typer.Option("--ep-overlap/--no-ep-overlap",
                                                     "(DualPipe-style); default exposed.")]
 
 
+GradDtypeOption = Annotated[str, typer.Option(
+    "--grad-dtype", metavar="fp32|bf16", help="The gradient buffer: fp32 (Megatron-LM's default with bf16) or bf16 "
+                                              "(--grad-reduce-in-bf16; NeMo's distributed fused Adam).")]
+MemoryReserveOption = Annotated[Optional[str], typer.Option(
+    "--memory-reserve", metavar="SIZE", help="GPU memory the model does not count (default 4e9 bytes): CUDA "
+                                             "context, NCCL buffers (1.6-6 GB: NVIDIA/nccl#864), allocator "
+                                             "fragmentation.")]
+
+
+def memory_options(grad_dtype: str = "fp32", reserve: str | None = None):
+    """`MemoryOptions` from `--grad-dtype` and `--memory-reserve`, checked at the edge."""
+    from fabriclab.units import parse_size
+    from fabriclab.workload.memory import MemoryOptions
+
+    sizes = {"fp32": 4, "bf16": 2}
+    word = grad_dtype.strip().lower()
+    if word not in sizes:
+        raise ValueError(f"--grad-dtype {grad_dtype!r}: give fp32 or bf16")
+    if reserve is None:
+        return MemoryOptions(grad_bytes=sizes[word])  # its default reserve, workload/memory.py says why
+    try:
+        reserve_bytes = parse_size(reserve)
+    except ValueError as err:
+        raise ValueError(f"--memory-reserve {reserve!r}: give a size such as 4GB or 0 ({err})") from None
+    return MemoryOptions(grad_bytes=sizes[word], reserve_bytes=reserve_bytes)
+
+
 def step_options(tp_overlap: bool, fsdp_unit: str = "1", shard_group: str = "0", ep_overlap: bool = False):
     """The framework's switches (`StepOptions`) from the options above, checked at the edge."""
     from fabriclab.whatif.llm.step import StepOptions
@@ -98,14 +125,16 @@ class LlmJob:
         check_job(spec, par)  # the one check of (model, split) every command shares (workload/job.py)
         return LlmJob(spec=spec, par=par)
 
-    def check_memory(self, cluster, shard_group: int = 0) -> None:
+    def check_memory(self, cluster, shard_group: int = 0, options=None):
         """A ValueError with the memory numbers and what to change when the job does not fit the cluster's GPUs,
         the check `whatif llm` makes (`calibrate step` too: an efficiency calibrated on a job that cannot run
-        there is no measurement)."""
+        there is no measurement); else the `MemoryFit`, whose `warning` says when it may not fit."""
         from fabriclab.fabric.cluster import cluster_gpu
-        from fabriclab.workload.memory import check_fits, memory_per_gpu
+        from fabriclab.workload.memory import MemoryOptions, check_fits, memory_per_gpu
 
-        check_fits(memory_per_gpu(self.spec, self.par, shard_group=shard_group), cluster_gpu(cluster).memory_bytes)
+        options = options or MemoryOptions()
+        return check_fits(memory_per_gpu(self.spec, self.par, shard_group=shard_group, options=options),
+                          cluster_gpu(cluster).memory_bytes, reserve_bytes=options.reserve_bytes)
 
     def config(self) -> dict:
         par = self.par

@@ -23,7 +23,8 @@ from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption,
 from fabriclab.cli.llm_options import (CpOption, EpOption, EpOverlapOption, FsdpUnitOption, GbsOption, GpusOption,
                                        LlmJob, MbsOption, ModelOption, OrderOption, PpOption, PrecisionOption,
                                        RecomputeOption, SeqOption, ShardGroupOption, SpOption, TpOption,
-                                       TpOverlapOption, VpOption, ZeroOption, step_options)
+                                       TpOverlapOption, VpOption, ZeroOption, GradDtypeOption,
+                                       MemoryReserveOption, memory_options, step_options)
 from fabriclab.cli.options import ClusterOption, load_cluster_option
 
 LABELS = {"compute": "compute", "tp": "TP exposed", "cp": "CP exposed", "ep": "EP exposed",
@@ -39,10 +40,9 @@ def print_answer(out: Output, answer) -> None:
     s = answer.summary()
     _note(out, f"{answer.spec.name} on {s['num_gpus']:,} x {s['gpu']} ({answer.cluster.name}): {s['parallel']}")
     _note(out, f"compute: {answer.compute_line()}")
-    m = answer.memory
-    _note(out, f"memory per GPU: {m.total_bytes / 1e9:.1f} GB (weights {m.weights_bytes / 1e9:.1f}, gradients "
-               f"{m.gradients_bytes / 1e9:.1f}, optimizer {m.optimizer_bytes / 1e9:.1f}, activations "
-               f"{m.activations_bytes / 1e9:.1f})")
+    _note(out, memory_line(answer.memory))
+    if answer.memory.fit is not None and answer.memory.fit.warning:
+        _note(out, answer.memory.fit.warning)
     _note(out, f"step time {s['step_time_s']:.4g} s, {s['tokens_per_s']:,.0f} tokens/s, MFU {s['mfu']:.1%}")
     r = answer.result
     where = f"slowest pipeline stage {r.slowest_stage} of {answer.par.pp}" if answer.par.pp > 1 else "every GPU"
@@ -64,6 +64,16 @@ def print_answer(out: Output, answer) -> None:
     out.table(comm)
     _note(out, "group: servers x GPUs per server of each group; dpcp / edp: the gradient groups of the "
                "dense and the expert parameters; shard / replica: HSDP's groups")
+
+
+def memory_line(m) -> str:
+    """The memory per GPU, its parts and range, and the reserve against the GPU when checked."""
+    fit = m.fit
+    of = (f"; with the {fit.reserve_bytes / 1e9:.1f} GB reserve {fit.needed_bytes / 1e9:.1f} of "
+          f"{fit.capacity_bytes / 1e9:.1f} GB" if fit is not None else "")
+    return (f"memory per GPU: {m.total_bytes / 1e9:.1f} +- {m.spread_bytes / 1e9:.1f} GB (weights "
+            f"{m.weights_bytes / 1e9:.1f}, gradients {m.gradients_bytes / 1e9:.1f}, optimizer "
+            f"{m.optimizer_bytes / 1e9:.1f}, activations {m.activations_bytes / 1e9:.1f}){of}")
 
 
 def print_stages(out: Output, answer) -> list[dict]:
@@ -114,6 +124,7 @@ def register(app: typer.Typer) -> None:
                 precision: PrecisionOption = "bf16", order: OrderOption = "tp-cp-dp-pp",
                 tp_overlap: TpOverlapOption = False, fsdp_unit: FsdpUnitOption = "1",
                 shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False,
+                grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None,
                 per_stage: bool = typer.Option(False, "--per-stage", help="Also every pipeline stage's split."),
                 efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Share of peak the math "
                                                          "reaches, e.g. 0.45 (default: the cluster file's from "
@@ -140,7 +151,8 @@ def register(app: typer.Typer) -> None:
                                   recompute, precision, order)
         the_cluster = load_cluster_option(cluster or "dgx-h100")
         options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap)
-        kwargs = {"options": options, "efficiency": _share(efficiency)}
+        kwargs = {"options": options, "efficiency": _share(efficiency),
+                  "memory_options": memory_options(grad_dtype, memory_reserve)}
         stages = _trace_stages(trace_stage, job.par.pp)
         answer = simulate_llm(job.spec, job.par, the_cluster, **kwargs)
         graphs = _export(answer) if chakra is not None else None  # refused before anything is printed
@@ -152,10 +164,12 @@ def register(app: typer.Typer) -> None:
         events = _write_files(out, answer, trace, (chakra, graphs), stages)
         out.record("whatif.llm", {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap,
                                   "fsdp_unit": options.fsdp_unit, "shard_group": options.shard_group,
-                                  "ep_overlap": ep_overlap},
+                                  "ep_overlap": ep_overlap, "grad_dtype": grad_dtype,
+                                  "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes},
                    {**answer.summary(), "split_s": answer.result.split_s, "communicators": answer.result.comm,
                     "slowest_stage": answer.result.slowest_stage, "stages": per,
-                    "memory": answer.memory.rows(), "bandwidth_sweep": sweep, "busiest_links": links,
+                    "memory": answer.memory.rows(), "memory_warning": answer.memory.fit.warning,
+                    "bandwidth_sweep": sweep, "busiest_links": links,
                     "trace": events},
                    top={"step_time_s": answer.step_time_s, "tokens_per_s": answer.tokens_per_s, "mfu": answer.mfu})
 

@@ -1,0 +1,74 @@
+"""`fabriclab calibrate step`: the job described as `whatif llm` describes it, --gbs required, memory checked,
+an implausible share of peak warned about."""
+
+import json
+
+import click
+import pytest
+import typer
+
+from fabriclab.cli.calibrate_step import PLAUSIBLE, plausibility_warning
+from fabriclab.cli.main import app
+from tests.cli.test_cli_whatif_llm import fabriclab
+
+GPT3 = ["--model", "gpt3-175b", "--cluster", "dgx-h100", "--gpus", "128", "--tp", "4", "--pp", "8", "--vp", "6",
+        "--tp-overlap"]
+
+
+def _params(*path):
+    command = typer.main.get_command(app)
+    ctx = click.Context(command)
+    for name in path:
+        command = command.get_command(ctx, name)
+    return {p.name: p for p in command.params}
+
+
+def test_its_options_and_defaults_are_whatif_llms():
+    calibrate, whatif = _params("calibrate", "step"), _params("whatif", "llm")
+    only_whatif = {"per_stage", "efficiency", "bandwidth", "trace", "trace_stage", "chakra"}
+    only_whatif |= {"fabric", "bisection", "nic_rate"}  # the fabric options: a calibration is of a given cluster
+    assert set(whatif) - set(calibrate) <= only_whatif
+    for name in set(whatif) & set(calibrate) - {"gbs"}:
+        assert calibrate[name].default == whatif[name].default, name
+    assert calibrate["gbs"].required and not whatif["gbs"].required
+
+
+def test_gbs_is_required(tmp_path):
+    done = fabriclab("calibrate", "step", "--step-time", "3s", "--out", str(tmp_path / "c.json"))
+    assert done.returncode == 2 and "Missing option '--gbs'" in done.stderr
+
+
+@pytest.mark.parametrize("mfu,warned", [(0.10, "below"), (0.5349, None), (0.85, "above")])
+def test_plausibility_warning(mfu, warned):
+    line = plausibility_warning(mfu, "bf16")
+    if warned is None:
+        assert line is None
+    else:
+        assert warned in line and f"{PLAUSIBLE[0]:.0%}-{PLAUSIBLE[1]:.0%}" in line and "--gbs" in line
+
+
+def test_a_published_step_calibrates_quietly_and_a_wrong_batch_is_warned_about(tmp_path):
+    # NVIDIA's GPT-3 175B on 128 H100s: 8.309 s for gbs 256 (shared/reference/llm-published.md), MFU 53.5 %
+    done = fabriclab("calibrate", "step", *GPT3, "--gbs", "256", "--step-time", "8.309s", "--out",
+                     str(tmp_path / "c.json"), "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stdout
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert results["efficiency_warning"] is None and results["memory_warning"] is None
+    # the same time for a quarter of the batch: 13 % of peak, below the band
+    done = fabriclab("calibrate", "step", *GPT3, "--gbs", "64", "--step-time", "8.309s", "--out",
+                     str(tmp_path / "c.json"))
+    assert done.returncode == 0, done.stderr
+    assert "warning: the measured step runs at" in done.stdout and "below the 15%-80%" in done.stdout
+    assert max(len(line) for line in done.stdout.splitlines() if str(tmp_path) not in line) <= 80
+
+
+def test_memory_is_checked_with_the_reserve(tmp_path):
+    done = fabriclab("calibrate", "step", *GPT3, "--gbs", "256", "--step-time", "8.309s", "--memory-reserve",
+                     "10GB", "--out", str(tmp_path / "c.json"))
+    assert done.returncode == 0, done.stderr
+    assert "warning: memory is marginal" in done.stdout
+    done = fabriclab("calibrate", "step", *GPT3, "--gbs", "256", "--step-time", "8.309s", "--memory-reserve",
+                     "20GB", "--out", str(tmp_path / "refused.json"))
+    assert done.returncode == 2 and "does not fit: needs" in done.stderr and "reserve 21.5 GB" in done.stderr
+    assert not (tmp_path / "refused.json").exists()
