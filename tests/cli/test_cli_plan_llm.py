@@ -27,7 +27,8 @@ def test_tables_fit_80_columns_and_say_where_compute_and_prices_come_from():
     assert len(table_lines) == 4 and all(len(line) <= 80 for line in table_lines)
     assert "dgx-h100 rail 400G" in out and "dgx-h100 rail 800G" in out
     assert "llama3-8b at 64 GPUs: the lowest cost per token/s is" in out
-    assert "compute on dgx-h100: not measured" in out
+    flat = " ".join(out.split())
+    assert "compute on dgx-h100: kernels by shape" in flat and "not measured" in flat
     assert "H100-SXM5-80GB servers at $37,500 per GPU" in out and "XDR network" in out and "estimate" in out
     assert "skipped by a lower bound" in out
 
@@ -42,7 +43,7 @@ def test_json_record_holds_the_rows_and_every_simulated_configuration(tmp_path):
     assert [r["option"] for r in rows] == ["dgx-h100 rail 400G", "dgx-h100 rail 800G"]
     for r in rows:
         assert r["tokens_per_s"] > 0 and r["cluster_usd"] > 0 and isinstance(r["pareto"], bool)
-        assert r["efficiency_source"].startswith("not measured") and r["memory_per_gpu_bytes"] < 80e9
+        assert "not measured" in r["efficiency_source"] and r["memory_per_gpu_bytes"] < 80e9
     assert len(configs) == record["results"]["stats"]["num_simulated"] >= 2
     assert record["tokens_per_s"] == max(r["tokens_per_s"] for r in rows)
     with open(tmp_path / "out" / "plan.csv") as f:

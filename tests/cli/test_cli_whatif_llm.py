@@ -31,7 +31,7 @@ def test_calibrate_step_stores_the_efficiency_that_whatif_then_uses(tmp_path):
     done = fabriclab("calibrate", "step", "--model", "llama3-8b", *ARGS, "--step-time", "3.0s", "--out", str(out))
     assert done.returncode == 0, done.stderr
     cluster = json.loads(out.read_text())
-    assert 0 < cluster["compute"]["efficiency"]["bf16"] <= 1
+    assert 0 < cluster["compute"]["scale"]["bf16"] <= 2 and "bf16" not in cluster["compute"]["efficiency"]
     again = fabriclab("whatif", "llm", "--cluster", str(out), *ARGS, "--json", str(tmp_path / "r.json"))
     assert again.returncode == 0, again.stderr
     assert abs(json.loads((tmp_path / "r.json").read_text())["step_time_s"] - 3.0) < 3.0 * 1e-3

@@ -338,7 +338,8 @@ def _best_row(answer, option: PlanOption, fitted, found: dict) -> dict:
             "fabric": c.network.fabric, "nic_Gbps": c.server.nic_bandwidth_Bps * 8 / 1e9,
             "bisection": c.network.bisection, "split_s": answer.result.split_s,
             "efficiency": answer.efficiency.value, "efficiency_source": answer.efficiency.source,
-            "efficiency_measured": answer.efficiency.measured, "num_enumerated": fitted.num_enumerated,
+            "efficiency_measured": answer.efficiency.measured, "compute_model": answer.efficiency.model,
+            "num_enumerated": fitted.num_enumerated,
             "num_fit": len(fitted.configs), "num_simulated": len(found["answers"]),
             "num_bounded": found["bounded"], "search_cut": found["cut"]}
 

@@ -41,6 +41,8 @@ def describe(row: dict) -> str:
 def _assumed(rows: list[dict]) -> str:
     if all(r["efficiency_measured"] for r in rows):
         return ""
+    if all(r.get("compute_model") == "kernels" for r in rows):
+        return " [compute: kernels by shape as measured alone; the step's own overheads not calibrated]"
     return (f" [compute assumed at {rows[0]['efficiency']:.0%} of peak, not measured: tokens/s scale with it]"
             if len({r["efficiency"] for r in rows}) == 1 else " [compute partly assumed, not measured]")
 

@@ -89,8 +89,19 @@ def test_memory_that_does_not_fit_is_refused_with_the_numbers():
 def test_calibration_finds_the_efficiency_a_step_was_simulated_with():
     p = par(num_gpus=16, tp=2, pp=2, gbs=32)
     target = simulate_llm(LLAMA8, p, H100, efficiency=0.37).step_time_s
-    value, answer = calibrate_efficiency(LLAMA8, p, H100, target)
+    value, answer = calibrate_efficiency(LLAMA8, p, H100, target, flat=True)
     assert value == pytest.approx(0.37, rel=1e-3)
+    assert answer.step_time_s == pytest.approx(target, rel=1e-3)
+    with pytest.raises(ValueError, match="faster than this model allows"):
+        calibrate_efficiency(LLAMA8, p, H100, target / 10, flat=True)
+
+
+def test_calibration_finds_the_scale_on_the_kernel_model_a_step_was_simulated_with():
+    p = par(num_gpus=16, tp=2, pp=2, gbs=32)
+    target = simulate_llm(LLAMA8, p, H100, scale=0.8).step_time_s
+    value, answer = calibrate_efficiency(LLAMA8, p, H100, target)
+    assert value == pytest.approx(0.8, rel=1e-3)
+    assert answer.efficiency.model == "kernels"
     assert answer.step_time_s == pytest.approx(target, rel=1e-3)
     with pytest.raises(ValueError, match="faster than this model allows"):
         calibrate_efficiency(LLAMA8, p, H100, target / 10)
