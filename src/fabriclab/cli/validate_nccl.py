@@ -19,6 +19,7 @@ import typer
 from rich.table import Table
 
 from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, split_list, user_errors
+from fabriclab.units import format_size
 
 KIND = "validate.nccl-tests"
 MODEL_CHOICES = {"baseline": ("baseline",), "mechanisms": ("mechanisms",), "both": ("baseline", "mechanisms")}
@@ -50,6 +51,8 @@ def nccl_tests(
     = "mechanisms",
     min_servers: Annotated[int, typer.Option(metavar="N", help=(
         "Count only predicted rows on N or more servers (4: where trees and NICs at scale decide)."))] = 1,
+    show_rows: Annotated[bool, typer.Option("--rows", help=(
+        "Also print every predicted row: NCCL's choice, measured and predicted busbw, the range."))] = False,
     fmt: FormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
@@ -70,9 +73,14 @@ def nccl_tests(
     out.table(clusters_table(entries, results[MODEL_CHOICES[models][-1]]))
     summaries = {m: band_summary(r, min_servers=min_servers) for m, r in results.items()}
     for band in ("64-512 KB", "1-16 MB", ">= 64 MB"):
-        rows = [row for m in summaries for row in summaries[m] if row["band"] == band]
-        if rows:
-            out.table(band_table(band, rows, min_servers))
+        band_rows = [row for m in summaries for row in summaries[m] if row["band"] == band]
+        if band_rows:
+            out.table(band_table(band, band_rows, min_servers))
+    if show_rows:
+        for m in results:
+            for res in results[m]:
+                if res.rows:
+                    out.table(rows_table(res))
     for res in results[MODEL_CHOICES[models][-1]]:
         if res.error:
             out.note(f"{res.name}: not judged: {res.error}")
@@ -110,4 +118,16 @@ def band_table(band: str, rows: list[dict], min_servers: int) -> Table:
         in_range = f"{r['inside']}/{r['ranged']}" if r["ranged"] else "-"
         table.add_row(name, r["model"], gpus, str(r["rows"]), f"{r['mean_abs_error_pct']:.1f}",
                       f"{r['max_abs_error_pct']:.1f}", "yes" if r["within_goal"] else "no", in_range)
+    return table
+
+
+def rows_table(res) -> Table:
+    """Every predicted row of one cluster."""
+    table = Table(title=f"{res.name} ({res.model}): predicted rows, busbw GB/s")
+    for col in ("GPUs", "size", "NCCL runs", "measured", "model", "error %", "range"):
+        table.add_column(col, justify="left" if col == "NCCL runs" else "right")
+    for r in res.rows:
+        span = "-" if r.busbw_low_GBps is None else f"{r.busbw_low_GBps:.3g}-{r.busbw_high_GBps:.3g}"
+        table.add_row(str(r.num_gpus), format_size(r.size_bytes), r.choice, f"{r.measured_busbw_GBps:.2f}",
+                      f"{r.predicted_busbw_GBps:.2f}", f"{r.error_pct:+.1f}", span)
     return table

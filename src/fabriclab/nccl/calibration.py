@@ -58,6 +58,9 @@ class CalibrationRequest:
     """The fitted logs' file names (for the description)."""
     record: dict = field(default_factory=dict)
     """Extra facts for the fit record (e.g. the log paths as given)."""
+    estimates_fit: bool = False
+    """Fit also the rows NCCL runs with an algorithm costed by its own estimate (NVLS, CollNet, PAT); False
+    leaves them out of the fit (`nccl.fit.calibrate`), True is the model before the nccl-tests corpus."""
     datasheet: bool = True
     """Take the GPU's HBM rate and PCIe generation from its data sheet (`datasheet_for`); False: the A100
     defaults of `prior_cluster` for every GPU (the model before the nccl-tests corpus)."""
@@ -163,7 +166,7 @@ def calibrate_cluster(request: CalibrationRequest) -> Calibration:
         held_ids = {id(r) for r in held}
         keep = lambda run, size: id(run) not in held_ids or not lo <= size <= hi  # noqa: E731
         fit_runs = runs + held
-    result = calibrate(fit_runs, prior, keep=keep)
+    result = calibrate(fit_runs, prior, keep=keep, estimates_fit=request.estimates_fit)
     residuals = list(result.residuals)
     if request.hold_out_range is None:
         residuals += check(result.cluster, held)

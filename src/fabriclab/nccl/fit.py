@@ -29,7 +29,7 @@ from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.nccl.logs import NcclRun
 from fabriclab.nccl.layout import layout
 from fabriclab.nccl.library import resolved
-from fabriclab.nccl.predict import candidate_times, collective_times
+from fabriclab.nccl.predict import COSTED, candidate_times, collective_times
 from fabriclab.nccl.choice import nccl_choices
 
 # Weight of the pull towards the prior per parameter, in squared log units: a parameter moved by a factor
@@ -210,13 +210,22 @@ def _predicted(cluster: ClusterModel, run: NcclRun, sizes: np.ndarray, chosen) -
 
 
 def calibrate(runs: list[NcclRun], prior: ClusterModel, *, keep=None,
-              prior_weight: float = PRIOR_WEIGHT) -> FitResult:
-    """Fit `prior`'s parameters to `runs` (rows where `keep(run, size)` is true; default all)."""
+              prior_weight: float = PRIOR_WEIGHT, estimates_fit: bool = False) -> FitResult:
+    """Fit `prior`'s parameters to `runs` (rows where `keep(run, size)` is true; default all). Rows whose
+    algorithm NCCL's own estimate costs (not `predict.COSTED`) are left out unless `estimates_fit`."""
     obs = _observations(runs, prior, keep)
     if not any(used.any() for *_, used in obs):
         raise ValueError("no rows to fit: give logs of 2 or more GPUs (a 1-GPU run moves no data between GPUs)")
     params = parameters(prior)
     choices = [_chosen(prior, run, sizes) for run, sizes, *_ in obs]
+    if not estimates_fit:
+        # Rows NCCL runs with an algorithm it costs by its own estimate (NVLS, NVLS-tree, CollNet, PAT:
+        # `predict.COSTED`) say nothing about this cluster's links, memory or latencies: fitted, their
+        # misfit would move the memory pass or the launch cost of every other row (an H100's 2-server
+        # NVLS-tree rows took the memory pass from 1.7 TB/s to 0.5 TB/s, and 32 GPUs' rings with it).
+        obs = [(run, sizes, t_out, t_in, used & np.array([c[0] in COSTED for c in chosen]))
+               for (run, sizes, t_out, t_in, used), chosen in zip(obs, choices)]
+        # (when that leaves no row, as in H100 logs from 1 MiB up, nothing is fitted: the prior predicts)
 
     def log_predicted(values: np.ndarray) -> np.ndarray:
         model = apply(prior, params, values)
@@ -249,7 +258,10 @@ def calibrate(runs: list[NcclRun], prior: ClusterModel, *, keep=None,
         return np.concatenate([data_residual(v), math.sqrt(prior_weight) * (np.log(v[active]) - log_prior)])
 
     frac = np.clip((log_prior - lo) / span, 1e-6, 1 - 1e-6)
-    x, cost = _levenberg_marquardt(residual, np.log(frac / (1 - frac)))
+    if active.any():
+        x, cost = _levenberg_marquardt(residual, np.log(frac / (1 - frac)))
+    else:  # no row to fit (see above): every parameter keeps its prior
+        x, cost = np.zeros(0), 0.0
     fitted = carry_network_hop(params, values(x), active)
     info, lever, reach = sensitivities(log_predicted, fitted, params)
     cluster = apply(prior, params, fitted)

@@ -20,10 +20,12 @@ from fabriclab.bench.validate.nccl_corpus import CorpusCluster
 from fabriclab.nccl.calibration import calibrate_cluster, inside
 from fabriclab.nccl.fit import BANDS
 
-MECHANISMS = ("datasheet",)
+MECHANISMS = ("datasheet", "estimates")
 """What the corpus added to the calibration (`baseline` leaves them out):
 datasheet: the prior takes the GPU's HBM rate and PCIe generation from its data sheet
-(`nccl.calibration.datasheet_for`)."""
+(`nccl.calibration.datasheet_for`);
+estimates: rows NCCL runs with an algorithm it costs by its own estimate (NVLS-tree on H100 servers) stay
+out of the fit (`nccl.fit.calibrate`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,14 +73,15 @@ def validate_cluster(cluster: CorpusCluster, model: str = "mechanisms") -> Clust
     """Calibrate on the cluster's fitted runs and predict the others."""
     request = cluster.request()
     if model == "baseline":
-        request = replace(request, datasheet=False)
+        request = replace(request, datasheet=False, estimates_fit=True)
     base = ClusterResult(name=cluster.name, model=model, split=split_words(cluster),
                          gpus_per_server=cluster.hardware["gpus_per_server"])
     try:
         calibration = calibrate_cluster(request)
     except ValueError as exc:
         return replace(base, error=str(exc))
-    rows = tuple(r for r in calibration.residuals if r.held_out)
+    predicted = {run.source for run in request.held}
+    rows = tuple(r for r in calibration.residuals if r.held_out and r.source in predicted)
     return replace(base, rows=rows, version_note=calibration.version_note)
 
 
