@@ -68,6 +68,19 @@ MemoryReserveOption = Annotated[Optional[str], typer.Option(
                                              "fragmentation.")]
 
 
+def parse_share(text: str | None, option: str = "--efficiency") -> float | None:
+    """A share of peak such as 0.45 or 45% (None stays None)."""
+    if text is None:
+        return None
+    try:
+        value = float(text.strip().rstrip("%")) / (100 if text.strip().endswith("%") else 1)
+    except ValueError:
+        raise ValueError(f"{option} {text!r}: give a share of peak such as 0.45 or 45%") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"{option} {text!r}: give a share of peak in (0, 1], such as 0.45")
+    return value
+
+
 def memory_options(grad_dtype: str = "fp32", reserve: str | None = None):
     """`MemoryOptions` from `--grad-dtype` and `--memory-reserve`, checked at the edge."""
     from fabriclab.units import parse_size

@@ -29,8 +29,10 @@ from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption,
 from fabriclab.cli.options import PRESET_NAMES, load_cluster_option, parse_bisection
 from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
 from fabriclab.cli.nic_options import NicOption, NicsPerServerOption, RadixOption, RailsOption, swap_nic
-from fabriclab.cli.plan_llm import (ClustersOption, ExhaustiveOption, GbsOption, MaxConfigsOption, NicRatesOption,
-                                    PrecisionOption, SeqOption, check_cnn_options, run_llm)
+from fabriclab.cli.plan_llm import (ClustersOption, EfficiencyOption, EpBoundOption, ExhaustiveOption, GbsOption,
+                                    MaxConfigsOption, MemoryReserveOption, NicRatesOption, PlanGradDtypeOption,
+                                    PpBoundOption, PrecisionOption, SeqOption, TpBoundOption, ZeroBoundOption,
+                                    check_cnn_options, run_llm)
 from fabriclab.units import parse_int_list, parse_time
 
 DEFAULT_FABRICS = "25gbe,100g-opa,100gbe,200g-hdr,400g-ndr"
@@ -138,7 +140,9 @@ def plan(
     iteration_time: Optional[str] = typer.Option(None, help="Single-GPU iteration time for a .bk.log profile."),
     clusters: ClustersOption = None, nic_rates: NicRatesOption = None, gbs: GbsOption = None,
     seq: SeqOption = None, precision: PrecisionOption = None, max_configs: MaxConfigsOption = None,
-    exhaustive: ExhaustiveOption = False,
+    exhaustive: ExhaustiveOption = False, tp: TpBoundOption = None, pp: PpBoundOption = None,
+    ep: EpBoundOption = None, zero: ZeroBoundOption = None, efficiency: EfficiencyOption = None,
+    grad_dtype: PlanGradDtypeOption = None, memory_reserve: MemoryReserveOption = None,
     scheduler: SchedulerOption = None, processes: ProcessesOption = None, resume: ResumeOption = False,
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
                                        help="Write the plot (scaling factor vs cost) and the rows here (LLM: the "

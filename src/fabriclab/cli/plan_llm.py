@@ -3,10 +3,15 @@
 `plan` (cli/plan.py) hands over when `--model` names an LLM (`plan.llm.names_llm`): the candidate clusters
 (`--clusters`, presets or files), the variations (`--nic-rates`, `--fabrics rail,fat-tree`, `--bisection`),
 the job (`--gbs`, `--seq`, `--precision`) and the search's limits (`--max-configs`, `--exhaustive`) become an
-`LlmPlanRequest`; `plan.llm.run_llm_plan` answers it. Printed: the best configuration of every option and
-GPU count with its throughput and cost (`P`: the Pareto frontier), its configuration, memory and step, the
-memory notes of what fits nowhere, one recommendation per GPU count, where compute comes from, the prices'
-sources and what the search did; `--json` carries every simulated configuration.
+`LlmPlanRequest`; `--tp/--pp/--ep/--zero` fix (`--tp 4`) or bound (`--tp 2-8`, `--zero 1,3`) the search,
+`--efficiency` sets a share of peak for every matrix, `--grad-dtype` and `--memory-reserve` are the memory
+check's (`whatif llm`'s). `plan.llm.run_llm_plan` answers it. Printed: the best configuration of every
+option and GPU count with its throughput and cost (`P`: the Pareto frontier), its configuration, memory
+and step, what the network costs in it (the exposed TP/CP/EP/PP/DP communication and the bubble; columns
+that are zero in every row are left out, --json has them all), the runner-up configuration, which options
+tie and whether because the network is hidden, where a PCIe path caps the NICs, the memory notes of what
+fits nowhere, one recommendation per GPU count, where compute comes from, the prices' sources and what the
+search did; `--json` carries every simulated configuration.
 
 Try it: `fabriclab plan --model llama3-70b --gpus 1024,4096 --clusters dgx-h100 --nic-rates 400Gbps,800Gbps`.
 """
@@ -20,6 +25,7 @@ import typer
 from rich.table import Table
 
 from fabriclab.cli.common import Output, split_list
+from fabriclab.cli.llm_options import GradDtypeOption, MemoryReserveOption, memory_options, parse_share
 from fabriclab.cli.options import load_cluster_option, parse_bisection, parse_count
 
 ClustersOption = Annotated[Optional[str], typer.Option(
@@ -42,7 +48,23 @@ ExhaustiveOption = Annotated[bool, typer.Option(
     "--exhaustive", help="With an LLM: simulate every configuration that fits, not only those whose lower bound "
     "beats the best (the same best, slower; --json then holds them all).")]
 
-LLM_ONLY = ("clusters", "nic_rates", "gbs", "seq", "precision", "max_configs")
+def _bound_option(name: str, what: str):
+    return Annotated[Optional[str], typer.Option(
+        f"--{name}", metavar="N|A-B|A,B", help=f"With an LLM: {what} the search may take: one (--{name} 4) fixes "
+                                                f"it, a range or list bounds it (default: all it allows).")]
+
+
+TpBoundOption = _bound_option("tp", "tensor-parallel sizes")
+PpBoundOption = _bound_option("pp", "pipeline stages")
+EpBoundOption = _bound_option("ep", "expert-parallel sizes")
+ZeroBoundOption = _bound_option("zero", "ZeRO stages (0-3)")
+PlanGradDtypeOption = Annotated[Optional[str], GradDtypeOption.__metadata__[0]]
+EfficiencyOption = Annotated[Optional[str], typer.Option(
+    "--efficiency", metavar="SHARE", help="With an LLM: share of peak every matrix reaches, e.g. 0.45 (default: "
+    "each cluster's calibration, else its kernel model).")]
+
+LLM_ONLY = ("clusters", "nic_rates", "gbs", "seq", "precision", "max_configs", "tp", "pp", "ep", "zero",
+            "efficiency", "grad_dtype", "memory_reserve")
 # CNN-only options and their defaults: given otherwise with an LLM, they are an error, not silently ignored
 CNN_ONLY = {"gpus_per_server": None, "levels": None, "algo": None, "hosts_per_leaf": None, "placement": "linear",
             "fusion": "time-or-size", "target": None, "iteration_time": None, "radix": None,
@@ -97,7 +119,20 @@ def llm_request(o: dict):
         precision=(o["precision"] or "bf16").strip().lower(),
         max_configs=DEFAULT_MAX_CONFIGS if o["max_configs"] is None else parse_count(o["max_configs"], "--max-configs"),
         exhaustive=o["exhaustive"], budget_usd=_budget(o["budget"]),
-        prices_path=None if o["prices"] is None else str(o["prices"]))
+        prices_path=None if o["prices"] is None else str(o["prices"]), bounds=_bounds(o),
+        efficiency=parse_share(o["efficiency"]), memory=memory_options(o["grad_dtype"] or "fp32", o["memory_reserve"]))
+
+
+def _bounds(o: dict):
+    """`SearchBounds` of --tp, --pp, --ep, --zero: `4`, `2-8` or `2,8` (units.parse_int_list)."""
+    from fabriclab.plan.llm_space import SearchBounds
+    from fabriclab.units import parse_int_list
+
+    limits = {"tp": (1, 64), "pp": (1, 1024), "ep": (1, 1024), "zero": (0, 3)}
+    values = {name: None if o[name] is None else tuple(parse_int_list(o[name], minimum=lo, maximum=hi,
+                                                                      what=f"--{name} values"))
+              for name, (lo, hi) in limits.items()}
+    return SearchBounds(**values)
 
 
 def _budget(text: str | None) -> float | None:
@@ -126,9 +161,13 @@ def run_llm(o: dict) -> None:
               "nic_rates_Gbps": [r * 8 / 1e9 for r in request.nic_rates_Bps], "fabrics": list(request.fabrics),
               "bisections": [str(b) for b in request.bisections], "gbs": result.stats["gbs"],
               "seq": result.stats["seq"], "precision": request.precision, "max_configs": request.max_configs,
-              "exhaustive": request.exhaustive, "budget_usd": request.budget_usd, "prices": request.prices_path}
+              "exhaustive": request.exhaustive, "budget_usd": request.budget_usd, "prices": request.prices_path,
+              **{f"bound_{k}": getattr(request.bounds, k) for k in ("tp", "pp", "ep", "zero")},
+              "efficiency": request.efficiency, "grad_bytes": request.memory.grad_bytes,
+              "memory_reserve_bytes": request.memory.reserve_bytes}
     results = {"rows": result.rows, "configs": result.configs, "unfit": result.unfit,
-               "recommendations": result.recommendations, "compute": result.compute, "stats": result.stats}
+               "recommendations": result.recommendations, "ties": result.ties, "pcie": result.pcie,
+               "compute": result.compute, "stats": result.stats}
     if o["out"] is not None:
         from fabriclab.record import write_outputs
 
@@ -161,10 +200,52 @@ def configs_table(rows: list[dict]) -> Table:
     return table
 
 
+SPLIT_COLUMNS = (("compute", "compute"), ("tp", "TP"), ("cp", "CP"), ("ep", "EP"), ("pp", "PP"), ("dp", "DP"),
+                 ("bubble", "bubble"), ("optimizer", "optim"))
+
+
+def network_table(rows: list[dict]) -> Table:
+    """Where each row's step goes: compute, the exposed communication per communicator, the bubble, and the
+    network's share; a part that is zero in every row is left out (--json has them all)."""
+    from fabriclab.plan.llm_report import exposed_share
+
+    shown = [(k, h) for k, h in SPLIT_COLUMNS if k == "compute" or any(r["split_s"].get(k, 0) > 0 for r in rows)]
+    table = Table(title="what communication costs: seconds of each step exposed (comm: their share)")
+    for h in ("#", *(h for _, h in shown), "comm"):
+        table.add_column(h, justify="right")
+    for i, r in enumerate(rows, 1):
+        table.add_row(str(i), *(_seconds(r["split_s"].get(k, 0)) for k, _ in shown), f"{exposed_share(r):.1%}")
+    return table
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3g}" if value >= 1e-9 else "0"  # rounding noise of the schedule's sums reads as 0
+
+
+def runner_up_table(rows: list[dict]) -> Table:
+    """Each row's second-best configuration and how much longer its step is."""
+    table = Table(title="the runner-up configuration of each row")
+    for h in ("#", "configuration", "step (s)", "slower"):
+        table.add_column(h, justify="left" if h == "configuration" else "right")
+    for i, r in enumerate(rows, 1):
+        if r["runner_up"] is None:
+            table.add_row(str(i), "(only one fits)", "", "")
+        else:
+            table.add_row(str(i), r["runner_up"], f"{r['runner_up_step_s']:.4g}", f"{r['runner_up_slower']:+.1%}")
+    return table
+
+
 def print_llm_plan(output: Output, request, result) -> None:
-    """The two tables and the notes (module doc)."""
+    """The tables and the notes (module doc)."""
     output.table(options_table(result.rows, result.stats["model"]))
     output.table(configs_table(result.rows))
+    output.table(network_table(result.rows))
+    output.table(runner_up_table(result.rows))
+    for line in [*result.ties, *result.pcie]:
+        output.note(line)
+    for i, r in enumerate(result.rows, 1):
+        if r.get("memory_warning"):
+            output.note(f"#{i} {r['memory_warning']}")
     for line in _unfit_lines(result.unfit, result.stats["model"]):
         output.note(line)
     for text in result.recommendations:

@@ -24,7 +24,7 @@ from fabriclab.cli.llm_options import (CpOption, EpOption, EpOverlapOption, Fsdp
                                        LlmJob, MbsOption, ModelOption, OrderOption, PpOption, PrecisionOption,
                                        RecomputeOption, SeqOption, ShardGroupOption, SpOption, TpOption,
                                        TpOverlapOption, VpOption, ZeroOption, GradDtypeOption,
-                                       MemoryReserveOption, memory_options, step_options)
+                                       MemoryReserveOption, memory_options, parse_share, step_options)
 from fabriclab.cli.options import ClusterOption, load_cluster_option
 
 LABELS = {"compute": "compute", "tp": "TP exposed", "cp": "CP exposed", "ep": "EP exposed",
@@ -185,15 +185,7 @@ def _trace_stages(text: str, pp: int):
 
 
 def _share(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text.strip().rstrip("%")) / (100 if text.strip().endswith("%") else 1)
-    except ValueError:
-        raise ValueError(f"--efficiency {text!r}: give a share of peak such as 0.45 or 45%") from None
-    if not 0 < value <= 1:
-        raise ValueError(f"--efficiency {text!r}: give a share of peak in (0, 1], such as 0.45")
-    return value
+    return parse_share(text)
 
 
 def _rates(text: str) -> list[float]:

@@ -3,12 +3,15 @@
 An *option* is a candidate cluster (a preset or a cluster file) with one choice of each variation asked
 for: NIC rate per GPU (`server.nic_bandwidth_Bps`), network (`rail` or `fat-tree`) and bisection. For every
 option and GPU count the plan searches the parallel configurations the frameworks allow
-(`plan/llm_space.py`): those that do not fit in the GPU's memory are dropped without a simulation, the rest
-are simulated (`plan/llm_eval.py`, the step `fabriclab whatif llm` simulates) in the order of a lower bound
-of their step time, until the bound reaches the best step found (so the best is the best of all; with
-`exhaustive` every fitting configuration is simulated) or `max_configs` simulations were spent (then the
-row says the search was cut). Every configuration of a plan has the same global batch and sequence, so the
-shortest step is the most tokens/s.
+(`plan/llm_space.py`, within `bounds`: `--tp 4`, `--pp 2-8`): those that do not fit in the GPU's memory
+(`workload.memory.check_fits`, as `whatif llm` checks) are dropped without a simulation, the rest are
+simulated (`plan/llm_eval.py`, the step `fabriclab whatif llm` simulates) in the order of a lower bound of
+their step time, until the bound reaches the runner-up's step (so the best and the runner-up are the best
+two of all; with `exhaustive` every fitting configuration is simulated) or `max_configs` simulations were
+spent (then the row says the search was cut). Every configuration of a plan has the same global batch and
+sequence, so the shortest step is the most tokens/s. Each row carries its step's split (compute, the
+exposed TP/CP/EP/PP/DP communication, the bubble: what the network costs) and the runner-up configuration;
+options whose steps tie are said to tie, and why when the network is hidden (`llm_report.tie_lines`).
 
 Each option's best configuration is priced (`plan/llm_cost.py`: servers + network), the Pareto frontier
 of tokens/s against cost is marked over all options and GPU counts (`P`: no other row is as cheap and as
@@ -34,9 +37,10 @@ from pathlib import Path
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.plan.llm_cost import option_cost
 from fabriclab.plan.llm_eval import Evaluator
-from fabriclab.plan.llm_report import mark_pareto, recommend, short
-from fabriclab.plan.llm_space import enumerate_configs, fit_configs, memory_needs
+from fabriclab.plan.llm_report import mark_pareto, recommend, short, tie_lines
+from fabriclab.plan.llm_space import SearchBounds, enumerate_configs, fit_configs, memory_needs
 from fabriclab.plan.prices import load_prices
+from fabriclab.workload.memory import MemoryOptions
 from fabriclab.workload.transformer import list_llms, load_model
 
 DEFAULT_CLUSTERS = ("dgx-h100", "hgx-h200")  # the H100-class presets (H200: the same Hopper GPU)
@@ -76,6 +80,12 @@ class LlmPlanRequest:
     """Most the cluster (servers + network) may cost: recommend the fastest within it."""
     prices_path: str | None = None
     """A price table (JSON); None: the shipped one plus `prices.py`'s server and 800G prices."""
+    bounds: SearchBounds = SearchBounds()
+    """The TP, PP, EP and ZeRO values the search may take (`--tp 4`, `--pp 2-8`)."""
+    efficiency: float | None = None
+    """A share of peak for every matrix on every cluster (`--efficiency`); None: each cluster's compute."""
+    memory: MemoryOptions = MemoryOptions()
+    """The gradient buffer and the memory reserve of the memory check."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +111,10 @@ class LlmPlanResult:
     """One dict per (option, GPU count) where nothing fits: the smallest memory need and its configuration."""
     recommendations: list
     """One sentence per GPU count."""
+    ties: list = field(default_factory=list)
+    """One sentence per GPU count where options' steps tie (`llm_report.tie_lines`)."""
+    pcie: list = field(default_factory=list)
+    """One sentence per option whose NICs a PCIe path caps (`pcie_cap`)."""
     compute: list
     """Per cluster: where its compute efficiency comes from."""
     stats: dict = field(default_factory=dict)
@@ -164,6 +178,34 @@ def _rate_label(rate_Bps: float) -> str:
     return f"{rate_Bps * 8 / 1e9:g}G"
 
 
+def vary_cluster(base: ClusterModel, *, nic_rate_Bps: float | None = None, fabric: str | None = None,
+                 bisection: Fraction | float | None = None) -> ClusterModel:
+    """`base` with another NIC line rate per GPU, network between the servers (rail or fat-tree) or bisection:
+    an option of `plan` (`--nic-rates`, `--fabrics`, `--bisection`) and the cluster `whatif llm --nic-rate
+    --fabric --bisection` simulates; None keeps the cluster's own."""
+    if fabric is not None and fabric not in FABRICS:
+        raise ValueError(f"network {fabric!r}: with an LLM the network between the servers is "
+                         f"{' or '.join(FABRICS)} (the NIC rate per GPU is a rate, e.g. 400Gbps)")
+    if bisection is not None and not 0 < bisection <= 1:
+        raise ValueError(f"bisection {bisection}: give a ratio in (0, 1], e.g. 1/2")
+    server = base.server if nic_rate_Bps is None else replace(base.server, nic_bandwidth_Bps=nic_rate_Bps)
+    network = replace(base.network, fabric=fabric or base.network.fabric,
+                      bisection=base.network.bisection if bisection is None else float(bisection))
+    return replace(base, server=server, network=network)
+
+
+def pcie_cap(cluster: ClusterModel, name: str | None = None) -> str | None:
+    """A sentence when the GPU-to-NIC PCIe path is slower than the NIC and caps it (an 800G NIC behind
+    PCIe Gen5 x16: ~461 Gb/s), else None; `name`: the cluster's in the sentence (default its own)."""
+    s = cluster.server
+    nic = s.nic_bandwidth_Bps * s.nic_efficiency
+    if s.pcie_bandwidth_Bps >= nic:
+        return None
+    return (f"{name or cluster.name}: each {s.nic_bandwidth_Bps * 8 / 1e9:g} Gb/s NIC runs at most "
+            f"{s.pcie_bandwidth_Bps * 8 / 1e9:.0f} Gb/s: the GPU-to-NIC PCIe path "
+            f"({s.pcie_bandwidth_Bps / 1e9:.1f} GB/s a direction) caps it; a faster NIC needs a faster PCIe")
+
+
 def build_options(request: LlmPlanRequest) -> list[PlanOption]:
     """Every cluster x NIC rate x network x bisection asked for (module doc), each once."""
     bad = [f for f in request.fabrics if f not in FABRICS]
@@ -181,8 +223,7 @@ def build_options(request: LlmPlanRequest) -> list[PlanOption]:
                     if key in seen:
                         continue
                     seen.add(key)
-                    cluster = replace(base, server=replace(base.server, nic_bandwidth_Bps=rate),
-                                      network=replace(base.network, fabric=fabric, bisection=float(ratio)))
+                    cluster = vary_cluster(base, nic_rate_Bps=rate, fabric=fabric, bisection=ratio)
                     label = f"{name} {fabric} {_rate_label(rate)}" + ("" if ratio == 1 else f" {ratio}")
                     options.append(PlanOption(label=label, name=name, cluster=cluster))
     return options
@@ -225,7 +266,8 @@ class LlmPlanWork:
     def evaluator(self, k: int) -> Evaluator:
         """The Evaluator of option `k`, built once per process."""
         if k not in self.evaluators:
-            self.evaluators[k] = Evaluator(self.spec, self.options[k].cluster, memo=self.memo)
+            self.evaluators[k] = Evaluator(self.spec, self.options[k].cluster, memo=self.memo,
+                                           efficiency=self.request.efficiency)
         return self.evaluators[k]
 
 
@@ -242,9 +284,10 @@ def llm_point(work: LlmPlanWork, point: tuple[int, int]) -> dict:
     if progress:
         progress(f"{option.label}, {gpus:,} GPUs: memory and lower bounds of the configurations")
     if (gpus, g) not in work.enumerated:
-        space = enumerate_configs(work.spec, gpus, g, gbs=work.gbs, seq=work.seq, precision=request.precision)
-        work.enumerated[(gpus, g)] = (space, memory_needs(work.spec, space))
-    fitted = fit_configs(*work.enumerated[(gpus, g)], ev.gpu.memory_bytes)
+        space = enumerate_configs(work.spec, gpus, g, gbs=work.gbs, seq=work.seq, precision=request.precision,
+                                  bounds=request.bounds)
+        work.enumerated[(gpus, g)] = (space, memory_needs(work.spec, space, request.memory))
+    fitted = fit_configs(*work.enumerated[(gpus, g)], ev.gpu.memory_bytes, request.memory.reserve_bytes)
     counts = {"enumerated": fitted.num_enumerated, "fit": len(fitted.configs), "simulated": 0, "bounded": 0}
     where = {"option": option.label, "cluster": option.name, "gpus": gpus}
     if not fitted.configs:
@@ -252,8 +295,9 @@ def llm_point(work: LlmPlanWork, point: tuple[int, int]) -> dict:
     found = search(ev, fitted.configs, request, lambda i, n: progress and progress(
         f"{option.label}, {gpus:,} GPUs: configuration {i:,} of {n:,} that fit"))
     counts["simulated"], counts["bounded"] = len(found["answers"]), found["bounded"]
-    best = min(found["answers"], key=lambda ab: (ab[0].step_time_s, ab[0].memory.total_bytes))[0]
-    row = {**where, **_best_row(best, option, fitted, found),
+    ranked = sorted(found["answers"], key=lambda ab: (ab[0].step_time_s, ab[0].memory.total_bytes))
+    row = {**where, **_best_row(ranked[0][0], option, fitted, found),
+           **_runner_up(ranked[0][0], ranked[1][0] if len(ranked) > 1 else None),
            **option_cost(option.cluster, gpus, work.table, shipped=work.shipped)}
     return {"rows": [row], "configs": [{**where, **_config_row(a, b)} for a, b in found["answers"]], "unfit": [],
             "counts": counts}
@@ -274,7 +318,7 @@ def run_llm_plan(request: LlmPlanRequest, progress=None, run_points=None) -> Llm
     parts = run_points(llm_point, work, llm_points(request, options))
     rows, configs, unfit = ([x for part in parts for x in part[key]] for key in ("rows", "configs", "unfit"))
     counts = {k: sum(part["counts"][k] for part in parts) for k in ("enumerated", "fit", "simulated", "bounded")}
-    _no_rows(rows, unfit, spec.name)
+    _no_rows(rows, unfit, spec.name, request.bounds)
     for r in rows:
         r["usd_per_token_per_s"] = r["cluster_usd"] / r["tokens_per_s"]
     mark_pareto(rows)
@@ -283,7 +327,9 @@ def run_llm_plan(request: LlmPlanRequest, progress=None, run_points=None) -> Llm
     evaluators = [work.evaluator(k) for k in range(len(options))]
     return LlmPlanResult(rows=rows, configs=configs, unfit=unfit, stats=stats,
                          compute=_compute(options, evaluators, request.precision),
-                         recommendations=recommend(rows, unfit, spec.name, request.budget_usd))
+                         recommendations=recommend(rows, unfit, spec.name, request.budget_usd),
+                         ties=tie_lines(rows),
+                         pcie=list(dict.fromkeys(c for c in (pcie_cap(o.cluster, o.label) for o in options) if c)))
 
 
 def _compute(options: list[PlanOption], evaluators: list[Evaluator], precision: str) -> list[dict]:
@@ -298,12 +344,13 @@ def _compute(options: list[PlanOption], evaluators: list[Evaluator], precision: 
 
 def search(ev: Evaluator, fitted: list, request: LlmPlanRequest, progress=None) -> dict:
     """Simulate the fitting configurations by increasing compute bound; skip one whose tighter bound
-    (`Evaluator.lower_bound_s`) reaches the best step found, stop when the compute bound does (every one with
-    `request.exhaustive`); at most `request.max_configs` simulations. Returns the (answer, bound) pairs, how
-    many the bounds skipped and whether `max_configs` cut the search."""
+    (`Evaluator.lower_bound_s`) reaches the runner-up's step (the second best found), stop when the compute
+    bound does (every one with `request.exhaustive`); at most `request.max_configs` simulations. Returns the
+    (answer, bound) pairs, how many the bounds skipped and whether `max_configs` cut the search."""
     cheap = [ev.compute_bound_s(par) for par, _ in fitted]
     order = sorted(range(len(fitted)), key=lambda i: (cheap[i], i))
     answers, best, bounded, cut = [], math.inf, 0, False
+    two = [math.inf, math.inf]  # the best two steps found
     for k, i in enumerate(order):
         if not request.exhaustive and cheap[i] >= best:
             bounded += len(order) - k
@@ -317,7 +364,8 @@ def search(ev: Evaluator, fitted: list, request: LlmPlanRequest, progress=None) 
             break
         answer = ev.simulate(*fitted[i])
         answers.append((answer, bound))
-        best = min(best, answer.step_time_s)
+        two = sorted([*two, answer.step_time_s])[:2]
+        best = two[1]  # a configuration must beat the runner-up to matter
         if progress:
             progress(k + 1, len(order))
     return {"answers": answers, "bounded": bounded, "cut": cut}
@@ -341,7 +389,16 @@ def _best_row(answer, option: PlanOption, fitted, found: dict) -> dict:
             "efficiency_measured": answer.efficiency.measured, "compute_model": answer.efficiency.model,
             "num_enumerated": fitted.num_enumerated,
             "num_fit": len(fitted.configs), "num_simulated": len(found["answers"]),
-            "num_bounded": found["bounded"], "search_cut": found["cut"]}
+            "num_bounded": found["bounded"], "search_cut": found["cut"],
+            "memory_warning": answer.memory.fit.warning if answer.memory.fit is not None else None}
+
+
+def _runner_up(best, second) -> dict:
+    """The second-best configuration of a row and how much longer its step is."""
+    if second is None:
+        return {"runner_up": None, "runner_up_step_s": math.nan, "runner_up_slower": math.nan}
+    return {"runner_up": short(second.par), "runner_up_step_s": second.step_time_s,
+            "runner_up_slower": second.step_time_s / best.step_time_s - 1, "runner_up_split_s": second.result.split_s}
 
 
 def _smallest(fitted, ev: Evaluator) -> dict:
@@ -350,9 +407,12 @@ def _smallest(fitted, ev: Evaluator) -> dict:
             "gpu_memory_bytes": ev.gpu.memory_bytes, "smallest_parallel": None if par is None else par.describe()}
 
 
-def _no_rows(rows: list, unfit: list, model: str) -> None:
+def _no_rows(rows: list, unfit: list, model: str, bounds: SearchBounds) -> None:
     if rows:
         return
+    if bounds.describe() and not any(u["num_enumerated"] for u in unfit):
+        raise ValueError(f"{model}: no parallel configuration the frameworks allow has {bounds.describe()} at these "
+                         f"GPU counts (TP 1-8 within a server, PP up to 32, EP dividing the experts): widen them")
     if not any(u["smallest_parallel"] for u in unfit):
         raise ValueError(f"{model}: no parallel configuration divides these GPU counts with this global batch: "
                          f"give GPU counts that are powers of two times the GPUs per server, or another --gbs")

@@ -74,8 +74,9 @@ class Evaluator:
     """Simulates configurations of `spec` on `cluster` (module doc); counts what it did."""
 
     def __init__(self, spec: TransformerSpec, cluster: ClusterModel, *, options: StepOptions = StepOptions(),
-                 memo: dict | None = None) -> None:
+                 memo: dict | None = None, efficiency: float | None = None) -> None:
         self.spec, self.cluster, self.options = spec, cluster, options
+        self.override = efficiency  # a share of peak for every matrix (plan --efficiency), else the cluster's
         self.gpu = cluster_gpu(cluster)
         self._comms: dict[tuple, CommModel] = {}
         self._memo: dict = {} if memo is None else memo  # groups per shape: Evaluators of one plan share it
@@ -85,7 +86,7 @@ class Evaluator:
     def efficiency(self, precision: str):
         """The compute efficiency of `precision` on the cluster: measured, or the assumption said as one."""
         if precision not in self._efficiency:
-            self._efficiency[precision] = efficiency_of(self.cluster, precision)
+            self._efficiency[precision] = efficiency_of(self.cluster, precision, self.override)
         return self._efficiency[precision]
 
     def comm(self, par: ParallelConfig) -> CommModel:

@@ -6,10 +6,27 @@ more GPUs is one of the choices. Per GPU count the recommendation is the row wit
 token/s (cluster cost / tokens/s; ties to the faster), and the fastest row when it is another; with a
 budget, the fastest row within it. Every sentence carries the compute assumption when there is one.
 
+Options whose best steps lie within TIE_REL of the fastest at a GPU count tie (`tie_lines`): the
+simulator cannot tell them apart, so price decides. When each of them also exposes less than HIDDEN_SHARE of
+its step as communication, the line says the network is hidden: a faster or fuller network buys nothing
+there.
+
 Try it: `fabriclab plan --model llama3-8b --gpus 64,128 --clusters dgx-h100 --nic-rates 400Gbps,800Gbps`.
 """
 
 from __future__ import annotations
+
+# Steps closer than this tie: the step simulator's own choices (message sizes, the library's algorithm
+# switch points) move a step by more (plan/llm_eval lower bounds are exact only to the schedule's order)
+TIE_REL = 0.005
+HIDDEN_SHARE = 0.01  # exposed TP/CP/EP/PP/DP communication below 1 % of the step: the network is hidden
+NETWORK_PARTS = ("tp", "cp", "ep", "pp", "dp")
+SERVER_PARTS = ("cp", "ep", "pp", "dp")  # those that may cross servers (TP stays inside one)
+
+
+def exposed_share(row: dict, parts: tuple[str, ...] = NETWORK_PARTS) -> float:
+    """The share of a row's step spent in exposed communication of `parts` (the network's cost)."""
+    return sum(row["split_s"].get(k, 0.0) for k in parts) / row["step_time_s"]
 
 
 def short(par) -> str:
@@ -74,4 +91,30 @@ def recommend(rows: list[dict], unfit: list[dict], model: str, budget_usd: float
                 text += (f"; the fastest is {fastest['option']} with {fastest['parallel']} "
                          f"({more:+.1%} tokens/s for {cost:+.1%} cost)")
         out.append(head + text + _assumed(group))
+    return out
+
+
+def tie_lines(rows: list[dict]) -> list[str]:
+    """One sentence per GPU count where two or more options' steps tie (module doc); rows are named by their
+    number in the plan's tables (#1 the first row)."""
+    out = []
+    for gpus in sorted({r["gpus"] for r in rows}):
+        group = [(i, r) for i, r in enumerate(rows, 1) if r["gpus"] == gpus]
+        fastest = min(r["step_time_s"] for _, r in group)
+        tied = [(i, r) for i, r in group if r["step_time_s"] <= fastest * (1 + TIE_REL)]
+        if len(tied) < 2:
+            continue
+        names = ", ".join(f"#{i}" for i, _ in tied)
+        most = max(exposed_share(r) for _, r in tied)
+        between = max(exposed_share(r, SERVER_PARTS) for _, r in tied)
+        head = f"at {gpus:,} GPUs options {names} tie (steps within {TIE_REL:.1%} of {fastest:.4g} s)"
+        if most < HIDDEN_SHARE:
+            out.append(f"{head} because the network is hidden: exposed communication is at most {most:.1%} of "
+                       f"their step, so the cheaper one is the better buy")
+        elif between < HIDDEN_SHARE:
+            out.append(f"{head} because the network between the servers is hidden (DP/PP/CP/EP exposed at most "
+                       f"{between:.1%} of the step; the {most:.1%} exposed is TP's, inside a server)")
+        else:
+            out.append(f"{head} though up to {most:.1%} of a step is exposed communication: their networks "
+                       f"cost about the same time")
     return out

@@ -16,10 +16,16 @@ For a model on N GPUs in servers of g GPUs (`enumerate_configs`):
   `ZERO3_MAX_PARAMS` parameters;
 * recomputation none, selective or full; sequence parallelism whenever TP > 1.
 
-`fit_configs` keeps the configurations whose most loaded GPU fits the GPU's memory
-(`memory_needs`: `workload.memory.memory_per_gpu`, computed once for all clusters), and remembers the
-smallest need it saw for the message when none fits: memory costs ~0.2 ms a configuration, a simulation
-~50 x more, so nothing that does not fit is simulated.
+`SearchBounds` (`plan --tp 4`, `--pp 2-8`, `--ep 8,16`, `--zero 1,3`) keeps TP, PP and EP to the values
+given among those choices, and replaces the ZeRO stages tried with those given (any of 0-3, with or
+without PP).
+
+`fit_configs` keeps the configurations whose most loaded GPU fits the GPU's memory by the check `whatif
+llm` makes (`workload.memory.check_fits`: refused only when even the low end of the model's range plus
+the reserve exceeds the GPU; `memory_needs`: `memory_per_gpu`, computed once for all clusters); those
+that fit for sure (the high end too) when there are any, else the marginal ones with their warning, and
+remembers the smallest need it saw for the message when none fits: memory costs ~0.2 ms a configuration,
+a simulation ~50 x more, so nothing that does not fit is simulated.
 
 Try it: `python -c "from fabriclab.plan.llm_space import enumerate_configs; from fabriclab.workload.transformer
 import load_model; print(len(enumerate_configs(load_model('llama3-70b'), 1024, 8, gbs=1024, seq=8192)))"`.
@@ -30,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fabriclab.workload.job import job_problem
-from fabriclab.workload.memory import memory_per_gpu
+from fabriclab.workload.memory import MemoryOptions, check_fits, memory_per_gpu
 from fabriclab.workload.parallel import MAX_PIPELINE_PASSES, ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
@@ -50,6 +56,31 @@ MAX_EP = 64                # DeepSeek-V3 trained with EP 64 (DeepSeek-AI 2024, s
 ZERO3_MAX_PARAMS = 80e9
 
 
+@dataclass(frozen=True, kw_only=True)
+class SearchBounds:
+    """The values a dimension may take in the search (module doc); None: the module's choices."""
+
+    tp: tuple[int, ...] | None = None
+    """Tensor-parallel sizes allowed."""
+    pp: tuple[int, ...] | None = None
+    """Pipeline stages allowed."""
+    ep: tuple[int, ...] | None = None
+    """Expert-parallel sizes allowed (MoE models)."""
+    zero: tuple[int, ...] | None = None
+    """ZeRO stages to try instead of the module's (1, and 3 without PP for models up to ZERO3_MAX_PARAMS)."""
+
+    def keep(self, name: str, values) -> list[int]:
+        allowed = getattr(self, name)
+        return [v for v in values if allowed is None or v in allowed]
+
+    def describe(self) -> str:
+        """`--tp 4 --pp 2-8`-like text of the bounds given, for messages; "" without any."""
+        from fabriclab.units import format_int_list
+
+        return " ".join(f"--{n} {format_int_list(list(getattr(self, n)))}" for n in ("tp", "pp", "ep", "zero")
+                        if getattr(self, n) is not None)
+
+
 @dataclass(frozen=True)
 class Fitted:
     """The configurations that fit in memory, with their memory, and the smallest need of the others."""
@@ -66,9 +97,9 @@ def _divisors(n: int, most: int) -> list[int]:
     return [d for d in range(1, min(n, most) + 1) if n % d == 0]
 
 
-def _shapes(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, seq: int):
-    """(tp, cp, pp) the model, the sequence and the servers allow."""
-    for tp in TP_CHOICES:
+def _shapes(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, seq: int, bounds: SearchBounds):
+    """(tp, cp, pp) the model, the sequence, the servers and the bounds allow."""
+    for tp in bounds.keep("tp", TP_CHOICES):
         if tp > gpus_per_server or spec.num_heads % tp or spec.num_kv_heads % tp:
             continue
         for cp in CP_CHOICES:
@@ -76,7 +107,7 @@ def _shapes(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, seq: int
                 continue
             if num_gpus % (tp * cp):
                 continue
-            for pp in _divisors(num_gpus // (tp * cp), MAX_PP):
+            for pp in bounds.keep("pp", _divisors(num_gpus // (tp * cp), MAX_PP)):
                 if pp == 1 or spec.num_layers >= MIN_LAYERS_PER_STAGE * pp:
                     yield tp, cp, pp
 
@@ -94,11 +125,11 @@ def _eps(spec: TransformerSpec, dpcp: int) -> list[int]:
 
 
 def enumerate_configs(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, *, gbs: int, seq: int,
-                      precision: str = "bf16") -> list[ParallelConfig]:
+                      precision: str = "bf16", bounds: SearchBounds = SearchBounds()) -> list[ParallelConfig]:
     """Every configuration of the module doc for `spec` on `num_gpus` GPUs (validated by ParallelConfig)."""
     out = []
     small = spec.num_params() <= ZERO3_MAX_PARAMS
-    for tp, cp, pp in _shapes(spec, num_gpus, gpus_per_server, seq):
+    for tp, cp, pp in _shapes(spec, num_gpus, gpus_per_server, seq, bounds):
         dp = num_gpus // (tp * cp * pp)
         for mbs in MBS_CHOICES:
             if gbs % (mbs * dp):
@@ -109,8 +140,9 @@ def enumerate_configs(spec: TransformerSpec, num_gpus: int, gpus_per_server: int
                     continue
                 if micro * pp * vp > MAX_PIPELINE_PASSES:
                     continue  # a step that long is refused by every command (workload/parallel.py)
-                for ep in _eps(spec, dp * cp):
-                    for zero in ((1, 3) if pp == 1 and small and dp * cp > 1 else (1,)):
+                for ep in bounds.keep("ep", _eps(spec, dp * cp)):
+                    zeros = bounds.zero or ((1, 3) if pp == 1 and small and dp * cp > 1 else (1,))
+                    for zero in zeros:
                         for recompute in RECOMPUTE_CHOICES:
                             out.append(ParallelConfig(
                                 num_gpus=num_gpus, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, mbs=mbs, gbs=gbs, seq=seq,
@@ -119,15 +151,30 @@ def enumerate_configs(spec: TransformerSpec, num_gpus: int, gpus_per_server: int
     return [par for par in out if job_problem(spec, par) is None]
 
 
-def memory_needs(spec: TransformerSpec, configs: list[ParallelConfig]) -> list:
+def memory_needs(spec: TransformerSpec, configs: list[ParallelConfig],
+                 options: MemoryOptions = MemoryOptions()) -> list:
     """The memory of each configuration's most loaded GPU (`MemoryBreakdown`): the same on every cluster."""
-    return [memory_per_gpu(spec, par) for par in configs]
+    return [memory_per_gpu(spec, par, options=options) for par in configs]
 
 
-def fit_configs(configs: list[ParallelConfig], needs: list, gpu_memory_bytes: float) -> Fitted:
-    """The configurations whose most loaded GPU needs at most `gpu_memory_bytes` (module doc); `needs` are
-    their `memory_needs`."""
-    fits = [(par, need) for par, need in zip(configs, needs) if need.total_bytes <= gpu_memory_bytes]
+def _fit(need, gpu_memory_bytes: float, reserve_bytes: float):
+    """`need` with its `MemoryFit` on this GPU, or None when `check_fits` refuses it."""
+    from dataclasses import replace
+
+    try:
+        return replace(need, fit=check_fits(need, gpu_memory_bytes, reserve_bytes=reserve_bytes))
+    except ValueError:
+        return None
+
+
+def fit_configs(configs: list[ParallelConfig], needs: list, gpu_memory_bytes: float,
+                reserve_bytes: float = MemoryOptions().reserve_bytes) -> Fitted:
+    """The configurations whose most loaded GPU fits `gpu_memory_bytes` by `check_fits` (module doc), each
+    with its fit (a warning when marginal); `needs` are their `memory_needs`."""
+    checked = [(par, _fit(need, gpu_memory_bytes, reserve_bytes)) for par, need in zip(configs, needs)]
+    fits = [(par, need) for par, need in checked if need is not None]
+    sure = [(par, need) for par, need in fits if need.fit.warning is None]
+    fits = sure or fits  # a marginal configuration only when nothing fits for sure
     smallest = min(zip(configs, needs), key=lambda pn: pn[1].total_bytes, default=None)
     return Fitted(configs=fits, num_enumerated=len(configs),
                   smallest=None if smallest is None else (smallest[1].total_bytes, smallest[0]))
