@@ -38,7 +38,7 @@ def test_validate_published_first_table_is_side_by_side_at_80_columns():
     assert any("zhang-r50-2srv-100g" in line and "0.750" in line and "+24.8 pt *" in line for line in first)
 
 
-def test_a_pipe_pads_no_line_to_the_longest_note():
+def test_a_pipe_folds_notes_and_pads_no_line_to_the_longest():
     result = CliRunner().invoke(app, ["validate", "published", "--rows", "awan-", "--format", "plain"], env=ENV)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -46,9 +46,10 @@ def test_a_pipe_pads_no_line_to_the_longest_note():
     header, rows = lines[at + 1], lines[at + 2:]
     rows = rows[: next((i for i, line in enumerate(rows) if line.startswith("#")), len(rows))]
     assert header.startswith("# row ") and "  model   note" in header  # text columns left-aligned
-    assert all(line[2:].startswith("awan-") and not line.endswith(" ") for line in rows)
+    assert all(line[2:].startswith("awan-") or line.startswith(" " * 12) for line in rows)  # notes fold
+    assert not any(line.endswith(" ") for line in rows) and max(map(len, rows)) <= 160
     widths = sorted(len(line) for line in rows)
-    assert widths[0] < widths[-1] - 100  # a long note widens its own line only: no padding to the longest
+    assert widths[0] < widths[-1] - 60  # a long note folds in its own column: no line padded to the longest
 
 
 def test_notes_wrap_on_a_terminal_and_stay_whole_in_a_pipe(monkeypatch):

@@ -158,6 +158,36 @@ def _llm():
     return make_record("whatif.llm", {"model": "llama3-8b", "gpus": 16}, results)
 
 
+def _plan_llm():
+    """An LLM plan of two options at two GPU counts (`plan --model llama3-70b`)."""
+    rows = []
+    for gpus in (1024, 4096):
+        for option, rate, usd in (("dgx-h100 rail 400G", 400.0, 43.8e6), ("dgx-h100 rail 800G", 800.0, 51.0e6)):
+            split = {"compute": 15.9, "tp": 0.0, "cp": 0.02, "ep": 0.0, "pp": 0.0, "dp": 0.36 * 400 / rate,
+                     "optimizer": 0.001, "bubble": 0.0}
+            step = sum(split.values())
+            rows.append({"option": option, "cluster": "dgx-h100", "gpus": gpus, "parallel": "TP1 PP1 CP4 DP256 mbs1 Z3",
+                         "tp": 1, "pp": 1, "cp": 4, "ep": 1, "dp": gpus // 4, "step_time_s": step,
+                         "tokens_per_s": 1.6e7 / step * gpus / 1024, "mfu": 0.49, "memory_per_gpu_bytes": 5.2e10,
+                         "split_s": split, "cluster_usd": usd * gpus / 1024, "network_usd": 5.4e6 * gpus / 1024,
+                         "network_share": 0.12, "usd_per_token_per_s": usd / 1.0e6, "pareto": True})
+    texts = [f"llama3-70b at {g:,} GPUs: the lowest cost per token/s is dgx-h100 rail 400G with TP1 PP1 CP4 "
+             f"DP256 mbs1 Z3" for g in (1024, 4096)]
+    return make_record("plan.llm", {"model": "llama3-70b", "gpus": [1024, 4096]},
+                       {"rows": rows, "configs": [], "unfit": [], "recommendations": texts, "compute": [],
+                        "stats": {"num_enumerated": 2760, "num_fit": 1300, "num_simulated": 4, "num_options": 2,
+                                  "model": "llama3-70b"}})
+
+
+def _predicted(collective="allreduce"):
+    """A cluster's predicted nccl-tests table (`simulate collective --cluster`)."""
+    rows = [{"size_bytes": size, "time_us": size / bw / 1e3, "algbw_GBps": bw / 2, "busbw_GBps": bw,
+             "busbw_low_GBps": bw / 2, "busbw_high_GBps": bw * 1.5, "algorithm": "ring/Simple",
+             "prior_parameters": ["nic efficiency"]} for size, bw in ((1 << 20, 10.0), (1 << 26, 80.0), (1 << 30, 160.0))]
+    return make_record("simulate.cluster", {"cluster": "dgx-h100", "cluster_name": "dgx-h100", "num_gpus": 1024,
+                                            "collective": collective}, rows)
+
+
 def _bench():
     rows = [{"algo": algo, "op": "allreduce", "size_bytes": size, "time_us": size / bw / 1e3, "algbw_GBps": bw / 1.5,
              "busbw_GBps": bw, "busbw_vs_native": None, "num_wrong": 0}
@@ -199,7 +229,8 @@ def sample_records() -> list[dict]:
     """One or more records of every kind the report has a section for, plus one it has none for."""
     return [_fatness(), _whatif(), _whatif("whatif.reproduce"), _fabrics(), _train(2), _train(4), _modes(),
             _stencil("stencil.scale"), _stencil("stencil.simulate"), _stencil_run(), _validate(), _validate_llm(),
-            collectives_check(), _published(), _plan(), _bench(), _calibrate(), _llm(), _no_section()]
+            collectives_check(), _published(), _plan(), _bench(), _calibrate(), _llm(), _plan_llm(), _predicted(),
+            _predicted("allgather"), _no_section()]
 
 
 def as_stored(records: list[dict]) -> list[Stored]:

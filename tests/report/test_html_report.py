@@ -115,7 +115,8 @@ def test_nothing_is_fetched_from_the_network(page_text):
     assert "@import" not in page_text and "url(" not in page_text
 
 
-FIGURE_MODULES = ("html_sim", "html_train", "html_hpc", "html_collectives", "html_plan", "html_calibrate")
+FIGURE_MODULES = ("html_sim", "html_train", "html_hpc", "html_collectives", "html_plan", "html_calibrate",
+                  "html_llm_plan", "html_predict")
 UNIT = re.compile(r"\(.+\)|/")  # `time per step (ms)`, `busbw (GB/s)`, `images/sec`
 
 
@@ -163,11 +164,17 @@ def test_figures_have_titles_labelled_axes_and_legends(monkeypatch):
         check_figure(fig, alt)
 
 
-def test_a_section_without_records_names_the_command_that_fills_it():
+def test_sections_without_records_collapse_into_one_line_naming_the_commands_that_fill_them():
     text = report_html.build_html([], store="empty.db")
-    assert "<img" not in text
+    assert "<img" not in text and text.count("<h2>") == 3  # summary, not run yet, records
+    empty = Page(text.split('id="empty"', 1)[1].split("</section>", 1)[0])
+    line = text.split('id="empty"', 1)[1].split("</section>", 1)[0]
+    assert line.count("<p") == 1 and not empty.cells
     for section in report_html.SECTIONS:
-        assert f"Fill this section with <code>{html_parts.esc(section.fill)}</code>" in text
+        assert f"{html_parts.esc(section.title)} (<code>{html_parts.esc(section.fill)}</code>)" in line
+    some = report_html.build_html(as_stored(sample_records()[-4:]), store="x.db")  # LLM plan, predictions
+    assert '<section id="llm-plan">' in some and '<section id="fatness">' not in some
+    assert "Fat-tree fatness" in some.split('id="empty"', 1)[1].split("</section>", 1)[0]
 
 
 def test_a_record_of_an_unexpected_shape_is_noted_with_its_numbers():
@@ -184,8 +191,8 @@ def test_only_the_newest_sweep_is_drawn_and_the_older_one_is_linked():
     fatness = text.split('id="fatness"', 1)[1].split("</section>", 1)[0]
     alone = report_html.build_html(sweeps[1:], store="x.db")
     assert fatness.count("<img") == alone.count("<img") > 0  # the older record adds no figure
-    assert "Earlier records of this section, not drawn" in fatness and 'href="#rec-1"' in fatness
-    assert 'href="#rec-2"' in fatness.split("Earlier records")[0]
+    assert "Not drawn: earlier records of this section" in fatness and 'href="#rec-1"' in fatness
+    assert 'href="#rec-2"' in fatness.split("Not drawn")[0]
 
 
 # -- in a real browser -------------------------------------------------------------------------------
@@ -320,7 +327,10 @@ def test_the_summary_and_the_published_counts_say_what_the_commands_say():
     assert "could not be drawn" not in text  # every real record is drawn as its command writes it
     summary = text.split('id="summary"', 1)[1].split("</section>", 1)[0]
     assert "<b>Measured</b>: 2 <code>calibrate.nccl-tests</code>" in summary
-    assert "<b>Predicted</b>: 3 <code>plan</code>" in summary
+    predicted = summary.split("<b>Predicted</b>: ", 1)[1].split("</li>", 1)[0]
+    for count in ("3 <code>plan</code>", "1 <code>simulate.cluster</code>", "2 <code>whatif.llm</code>"):
+        assert count in predicted, count  # every prediction kind counted
+    assert summary.index("Recommendation") < summary.index("Measured")  # the answer first
     assert "the cheapest option that reaches 0.90 is 25GbE" in summary  # the newest plan's recommendation
     assert "26 of 33 predicted rows within the goal, 2 not predicted; worst: awan-cc8-speedup +104.6 %" in summary
     assert "largest busbw errors 2 GPUs 16-512 KB" in summary

@@ -8,7 +8,7 @@ import io
 
 from rich.table import Table
 
-from fabriclab.report.tables import TEXT_CAP, is_number, plain_text, render
+from fabriclab.report.tables import PLAIN_WIDTH, TEXT_CAP, is_number, plain_text, render
 
 NOTE = ("servers share a NIC; NCCL 2.4 tree; Horovod loop; per-tensor and TCP overhead; one run each: a model "
         "not better with more servers misses one of the two")
@@ -61,10 +61,14 @@ def test_a_pipe_aligns_text_left_and_numbers_right_and_pads_no_line_for_a_long_c
     header, first = lines[1], lines[2]
     assert header.startswith("# model     workers")  # text left, header over it
     assert first.startswith("  resnet50       16")  # numbers right-aligned under their header
-    long_line = next(line for line in lines if NOTE in line)
-    assert len(long_line) < len(NOTE) + 140
-    assert all(len(line) <= len(header) for line in lines[2:] if NOTE not in line)  # only the note's line is long
-    assert all(line.endswith("ok") for line in lines[2:] if NOTE not in line)
+    at = next(i for i, line in enumerate(lines) if line.endswith(NOTE.split()[0]) or NOTE[:20] in line)
+    folded = [lines[at]] + [line for line in lines[at + 1:] if line.startswith(" " * 20)]
+    assert len(folded) >= 2 and all(len(line) <= PLAIN_WIDTH for line in folded)  # folded in its column
+    column = lines[at].index(NOTE[:20])
+    assert all(not line[:column].strip() for line in folded[1:])  # continuations under the note, words whole
+    assert " ".join(line[column:].strip() for line in folded) == NOTE
+    rows = [line for line in lines[2:] if line not in folded]
+    assert all(len(line) <= len(header) and line.endswith("ok") for line in rows)  # no other line padded
 
 
 def test_numbers_with_units_and_marks_read_as_numbers():
@@ -72,6 +76,18 @@ def test_numbers_with_units_and_marks_read_as_numbers():
                                       "16 MB", "+24.8 pt"))
     assert not any(is_number(t) for t in ("resnet50", "ring-addest", "Sec. 2.2", "2 x 8 V100", ""))
     assert plain_text("", ["a"], [["z" * (TEXT_CAP + 5)], ["b"]]).splitlines()[2] == "  b"  # not padded
+
+
+def test_a_pipe_folds_long_text_and_splits_a_table_wider_than_its_width_into_column_groups():
+    columns = ["link"] + [f"metric_{i}" for i in range(30)]
+    rows = [[f"s{k}.gpu0->s{k}.nic0"] + [f"{1e6 / (i + 1):.6f}" for i in range(30)] for k in range(3)]
+    text = plain_text("wide", columns, rows + [["s9.gpu7->s9.nic7", *("-" * 30)]])
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= PLAIN_WIDTH and text.count("# wide (columns ") >= 3
+    assert all(f"{1e6 / (i + 1):.6f}" in text for i in range(30))  # every number whole
+    assert text.count("s0.gpu0->s0.nic0") == text.count("# wide (columns ")  # the first column in every group
+    md = _render(_table(10), "markdown")
+    assert max(map(len, md.splitlines())) < 300 and "<br>" in md and "misses one of the two" in md
 
 
 def test_a_first_column_repeated_in_runs_becomes_headings_and_gives_its_width_to_the_text():

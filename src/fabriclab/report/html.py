@@ -3,8 +3,8 @@
 `write_report(out_dir, store)` writes `out_dir/index.html`: sections in the order of the question (plan
 first, then the papers' studies), each drawing the records of its kinds with figures (inline PNG, titled,
 axes labelled with units, alt text) beside tables whose every number links to its record; at the bottom,
-each record's command, time, git revision, host and config. A section without records names the command
-that fills it. No script, no font or image from the network: the page opens offline.
+each record's command, time, git revision, host and config. The sections without records are collapsed
+into one line that names the command filling each. No script, no font or image from the network: the page opens offline.
 
 Try it: `fabriclab report --out report/ && xdg-open report/index.html`.
 """
@@ -16,19 +16,19 @@ import json
 from pathlib import Path
 
 import fabriclab
-from fabriclab.report import (html_calibrate, html_collectives, html_hpc, html_llm, html_plan, html_sim, html_train,
-                              html_validate_llm)
+from fabriclab.report import (html_calibrate, html_collectives, html_hpc, html_llm, html_llm_plan, html_plan,
+                              html_predict, html_sim, html_train, html_validate_llm)
 from fabriclab.report.html_parts import Section, anchor, esc, rows_table, source
 from fabriclab.report.html_summary import summary
 from fabriclab.report.store_views import Stored, command_of
 
 _BY_KEY = {s.key: s for s in html_sim.SECTIONS + html_train.SECTIONS + html_hpc.SECTIONS + html_plan.SECTIONS
            + html_collectives.SECTIONS + html_calibrate.SECTIONS
-           + html_llm.SECTIONS + html_validate_llm.SECTIONS}
-# Reading order: the answer first, the cluster it rests on, then the studies as the papers present them,
-# then the checks.
-ORDER = ("plan", "llm", "calibrate", "main-job", "fatness", "whatif", "throughput", "scaffe", "stencil", "validate",
-         "llm-check", "collectives-check", "published")
+           + html_llm.SECTIONS + html_llm_plan.SECTIONS + html_predict.SECTIONS + html_validate_llm.SECTIONS}
+# Reading order: the answers first (what to buy for an LLM, then for a CNN), the steps and collectives they
+# rest on, the cluster fitted, then the studies as the papers present them, then the checks.
+ORDER = ("llm-plan", "plan", "llm", "predictions", "calibrate", "main-job", "fatness", "whatif", "throughput",
+         "scaffe", "stencil", "validate", "llm-check", "collectives-check", "published")
 SECTIONS: tuple[Section, ...] = tuple(_BY_KEY[k] for k in ORDER)
 
 CSS = """
@@ -36,8 +36,8 @@ body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1250px;padding:
 h1{margin-top:.8em}h2{border-bottom:2px solid #ccd;padding-bottom:.2em;margin-top:2em}
 nav ol{columns:2}code{background:#f3f3f6;padding:0 .25em;border-radius:3px}
 .pair{display:flex;flex-wrap:wrap;gap:1.2em;align-items:flex-start;margin:1em 0}
-figure{margin:0;max-width:100%}figure img{max-width:100%;height:auto;border:1px solid #dde}
-figcaption{font-size:12px;color:#444;max-width:700px}
+figure{margin:0;max-width:100%;display:table}figure img{max-width:100%;height:auto;border:1px solid #dde}
+figcaption{font-size:12px;color:#444;display:table-caption;caption-side:bottom}
 .tbl{overflow-x:auto;max-width:100%;flex:0 1 auto}
 table{border-collapse:collapse;font-size:12.5px;font-variant-numeric:tabular-nums}
 caption{caption-side:top;text-align:left;font-size:12px;color:#444;padding-bottom:.3em}
@@ -67,9 +67,18 @@ def assign(records: list[Stored]) -> tuple[dict[str, list[Stored]], list[Stored]
 
 
 def _newest(section: Section, records: list[Stored]) -> tuple[list[Stored], list[Stored]]:
-    """The records a section draws (the newest `keep` of each kind; pooled kinds all) and the rest."""
-    drawn, older, seen = [], [], {}
+    """The records a section draws (the newest `keep` of each kind, or of each distinct configuration where
+    the section tells them apart; pooled kinds all) and the rest."""
+    drawn, older, seen, configs = [], [], {}, set()
     for s in records:  # newest first
+        if section.distinct is not None:
+            key = (s.kind, section.distinct(s))
+            fresh = key not in configs
+            configs.add(key)
+            if fresh:
+                seen[s.kind] = seen.get(s.kind, 0) + 1
+            (drawn if fresh and seen[s.kind] <= section.keep else older).append(s)
+            continue
         seen[s.kind] = seen.get(s.kind, 0) + 1
         (drawn if s.kind in section.pooled or seen[s.kind] <= section.keep else older).append(s)
     return drawn, older
@@ -82,18 +91,21 @@ def build_html(records: list[Stored], *, store: Path | str, now: datetime.dateti
     body, toc = [], ['<li><a href="#summary">Summary</a></li>']
     for section in SECTIONS:
         mine = per[section.key]
+        if not mine:
+            continue
         toc.append(f'<li><a href="#{section.key}">{esc(section.title)}</a> ({len(mine)})</li>')
         body.append(f'<section id="{section.key}"><h2>{esc(section.title)}</h2><p>{section.intro}</p>')
-        if mine:
-            drawn, older = _newest(section, mine)
-            body.append(section.render(drawn))
-            if older:
-                body.append("<p>Earlier records of this section, not drawn (<code>fabriclab report --ids ID</code> "
-                            "draws one): " + "; ".join(source(s) for s in older) + ".</p>")
-        else:
-            body.append(f'<p class="empty">No records yet. Fill this section with <code>{esc(section.fill)}</code> '
-                        f"(then <code>fabriclab report</code> again).</p>")
+        drawn, older = _newest(section, mine)
+        body.append(section.render(drawn))
+        if older:
+            what = "repeats of a run drawn above or earlier records" if section.distinct else "earlier records"
+            body.append(f"<p>Not drawn: {what} of this section (<code>fabriclab report --ids ID</code> draws "
+                        "one): " + "; ".join(source(s) for s in older) + ".</p>")
         body.append("</section>")
+    empty = [s for s in SECTIONS if not per[s.key]]
+    if empty:
+        toc.append('<li><a href="#empty">Not run yet</a></li>')
+        body.append(not_run_yet(empty))
     if other:
         toc.append(f'<li><a href="#other">Other runs</a> ({len(other)})</li>')
         body.append('<section id="other"><h2>Other runs</h2><p>Records no section above draws, with their '
@@ -112,6 +124,13 @@ def build_html(records: list[Stored], *, store: Path | str, now: datetime.dateti
             f"written {stamp} by fabriclab {esc(fabriclab.__version__)}. Every number links to the record it "
             f"comes from (command, time, git revision, host) at the bottom of the page.</p>"
             f"<nav><ol>{''.join(toc)}</ol></nav>{summary(records)}{''.join(body)}</body></html>\n")
+
+
+def not_run_yet(sections: list[Section]) -> str:
+    """The sections without records, collapsed into one line: each title with the command that fills it."""
+    items = "; ".join(f"{esc(s.title)} (<code>{esc(s.fill)}</code>)" for s in sections)
+    return (f'<section id="empty"><h2>Not run yet</h2><p class="empty">No records yet for: {items}. Run one, then '
+            f"<code>fabriclab report</code> again.</p></section>")
 
 
 def _records(records: list[Stored]) -> str:

@@ -83,37 +83,8 @@ def _calibrate_one(stored: Stored) -> str:
                     caption="every row's residual (busbw from the log's time; error = model / measured - 1)"))
 
 
-def _predicted_one(stored: Stored) -> str:
-    """A cluster's prediction of a larger run (`simulate collective --cluster`): busbw with its range."""
-    rows = sorted(stored.record["results"], key=lambda r: r["size_bytes"])
-    config = stored.record.get("config") or {}
-    fig, ax = new_figure(7.0, 4.2)
-    sizes = [r["size_bytes"] for r in rows]
-    ax.plot(sizes, [r["busbw_GBps"] for r in rows], marker="o", color="C0", label="predicted busbw")
-    if all(r.get("busbw_low_GBps") is not None for r in rows):
-        ax.fill_between(sizes, [r["busbw_low_GBps"] for r in rows], [r["busbw_high_GBps"] for r in rows],
-                        color="C0", alpha=0.15, label="printed range (parameters the logs did not fix)")
-    log_axis(ax, "x", sizes, "message size (bytes)")
-    log_axis(ax, "y", [v for r in rows for v in (r["busbw_GBps"], r.get("busbw_low_GBps"), r.get("busbw_high_GBps"))
-                       if v], "busbw (GB/s)")
-    what = (f"{config.get('collective', 'allreduce')} on {config.get('num_gpus', '?')} GPUs of "
-            f"{config.get('cluster_name', 'the cluster')}")
-    ax.set(title=f"Predicted nccl-tests busbw: {what}")
-    ax.title.set_fontsize(9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    alt = (f"Log-log chart: predicted bus bandwidth in GB/s against message size for {what}, with the range the "
-           f"fit leaves shaded.")
-    body = [[num(r["size_bytes"], stored), esc(r.get("algorithm", "")), num(r["time_us"], stored),
-             num(r["busbw_GBps"], stored), num(r.get("busbw_low_GBps"), stored), num(r.get("busbw_high_GBps"), stored),
-             esc(", ".join(r.get("prior_parameters") or []))] for r in rows]
-    return ('<div class="pair">' + figure(fig, alt=alt, caption=f"Predicted by fabriclab: {source(stored)}")
-            + table(["bytes", "NCCL runs", "time (us)", "busbw (GB/s)", "low", "high", "rests on"], body,
-                    caption="the predicted table") + "</div>")
-
-
 def render_calibrate(records: list[Stored]) -> str:
-    return "".join(safely(_predicted_one if s.kind == "simulate.cluster" else _calibrate_one, s) for s in records)
+    return "".join(safely(_calibrate_one, s) for s in records)
 
 
 # The nccl-tests columns of `collectives bench` under the names people read.
@@ -152,13 +123,13 @@ def render_bench(records: list[Stored]) -> str:
 
 
 SECTIONS = (
-    Section(key="calibrate", title="Calibration: the cluster fitted to nccl-tests, and a larger run predicted",
-            kinds=("calibrate.nccl-tests", "simulate.cluster"),
+    Section(key="calibrate", title="Calibration: the cluster fitted to nccl-tests",
+            kinds=("calibrate.nccl-tests",),
             fill="fabriclab calibrate nccl-tests examples/nccl-tests-a100/nccl_{1,2,4,8,16}.log --out a100.json",
             intro="How well does one cluster model explain real nccl-tests logs? The model (NCCL's own "
                   "algorithm and protocol choice, the fitted links and latencies) beside each log's busbw, the "
-                  "parameters it fitted, and the error per size band; then the fitted cluster's prediction of a "
-                  "larger run (<code>fabriclab simulate collective --cluster</code>) with its range.",
+                  "parameters it fitted, and the error per size band (its prediction of a larger run, <code>fabriclab "
+                  "simulate collective --cluster FILE</code>, is drawn under Collectives predicted).",
             render=render_calibrate, keep=2),
     Section(key="main-job", title="Main job: the collectives benchmark", kinds=("collectives.bench",),
             fill="fabriclab run", intro="The main job (<code>fabriclab run</code>, or <code>fabriclab "

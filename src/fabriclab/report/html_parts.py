@@ -13,6 +13,7 @@ import base64
 import dataclasses
 import html
 import io
+import json
 import math
 import re
 from typing import Any, Callable, Iterable
@@ -44,10 +45,18 @@ class Section:
     """Records of one kind drawn (the newest); older ones are listed with links."""
     pooled: tuple[str, ...] = ()
     """Kinds whose records together make one figure (one run per point): all are drawn."""
+    distinct: Callable[[Stored], str] | None = None
+    """What tells two records apart (their configuration): when given, the newest record of each distinct
+    configuration is drawn (up to `keep` of them) and the runs it repeats are listed, not drawn."""
 
     def takes(self, kind: str) -> bool:
         return any(kind == k or (k.endswith("*") and (kind == k[:-1] or kind.startswith(k[:-1] + ".")))
                    for k in self.kinds)
+
+
+def config_key(stored: Stored) -> str:
+    """A record's configuration as one string (for `Section.distinct`): the same run twice has the same."""
+    return json.dumps(stored.record.get("config"), sort_keys=True, default=str)
 
 
 def esc(text: Any) -> str:

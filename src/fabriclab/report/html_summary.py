@@ -1,5 +1,5 @@
-"""The report's summary, at the top of the page: what was measured and what was predicted, the
-recommendation, and the worst errors, each linked to its section and record.
+"""The report's summary, at the top of the page: the newest plan's answer (CNN or LLM), what was measured
+and what was predicted (every kind counted), and the worst errors, each linked to its section and record.
 
 Measured: records of runs on this machine or of real logs (training, benchmarks, the emulated cluster,
 nccl-tests logs fitted). Predicted: simulations, what-ifs and plans. Worst errors: the largest misses of
@@ -14,13 +14,16 @@ import math
 
 from fabriclab.report.calibrate import band_summary
 from fabriclab.report.html_parts import esc
-from fabriclab.report.store_views import Stored
+from fabriclab.report.store_views import Stored, command_of
 
 # Record kinds by what they are: measured here (or on the logs' cluster), or predicted by a model.
-MEASURED = ("train.bench", "bench.train", "bench.fabrics", "bench.overhead", "collectives.bench", "stencil.run",
-            "stencil.scale", "calibrate.nccl-tests", "validate.emulated", "validate.collectives")
-PREDICTED = ("plan", "whatif", "whatif.reproduce", "simulate.sweep", "simulate.collective", "stencil.simulate",
-             "validate.published")
+MEASURED = ("train.bench", "train.llm", "bench.train", "bench.train_llm", "bench.fabrics", "bench.overhead",
+            "collectives.bench", "stencil.run", "stencil.scale", "calibrate.nccl-tests", "calibrate.step",
+            "validate.emulated", "validate.collectives", "validate.llm")
+PREDICTED = ("plan", "plan.llm", "whatif", "whatif.llm", "whatif.reproduce", "simulate.sweep", "simulate.collective",
+             "simulate.cluster", "stencil.simulate", "chakra.run", "bench.astra_sim", "validate.published")
+# The section each plan kind's answer is drawn in.
+PLAN_SECTIONS = {"plan": "plan", "plan.llm": "llm-plan"}
 WORST = 3
 
 
@@ -72,20 +75,30 @@ WORST_OF = {"validate.published": _published_worst, "calibrate.nccl-tests": _cal
             "bench.fabrics": _fabrics_worst}
 
 
+def _answer(plans: list[Stored]) -> list[str]:
+    """The newest plan's recommendations (CNN or LLM, whichever ran last), the page's first lines."""
+    if not plans:
+        return []
+    plan = max(plans, key=lambda s: s.id)
+    recs = (plan.record.get("results") or {}).get("recommendations") or []
+    texts = [r if isinstance(r, str) else r.get("text") for r in recs if isinstance(r, (str, dict))]
+    texts = [t for t in texts if t]
+    if not texts:
+        return []
+    what = "LLM plan" if plan.kind == "plan.llm" else "plan"
+    return [f'<li><b>Recommendation</b> (the newest {what}, <a href="#{PLAN_SECTIONS[plan.kind]}">section</a>, '
+            f'<a href="#rec-{plan.id}">record {plan.id}</a>, <code>{esc(command_of(plan.record))}</code>):'
+            f'<ul class="answer">' + "".join(f"<li>{esc(t)}</li>" for t in texts) + "</ul></li>"]
+
+
 def summary(records: list[Stored]) -> str:
     """The summary section's HTML."""
     newest: dict[str, Stored] = {}
     for s in sorted(records, key=lambda s: s.id):
         newest[s.kind] = s
-    items = [f"<li><b>Measured</b>: {_kinds(records, MEASURED)}.</li>",
-             f"<li><b>Predicted</b>: {_kinds(records, PREDICTED)}.</li>"]
-    plan = newest.get("plan")
-    if plan is not None:
-        texts = [r["text"] for r in plan.record["results"].get("recommendations") or [] if isinstance(r, dict)
-                 and r.get("text")]
-        if texts:
-            items.append(f'<li><b>Recommendation</b> (<a href="#plan">plan</a>, <a href="#rec-{plan.id}">record '
-                         f'{plan.id}</a>):<ul>' + "".join(f"<li>{esc(t)}</li>" for t in texts) + "</ul></li>")
+    items = _answer([newest[k] for k in PLAN_SECTIONS if k in newest])
+    items += [f"<li><b>Measured</b>: {_kinds(records, MEASURED)}.</li>",
+              f"<li><b>Predicted</b>: {_kinds(records, PREDICTED)}.</li>"]
     worst = []
     for kind, fn in WORST_OF.items():
         if kind in newest:

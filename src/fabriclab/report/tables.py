@@ -9,9 +9,10 @@ Commands build their tables as `rich.table.Table` (title, column headers, cell s
   never wrap); then the unboxed `plain` form; only a table that still does not fit is printed *stacked*
   (one block per row, `header: value` per line), so an 80-column terminal still shows every digit.
 * `plain`: fixed-width text like nccl-tests (`# title`, a header line, numbers right-aligned, text
-  left-aligned), the default when stdout is not a terminal: a log of a run is readable and greppable at
-  any width. A text cell longer than `TEXT_CAP` characters does not widen its column for every row: it
-  runs on in its own line only.
+  left-aligned), the default when stdout is not a terminal: a log of a run is readable at any width, no
+  line over `PLAIN_WIDTH`. A text cell longer than `TEXT_CAP` characters does not widen its column for
+  every row: it folds onto continuation lines (words whole); a table wider than `PLAIN_WIDTH` is printed
+  in groups of columns, each led by the first column.
 * `csv`: a header row and the rows (several tables are separated by a blank line).
 * `json`: one JSON object per table and line: `{"title", "columns", "rows": [{column: cell}]}`.
 * `markdown`: a GitHub table under a `### title` line.
@@ -43,8 +44,13 @@ _NUMBER = re.compile(r"^[<>~≈]?\s?[+-]?(\d[\d,]*(\.\d*)?|\.\d+)([eE][+-]?\d+)?
 _BLANK = ("", "-", "n/a", "—", "none")
 # Text cells longer than this do not set their column's width in `plain` (no line padded to 500 characters).
 TEXT_CAP = 40
-# On a narrow terminal a text cell's word longer than this may be folded (not the first column's).
-FOLD_WORD = 12
+# `plain` lines (a pipe, a log) fit this width: long text folds in its column, wide tables split their columns.
+PLAIN_WIDTH = 160
+# On a narrow terminal a text cell's word longer than this may be folded (not the first column's); shorter
+# ones, link names such as `s0.gpu0->s0.nic0` and layouts, are never split.
+FOLD_WORD = 32
+# A markdown cell longer than this is folded with <br> between words.
+MARKDOWN_CELL = 60
 
 
 def check_format(fmt: str) -> str:
@@ -108,23 +114,59 @@ def constant_columns(columns: list[str], rows: list[list[str]]) -> list[int]:
     return [i for i in range(len(columns)) if len({r[i] for r in rows}) == 1]
 
 
-def plain_text(title: str, columns: list[str], rows: list[list[str]]) -> str:
+def plain_text(title: str, columns: list[str], rows: list[list[str]], *, width: int | None = None) -> str:
     """Fixed-width text: `# title`, a `# `-prefixed header, rows indented two spaces; numbers right-aligned,
-    text left-aligned (a text cell beyond TEXT_CAP runs on in its own line and widens no other)."""
+    text left-aligned. A text cell longer than its column (TEXT_CAP sets no column wider) folds onto
+    continuation lines, words whole; the last column may run to `width` (PLAIN_WIDTH) first. A table wider
+    than `width` is printed in groups of columns, each with the first column again."""
+    width = width or PLAIN_WIDTH
     numeric = numeric_columns(columns, rows)
     widths = []
     for i, h in enumerate(columns):
         cells = [len(r[i]) for r in rows]
-        if not numeric[i]:
-            cells = [n for n in cells if n <= TEXT_CAP]
+        if not numeric[i]:  # long text folds in TEXT_CAP characters, short text sets the width
+            cells = [min(n, TEXT_CAP) for n in cells]
         widths.append(max([len(h)] + cells))
+    groups = _plain_groups(widths, width)
+    blocks = []
+    for n, group in enumerate(groups):
+        part = (f" (columns {group[1 if n else 0] + 1}-{group[-1] + 1} of {len(columns)}"
+                + (f", with {columns[0]})" if n else ")")) if len(groups) > 1 else ""
+        blocks.append(_plain_block(title + part if title or part else "", [columns[i] for i in group],
+                                   [[r[i] for i in group] for r in rows], [widths[i] for i in group],
+                                   [numeric[i] for i in group], width))
+    return "".join(blocks)
+
+
+def _plain_groups(widths: list[int], width: int) -> list[list[int]]:
+    """Column indices in groups whose lines fit `width`, each after the first starting with column 0."""
+    groups, current = [], [0]
+    for i in range(1, len(widths)):
+        if 2 + sum(widths[j] for j in current) + 2 * len(current) + widths[i] <= width or len(current) == 1:
+            current.append(i)
+        else:
+            groups.append(current)
+            current = [0, i]
+    groups.append(current)
+    return groups
+
+
+def _plain_block(title: str, columns: list[str], rows: list[list[str]], widths: list[int], numeric: list[bool],
+                 width: int) -> str:
+    widths = list(widths)
+    if not numeric[-1]:  # the last text column runs on to the line's width before it folds
+        widths[-1] = max(widths[-1], width - 2 - sum(widths[:-1]) - 2 * (len(widths) - 1))
 
     def line(cells: list[str]) -> str:
         return "  ".join(c.rjust(w) if right else c.ljust(w) for c, w, right in zip(cells, widths, numeric))
 
     lines = [f"# {title}"] if title else []
     lines.append("# " + line(columns))
-    lines += ["  " + line(r) for r in rows]
+    for r in rows:
+        parts = [[c] if right or len(c) <= w else textwrap.wrap(c, w, break_long_words=False, break_on_hyphens=False)
+                 or [""] for c, w, right in zip(r, widths, numeric)]
+        for k in range(max(len(p) for p in parts)):
+            lines.append("  " + line([p[k] if k < len(p) else "" for p in parts]))
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
@@ -146,11 +188,20 @@ def json_text(title: str, columns: list[str], rows: list[list[str]]) -> str:
 def markdown_text(title: str, columns: list[str], rows: list[list[str]]) -> str:
     """A GitHub markdown table, `|` in cells escaped, under `### title`."""
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(_md_cell(c) for c in cells) + " |"
     lines = [f"### {title}", ""] if title else []
     lines += [line(columns), "|" + "|".join("---" for _ in columns) + "|"]
     lines += [line(r) for r in rows]
     return "\n".join(lines) + "\n\n"
+
+
+def _md_cell(text: str) -> str:
+    """A markdown cell: `|` escaped, a cell longer than MARKDOWN_CELL folded at words with `<br>` (GitHub
+    renders the breaks; the source line stays short)."""
+    text = text.replace("|", "\\|")
+    if len(text) <= MARKDOWN_CELL:
+        return text
+    return "<br>".join(textwrap.wrap(text, MARKDOWN_CELL, break_long_words=False, break_on_hyphens=False))
 
 
 def stacked_text(title: str, columns: list[str], rows: list[list[str]], *, width: int | None = None) -> str:
@@ -206,7 +257,7 @@ def _render_rich(table: Table, file: TextIO, width: int | None, stacked: tuple |
     k_rows = [[r[i] for i in kept] for r in rows]
     k_columns = [columns[i] for i in kept]
     k_title = "\n".join(t for t in (title, header) if t)
-    text = plain_text(k_title.replace("\n", "\n# "), k_columns, k_rows)
+    text = plain_text(k_title.replace("\n", "\n# "), k_columns, k_rows, width=console.width)
     if max(len(line) for line in text.splitlines()) <= console.width:
         file.write(text)  # the unboxed fixed-width form fits: columns stay side by side
         return

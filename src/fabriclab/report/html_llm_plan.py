@@ -1,0 +1,145 @@
+"""Report section: the LLM plan (`fabriclab plan --model llama3-70b`), which cluster and layout to buy.
+
+Records of kind `plan.llm`: the plan's answer (one recommendation per GPU count), every option's best
+configuration as tokens/s against the cluster's cost with the Pareto frontier of each GPU count (a
+figure), the chosen layout of each option (a table), and what the network costs per option: its dollars
+and share of the cluster, and the seconds of the step it leaves exposed per communicator (TP, CP, EP, PP,
+DP) and the pipeline bubble. Per-option exposed fields (`exposed_s`) are read where the plan writes them,
+else its split of the step (`split_s`). The newest plan of each distinct request is drawn in full, older
+distinct ones by their answer and tables.
+
+Try it: `fabriclab plan --model llama3-70b --gpus 1024,4096 --nic-rates 400Gbps,800Gbps && fabriclab report`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fabriclab.report.html_parts import (Section, config_key, dollar_axis, esc, figure, log_axis, new_figure, num,
+                                         safely, source, table)
+from fabriclab.report.store_views import Stored
+
+KIND = "plan.llm"
+# The step's parts the network leaves exposed, in the order of the split.
+EXPOSED = ("tp", "cp", "ep", "pp", "dp", "bubble")
+LABELS = {"tp": "TP", "cp": "CP", "ep": "EP", "pp": "PP", "dp": "DP", "bubble": "bubble"}
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def exposed(row: dict) -> dict[str, float | None]:
+    """Seconds of the step each communicator (and the bubble) leaves exposed for one option's best
+    configuration: the plan's `exposed_s` (or `exposed_<part>_s`) where written, else its `split_s`."""
+    given = row.get("exposed_s") if isinstance(row.get("exposed_s"), dict) else {}
+    split = row.get("split_s") if isinstance(row.get("split_s"), dict) else {}
+    out = {}
+    for part in EXPOSED:
+        value = next((v for v in (given.get(part), row.get(f"exposed_{part}_s"), split.get(part)) if _finite(v)), None)
+        out[part] = value
+    return out
+
+
+def answers(stored: Stored) -> list[str]:
+    """The plan's recommendations, one per GPU count, as its command printed them."""
+    recs = stored.record.get("results", {}).get("recommendations") or []
+    return [r if isinstance(r, str) else r.get("text", "") for r in recs if isinstance(r, (str, dict))]
+
+
+def _figure(rows: list[dict], stored: Stored, model: str) -> str:
+    from matplotlib.lines import Line2D
+
+    fig, ax = new_figure(7.2, 4.4)
+    options = list(dict.fromkeys(r["option"] for r in rows))
+    groups = list(dict.fromkeys(r["gpus"] for r in rows))
+    markers = "osD^vPX*"
+    for i, g in enumerate(groups):
+        mine = [r for r in rows if r["gpus"] == g]
+        for j, option in enumerate(options):
+            pts = [r for r in mine if r["option"] == option]
+            ax.scatter([r["cluster_usd"] for r in pts], [r["tokens_per_s"] for r in pts], s=30, alpha=0.8,
+                       color=f"C{j % 10}", marker=markers[i % len(markers)])
+        front = sorted((r for r in mine if r.get("pareto")), key=lambda r: r["cluster_usd"])
+        ax.plot([r["cluster_usd"] for r in front], [r["tokens_per_s"] for r in front], color="0.35", lw=1.0,
+                ls=("-", "--", ":", "-.")[i % 4])
+    log_axis(ax, "x", [r["cluster_usd"] for r in rows], "cluster cost (US dollars)")
+    dollar_axis(ax, "x")
+    log_axis(ax, "y", [r["tokens_per_s"] for r in rows], "tokens/s (training throughput)")
+    if ax.get_yscale() == "linear":  # 1.03M, not 1.03 under a 1e6 offset
+        from matplotlib.ticker import FuncFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y / 1e6:.4g}M" if y >= 1e6 else f"{y:,.0f}"))
+    ax.set(title=f"LLM plan, {model}: throughput vs cost (lines: Pareto frontier per GPU count)")
+    ax.title.set_fontsize(9)
+    ax.grid(True, which="both", alpha=0.3)
+    handles = [Line2D([], [], ls="none", marker="o", color=f"C{j % 10}", label=o) for j, o in enumerate(options)]
+    handles += [Line2D([], [], color="0.35", ls=("-", "--", ":", "-.")[i % 4], marker=markers[i % len(markers)],
+                       mfc="white", label=f"{g:,} GPUs") for i, g in enumerate(groups)]
+    ax.legend(handles=handles, fontsize=7, title="colour: option; marker, line: GPUs", title_fontsize=7,
+              ncol=2 if len(handles) > 6 else 1)
+    alt = (f"Scatter chart: training throughput in tokens/s against cluster cost in US dollars for {len(options)} "
+           f"options ({', '.join(options)}) at {', '.join(f'{g:,}' for g in groups)} GPUs, the Pareto frontier of "
+           f"each GPU count drawn as a line.")
+    return figure(fig, alt=alt, caption=f"Planned by fabriclab: {source(stored)}")
+
+
+def _tables(rows: list[dict], stored: Stored, fold: bool) -> str:
+    layout = [[num(i, stored), esc(r["option"]), num(r["gpus"], stored), esc(r.get("parallel", "")),
+               num(r["tokens_per_s"], stored), num(100 * r["mfu"], stored, 3, " %"), num(r["step_time_s"], stored),
+               num(r.get("memory_per_gpu_bytes", 0) / 1e9, stored, 3), num(r["cluster_usd"] / 1e6, stored, 4),
+               num(r.get("usd_per_token_per_s"), stored), "P" if r.get("pareto") else "-"]
+              for i, r in enumerate(rows, 1)]
+    net = []
+    for i, r in enumerate(rows, 1):
+        parts = exposed(r)
+        total = sum(v for v in parts.values() if v is not None)
+        step = r.get("step_time_s")
+        net.append([num(i, stored), esc(r["option"]), num(r["gpus"], stored),
+                    num(r.get("network_usd", 0) / 1e6, stored, 4),
+                    num(100 * r["network_share"], stored, 3, " %") if _finite(r.get("network_share")) else "-",
+                    *(num(parts[p], stored) if parts[p] is not None else "-" for p in EXPOSED),
+                    num(100 * total / step, stored, 3, " %") if _finite(step) and step else "-"])
+    return (table(["#", "option", "GPUs", "layout", "tokens/s", "MFU", "step (s)", "GB/GPU", "cluster $M",
+                   "$ per token/s", "Pareto"], layout, fold=fold,
+                  caption="each option's best configuration: the chosen layout (P: on the Pareto frontier)")
+            + table(["#", "option", "GPUs", "network $M", "of cluster", *(f"{LABELS[p]} s" for p in EXPOSED),
+                     "of step"], net, fold=fold,
+                    caption="what the network costs per option: dollars, and seconds of the step exposed per "
+                            "communicator and in the pipeline bubble"))
+
+
+def _one(stored: Stored, full: bool) -> str:
+    results = stored.record["results"]
+    rows = [r for r in results["rows"] if _finite(r.get("tokens_per_s")) and _finite(r.get("cluster_usd"))]
+    model = results.get("stats", {}).get("model") or (stored.record.get("config") or {}).get("model", "?")
+    head = "".join(f'<p class="answer">{esc(t)} (<a href="#rec-{stored.id}">record {stored.id}</a>)</p>'
+                   for t in answers(stored))
+    unfit = results.get("unfit") or []
+    notes = (f'<p class="note">{len(unfit)} option(s) fit no configuration in memory (<code>fabriclab results '
+             f"show {stored.id}</code> names them).</p>" if unfit else "")
+    stats = results.get("stats") or {}
+    searched = (f"<p>{num(stats.get('num_enumerated'), stored)} configurations on "
+                f"{num(stats.get('num_options'), stored)} options, {num(stats.get('num_fit'), stored)} fit in memory, "
+                f"{num(stats.get('num_simulated'), stored)} simulated; {source(stored)}.</p>") if stats else ""
+    if not rows:
+        return head + notes + searched
+    if not full:
+        return head + notes + searched + _tables(rows, stored, fold=True)
+    return (head + '<div class="pair">' + _figure(rows, stored, model) + "</div>" + notes + searched
+            + _tables(rows, stored, fold=None))
+
+
+def render(records: list[Stored]) -> str:
+    """The newest plan in full; older distinct plans by their answer and folded tables."""
+    return "".join(safely(lambda s, full=(i == 0): _one(s, full), s) for i, s in enumerate(records))
+
+
+SECTIONS = (
+    Section(key="llm-plan", title="LLM plan: which cluster and layout to buy", kinds=(KIND,),
+            fill="fabriclab plan --model llama3-70b --gpus 1024,4096 --nic-rates 400Gbps,800Gbps",
+            intro="For a transformer and a GPU count: every cluster option's best parallel layout (TP, PP, CP, "
+                  "EP, DP, ZeRO), simulated step by step, its tokens/s against what the cluster costs, and "
+                  "what the network costs per option in dollars and in exposed seconds of the step.",
+            render=render, keep=6, distinct=config_key),
+)
