@@ -53,6 +53,8 @@ class Gemm:
     count: float = 1
     bf16: bool = False
     """Runs in bf16 whatever the step's precision (Transformer Engine keeps the output layer in bf16)."""
+    chunks: int = 1
+    """Run as this many GEMMs of m / chunks rows each (TP overlap's ring exchange: one per TP rank)."""
 
     @property
     def flops(self) -> float:
@@ -84,6 +86,8 @@ class MemoryPass:
 
     bytes: float
     kernels: int = 1
+    backward_bytes: float | None = None
+    """The bytes of its backward; None: twice `bytes` (a gradient read with the saved input, one written)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +127,8 @@ class KernelModel:
         peak = gpu.peak(prec)
         if g.m <= 0 or g.n <= 0 or g.k <= 0:
             return 0.0
+        if g.chunks > 1:
+            return self.gemm_s(Gemm(g.m / g.chunks, g.n, g.k, g.count * g.chunks, g.bf16), gpu, precision)
         waves = wave_share(g.m, g.n, gpu.num_sms, self.small_tile_share)
         rate = peak * self.gemm_share[prec] * waves * g.k / (g.k + self.gemm_k0[prec])
         width = 1 if prec == "fp8" else 2

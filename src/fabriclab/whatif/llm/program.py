@@ -77,6 +77,8 @@ class ProgramOptions:
     bucket_params: int | None = None
     """ZeRO 0-2: parameters per gradient bucket; None: Megatron-Core's default (module doc); 0: one bucket
     per model chunk, as fabriclab's own trainer reduces its flat buffers."""
+    tp_overlap: bool = False
+    """TP overlap: the GEMMs beside TP's collectives run in chunks (`whatif/llm/shapes.tp_chunks`)."""
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,7 @@ class _Layers:
         self.kv = 2 * self.tokens * spec.num_kv_heads * spec.head_dim * ACT_BYTES / tp
         self.dispatch = self.tokens * max(1, spec.experts_per_token) * h * ACT_BYTES / tp
         self.shard = options.shard_group if options.shard_group and options.shard_group < par.dp * par.cp else 0
-        self.kernels = layer_kernels(spec, par)
+        self.kernels = layer_kernels(spec, par, options.tp_overlap)
         self._ops: dict[tuple, tuple] = {}
         self._units: dict[tuple, tuple] = {}
         self._params: dict = {}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
 from fabriclab.fabric.kernels import default_kernels
 from fabriclab.whatif.llm.compute import roofline, shape_rates
+from fabriclab.whatif.llm.stragglers import GPU_SPREAD, slowest_factor
 from fabriclab.whatif.llm.step import StepModel, StepOptions, StepResult
 from fabriclab.workload.memory import MemoryBreakdown, MemoryOptions, check_fits, memory_per_gpu
 from fabriclab.workload.parallel import ParallelConfig
@@ -123,11 +124,13 @@ def efficiency_of(cluster: ClusterModel, precision: str, override: float | None 
 
 
 def compute_rates(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel,
-                  efficiency: Efficiency | float):
-    """The rates the step's compute runs at (`whatif/llm/compute.py`): a float is a flat share of peak."""
+                  efficiency: Efficiency | float, gpu_spread: float = GPU_SPREAD):
+    """The rates the step's compute runs at (`whatif/llm/compute.py`): a float is a flat share of peak. The
+    kernel model's rates are a typical GPU's: the step runs at its slowest GPU's (`stragglers.py`)."""
     gpu = cluster_gpu(cluster)
     if isinstance(efficiency, Efficiency) and efficiency.model == "kernels":
-        return shape_rates(spec, par, gpu, efficiency.kernels, efficiency.value)
+        slowest = slowest_factor(par.num_gpus, gpu_spread)
+        return shape_rates(spec, par, gpu, efficiency.kernels, efficiency.value / slowest)
     value = efficiency.value if isinstance(efficiency, Efficiency) else efficiency
     return roofline(gpu.peak_flops, par.precision, value)
 
@@ -136,7 +139,7 @@ def build_model(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterMode
                 options: StepOptions = StepOptions(), *, comm=None) -> StepModel:
     """The step model; `comm`: a CommModel of the same cluster and parallel shape to share (its cache)."""
     gpu = cluster_gpu(cluster)
-    rate = compute_rates(spec, par, cluster, efficiency)
+    rate = compute_rates(spec, par, cluster, efficiency, options.gpu_spread)
     return StepModel(spec, par, cluster, rate, options, memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, comm=comm)
 
 

@@ -13,7 +13,9 @@ and dropouts run on T / tp of them, the matrices on all T (gathered over TP). Me
   top-k x T x ep / experts tokens (balanced routing) through its MLP (its ffn split over TP); the tokens'
   permutation and its inverse (a read and a write of top-k x T x h each way).
 * output layer: the final norm, the logits (T, vocab / tp, h), in bf16 whatever the step's precision
-  (Transformer Engine leaves it out of FP8), and the loss's softmax over fp32 logits (three passes).
+  (Transformer Engine leaves it out of FP8, and the router), and the loss's softmax over fp32 logits
+  (three passes).
+* FP8: each FP8 GEMM's input cast and transposed, and its output gradient in backward (`fp8_casts`).
 
 Memory-bound bytes (bf16, 2 B an element): a norm reads and writes its input (4 B per element); a
 bias-dropout-add reads the input and the residual, writes the sum and a 1-byte mask (7 B). Backward: each
@@ -36,9 +38,10 @@ RESIDUAL_BYTES = 7  # per element: input and residual read, sum written (bf16), 
 LOSS_BYTES = 12  # per logit: fp32 softmax, three passes (max, exp-sum, normalise) of 4 B
 
 
-def layer_kernels(spec: TransformerSpec, par: ParallelConfig) -> dict[str, tuple]:
+def layer_kernels(spec: TransformerSpec, par: ParallelConfig, tp_overlap: bool = False) -> dict[str, tuple]:
     """Forward kernels of one rank for one micro-batch, per compute op of the program: `attention`, `mlp`,
-    `experts`, `output`, `embedding` (module doc)."""
+    `experts`, `output`, `embedding` (module doc). `tp_overlap`: the GEMMs beside TP's collectives run in
+    tp chunks (Transformer Engine's ring exchange)."""
     tp, h = par.tp, spec.hidden_size
     tokens = par.mbs * par.seq / par.cp
     sp = tokens / tp if par.sequence_parallel and tp > 1 else tokens
@@ -60,8 +63,22 @@ def layer_kernels(spec: TransformerSpec, par: ParallelConfig) -> dict[str, tuple
         shared = (_mlp(spec, tokens, spec.num_shared_experts * spec.moe_intermediate_size / tp)
                   if spec.num_shared_experts else ())
         permute = MemoryPass(2 * 2 * 2 * spec.experts_per_token * tokens * h, kernels=2)
-        out["experts"] = (norm, Gemm(tokens, spec.num_experts, h), *shared, permute, *routed, residual)
+        router = Gemm(tokens / tp, spec.num_experts, h, bf16=True)  # on its share of the tokens, as counted
+        out["experts"] = (norm, router, *shared, permute, *routed, residual)
+    if tp_overlap and tp > 1 and par.sequence_parallel:
+        out["attention"] = tp_chunks(out["attention"], tp)
+        out["mlp"] = tp_chunks(out["mlp"], tp)
+    if par.precision == "fp8":
+        out = {name: fp8_casts(ops) for name, ops in out.items()}
     return out
+
+
+def tp_chunks(kernels: tuple, tp: int) -> tuple:
+    """TP overlap (Transformer Engine's userbuffers): the GEMM after an all-gather and the one before a
+    reduce-scatter run as tp GEMMs of m / tp rows, each beside one step of the ring exchange (NeMo's
+    `userbuffers_*` configurations: `ring_exchange` for QKV, fc1, and the backward's data gradients;
+    their weight gradients overlap in bulk, unchunked)."""
+    return tuple(Gemm(k.m, k.n, k.k, k.count, k.bf16, chunks=tp) if isinstance(k, Gemm) else k for k in kernels)
 
 
 def _mlp(spec: TransformerSpec, tokens: float, ffn: float, count: float = 1) -> tuple:
@@ -76,12 +93,26 @@ def backward_kernels(kernels: tuple) -> tuple:
     """The backward of forward kernels (module doc)."""
     out: list = []
     for k in reversed(kernels):
-        if isinstance(k, Gemm):
-            out += [Gemm(k.m, k.k, k.n, k.count, k.bf16), Gemm(k.k, k.n, k.m, k.count, k.bf16)]
+        if isinstance(k, Gemm):  # the data gradient keeps TP overlap's chunks, the weight gradient runs whole
+            out += [Gemm(k.m, k.k, k.n, k.count, k.bf16, k.chunks), Gemm(k.k, k.n, k.m, k.count, k.bf16)]
         elif isinstance(k, Attention):
             out.append(Attention(k.batch, k.heads, k.seq_q, k.seq_k, k.head_dim, k.causal, backward=True))
         else:
-            out.append(MemoryPass(2 * k.bytes, 2 * k.kernels))
+            back = 2 * k.bytes if k.backward_bytes is None else k.backward_bytes
+            out.append(MemoryPass(back, 2 * k.kernels if k.backward_bytes is None else k.kernels))
+    return tuple(out)
+
+
+def fp8_casts(kernels: tuple) -> tuple:
+    """FP8 (Transformer Engine): before each FP8 GEMM its input is cast to FP8 and transposed for the weight
+    gradient (`cast_transpose`: 2 B read, 1 B + 1 B written per element), and in backward the output's
+    gradient the same way; the weights' casts are kept across a step's micro-batches (TE's
+    `is_first_microbatch`) and left out."""
+    out: list = []
+    for k in kernels:
+        if isinstance(k, Gemm) and not k.bf16:
+            out.append(MemoryPass(4 * k.m * k.k * k.count, 1, backward_bytes=4 * k.m * k.n * k.count))
+        out.append(k)
     return tuple(out)
 
 

@@ -27,6 +27,7 @@ from fabriclab.whatif.llm.comm import CommModel
 from fabriclab.whatif.llm.compute import Roofline
 from fabriclab.whatif.llm.program import Call, LayerPass, ProgramOptions, StepProgram, Work, build_program
 from fabriclab.whatif.llm.schedule import F, PipelineRun, simulate
+from fabriclab.whatif.llm.stragglers import GPU_SPREAD
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
@@ -56,10 +57,13 @@ class StepOptions:
     """ZeRO-3: ranks that shard a parameter (HSDP); 0: all of dp x cp."""
     ep_overlap: bool = False
     """EP all-to-alls hidden behind the layer's compute."""
+    gpu_spread: float = GPU_SPREAD
+    """Standard deviation of the GPUs' speed over their mean: the step runs at the slowest GPU's pace
+    (`whatif/llm/stragglers.py`; applied to compute timed by the kernel model)."""
 
     def program(self) -> ProgramOptions:
         return ProgramOptions(fsdp_unit=self.fsdp_unit, shard_group=self.shard_group, ep_overlap=self.ep_overlap,
-                              bucket_params=self.bucket_params)
+                              bucket_params=self.bucket_params, tp_overlap=self.tp_overlap)
 
 
 @dataclass
