@@ -68,6 +68,39 @@ MemoryReserveOption = Annotated[Optional[str], typer.Option(
                                              "fragmentation.")]
 
 
+FabricOption = Annotated[Optional[str], typer.Option(
+    "--fabric", metavar="rail|fat-tree", help="The network between the servers instead of the cluster's (as plan "
+                                              "--fabrics compares them).")]
+BisectionOption = Annotated[Optional[str], typer.Option(
+    "--bisection", metavar="RATIO", help="The network's bisection instead of the cluster's, e.g. 1/2 (as plan "
+                                         "--bisection).")]
+NicRateOption = Annotated[Optional[str], typer.Option(
+    "--nic-rate", metavar="RATE", help="NIC line rate per GPU instead of the cluster's, e.g. 800Gbps (as plan "
+                                       "--nic-rates).")]
+
+
+def vary_cluster_options(cluster, fabric: str | None, bisection: str | None, nic_rate: str | None):
+    """The cluster with `--fabric`, `--bisection`, `--nic-rate` applied as `plan` applies its options
+    (`plan.llm.vary_cluster`), named after what changed; the cluster itself when none is given."""
+    from dataclasses import replace
+
+    from fabriclab.cli.options import parse_bisection
+    from fabriclab.plan.llm import vary_cluster
+    from fabriclab.units import parse_bandwidth
+
+    if fabric is None and bisection is None and nic_rate is None:
+        return cluster
+    word = None if fabric is None else fabric.strip().lower()
+    if word is not None and word not in ("rail", "fat-tree"):
+        raise ValueError(f"--fabric {fabric!r}: give rail or fat-tree (the network between the servers)")
+    ratio = None if bisection is None else parse_bisection(bisection)
+    rate = None if nic_rate is None else parse_bandwidth(nic_rate)
+    varied = vary_cluster(cluster, nic_rate_Bps=rate, fabric=word, bisection=ratio)
+    changes = [x for x in (word, None if rate is None else f"{rate * 8 / 1e9:g}G",
+                           None if ratio is None else f"bisection {ratio}") if x]
+    return replace(varied, name=f"{cluster.name} {' '.join(changes)}")
+
+
 def parse_share(text: str | None, option: str = "--efficiency") -> float | None:
     """A share of peak such as 0.45 or 45% (None stays None)."""
     if text is None:

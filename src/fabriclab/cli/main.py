@@ -44,6 +44,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "chakra": ("fabriclab.cli.chakra", "Chakra execution traces (ASTRA-sim's .et files): show, run on a cluster."),
     "plan": ("fabriclab.cli.plan", "How much network to buy: an LLM's layout, tokens/s and cost per cluster "
                                    "(`plan --model llama3-70b`), or a CNN's scaling per fabric and topology."),
+    "cluster": ("fabriclab.cli.cluster", "Cluster presets and files: show what a prediction takes from one, or "
+                                         "export it as a file to edit."),
     "calibrate": ("fabriclab.cli.calibrate", "Fit a cluster model to real measurements: nccl-tests logs "
                                              "(`calibrate nccl-tests`), a training step (`calibrate step`)."),
     "validate": ("fabriclab.cli.validate", "Predictions against measurements: the emulated cluster, and the "

@@ -20,7 +20,8 @@ from rich.table import Table
 
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_path,
                                   check_trace_prefix, user_errors)
-from fabriclab.cli.llm_options import (CpOption, EpOption, EpOverlapOption, FsdpUnitOption, GbsOption, GpusOption,
+from fabriclab.cli.llm_options import (BisectionOption, CpOption, EpOption, EpOverlapOption, FabricOption,
+                                       FsdpUnitOption, GbsOption, GpusOption, NicRateOption, vary_cluster_options,
                                        LlmJob, MbsOption, ModelOption, OrderOption, PpOption, PrecisionOption,
                                        RecomputeOption, SeqOption, ShardGroupOption, SpOption, TpOption,
                                        TpOverlapOption, VpOption, ZeroOption, GradDtypeOption,
@@ -41,6 +42,11 @@ def print_answer(out: Output, answer) -> None:
     _note(out, f"{answer.spec.name} on {s['num_gpus']:,} x {s['gpu']} ({answer.cluster.name}): {s['parallel']}")
     _note(out, f"compute: {answer.compute_line()}")
     _note(out, memory_line(answer.memory))
+    from fabriclab.plan.llm import pcie_cap
+
+    cap = pcie_cap(answer.cluster)
+    if cap:
+        _note(out, cap)
     if answer.memory.fit is not None and answer.memory.fit.warning:
         _note(out, answer.memory.fit.warning)
     _note(out, f"step time {s['step_time_s']:.4g} s, {s['tokens_per_s']:,.0f} tokens/s, MFU {s['mfu']:.1%}")
@@ -125,6 +131,7 @@ def register(app: typer.Typer) -> None:
                 tp_overlap: TpOverlapOption = False, fsdp_unit: FsdpUnitOption = "1",
                 shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False,
                 grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None,
+                fabric: FabricOption = None, bisection: BisectionOption = None, nic_rate: NicRateOption = None,
                 per_stage: bool = typer.Option(False, "--per-stage", help="Also every pipeline stage's split."),
                 efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Share of peak the math "
                                                          "reaches, e.g. 0.45 (default: the cluster file's from "
@@ -149,7 +156,7 @@ def register(app: typer.Typer) -> None:
         check_trace_prefix(chakra, "--chakra")
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
                                   recompute, precision, order)
-        the_cluster = load_cluster_option(cluster or "dgx-h100")
+        the_cluster = vary_cluster_options(load_cluster_option(cluster or "dgx-h100"), fabric, bisection, nic_rate)
         options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap)
         kwargs = {"options": options, "efficiency": _share(efficiency),
                   "memory_options": memory_options(grad_dtype, memory_reserve)}
@@ -164,7 +171,8 @@ def register(app: typer.Typer) -> None:
         events = _write_files(out, answer, trace, (chakra, graphs), stages)
         out.record("whatif.llm", {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap,
                                   "fsdp_unit": options.fsdp_unit, "shard_group": options.shard_group,
-                                  "ep_overlap": ep_overlap, "grad_dtype": grad_dtype,
+                                  "ep_overlap": ep_overlap, "grad_dtype": grad_dtype, "fabric": fabric,
+                                  "bisection": bisection, "nic_rate": nic_rate,
                                   "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes},
                    {**answer.summary(), "split_s": answer.result.split_s, "communicators": answer.result.comm,
                     "slowest_stage": answer.result.slowest_stage, "stages": per,

@@ -1,0 +1,52 @@
+"""`fabriclab cluster show|export` and `whatif llm`'s fabric options (--fabric, --bisection, --nic-rate):
+the exported file loads back as the preset, the PCIe cap is said where it binds."""
+
+import json
+
+from fabriclab.fabric.cluster import load_cluster, to_dict
+from fabriclab.fabric.presets import cluster_preset
+from tests.cli.test_cli_whatif_llm import fabriclab
+
+
+def test_export_writes_a_file_the_cluster_loader_reads_back_as_the_preset(tmp_path):
+    out = tmp_path / "h100.json"
+    done = fabriclab("cluster", "export", "dgx-h100", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert to_dict(load_cluster(out)) == to_dict(cluster_preset("dgx-h100"))
+    edited = tmp_path / "h100-800g.json"
+    done = fabriclab("cluster", "export", "dgx-h100", "--nic-rate", "800Gbps", "--fabric", "fat-tree",
+                     "--bisection", "1/2", "--out", str(edited))
+    assert done.returncode == 0, done.stderr
+    c = load_cluster(edited)
+    assert (c.server.nic_bandwidth_Bps, c.network.fabric, c.network.bisection) == (100e9, "fat-tree", 0.5)
+    # and a command takes it
+    done = fabriclab("whatif", "llm", "--cluster", str(edited), "--gpus", "16", "--gbs", "32")
+    assert done.returncode == 0, done.stderr
+    assert "runs at most 461 Gb/s" in " ".join(done.stdout.split())
+
+
+def test_show_says_what_a_prediction_takes_and_the_pcie_cap_where_it_binds(tmp_path):
+    plain = fabriclab("cluster", "show", "dgx-h100")
+    assert plain.returncode == 0, plain.stderr
+    assert "GPU-NIC PCIe" in plain.stdout and "PCIe cap" not in plain.stdout
+    fast = fabriclab("cluster", "show", "dgx-h100", "--nic-rate", "800Gbps", "--json", str(tmp_path / "r.json"))
+    assert "each 800 Gb/s NIC runs at most 461 Gb/s" in " ".join(fast.stdout.split())
+    assert max(len(line) for line in fast.stdout.splitlines()) <= 80
+    rows = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert any(r["part"] == "PCIe cap" for r in rows)
+
+
+def test_whatif_llm_takes_the_plans_fabric_options():
+    args = ["whatif", "llm", "--gpus", "16", "--gbs", "32"]
+    base = fabriclab(*args)
+    varied = fabriclab(*args, "--nic-rate", "800Gbps", "--fabric", "fat-tree", "--bisection", "1/4")
+    assert base.returncode == 0 and varied.returncode == 0, varied.stderr
+    assert "(dgx-h100 fat-tree 800G bisection 1/4)" in " ".join(varied.stdout.split())
+    assert "runs at most 461 Gb/s" not in base.stdout and "runs at most 461 Gb/s" in " ".join(varied.stdout.split())
+    bad = fabriclab(*args, "--fabric", "torus")
+    assert bad.returncode == 2 and "--fabric 'torus': give rail or fat-tree" in bad.stderr
+
+
+def test_the_main_help_lists_the_cluster_group():
+    done = fabriclab("--help")
+    assert "cluster" in done.stdout and "export it as a file to edit" in " ".join(done.stdout.split())
