@@ -109,3 +109,33 @@ def test_kernels_alone_time_the_measured_h100_trainer_steps_within_10_percent(wi
     answer = simulate_llm(spec, par, cluster_preset("dgx-h100"), check_memory=False)
     compute = answer.result.split_s["compute"]
     assert compute == pytest.approx(res["step_time_s"], rel=0.10)
+
+
+def test_unfused_attention_computes_every_score_and_costs_narrow_models_most():
+    """Megatron-LM before FlashAttention (Korthikanti et al.'s runs): the scores as batched GEMMs over every
+    key and a softmax in memory, whose share of a layer falls as the width grows (5 a s / h)."""
+    spec = load_model("gpt3-175b")
+    par = ParallelConfig(num_gpus=8, tp=8, gbs=8, seq=2048, flash_attention=False)
+    k, f = layer_kernels(spec, par), layer_flops(spec, par)
+    assert _gemm_flops(k["core"]) == pytest.approx(f.attention_core)
+    assert not any(isinstance(x, Attention) for x in k["attention"])
+    selective = build_program(spec, ParallelConfig(num_gpus=8, tp=8, gbs=8, seq=2048, flash_attention=False,
+                                                   recompute="selective"))
+    again = [op for lp in selective.chunks[(0, 0)].backward for op in lp.ops
+             if isinstance(op, Work) and op.name == "recompute.attention_core"]
+    assert again and again[0].kernels == k["core"]
+
+    def share_lost(width: int) -> float:
+        heads = width // 128
+        cfg = {"model_type": "gpt2", "hidden_size": width, "intermediate_size": 4 * width, "num_hidden_layers": 8,
+               "num_attention_heads": heads, "num_key_value_heads": heads, "vocab_size": 51200,
+               "seq_length": 2048, "hidden_act": "gelu"}
+        from fabriclab.workload.transformer import spec_from_config
+
+        s = spec_from_config(cfg, name="gpt-w")
+        t = [simulate_llm(s, ParallelConfig(num_gpus=8, tp=8, gbs=8, mbs=4, seq=2048, zero=0, flash_attention=fl),
+                          cluster_preset("dgx-a100"), check_memory=False).result.split_s["compute"]
+             for fl in (True, False)]
+        return t[1] / t[0] - 1
+
+    assert share_lost(6144) > share_lost(12288) > share_lost(25600) > 0

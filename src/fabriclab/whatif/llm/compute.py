@@ -183,7 +183,7 @@ def shape_rates(spec: TransformerSpec, par: ParallelConfig, gpu, kernels, scale:
         raise ValueError(f"compute scale {scale}: the share of the kernels' own speed a step keeps, in (0, 2]")
     if par.precision not in gpu.peak_flops:
         raise ValueError(f"this GPU has no {par.precision} tensor cores in its data sheet: use --precision bf16")
-    every = [k for ops in layer_kernels(spec, par).values() for k in ops]
+    every = [k for name, ops in layer_kernels(spec, par).items() if name != "core" for k in ops]
     gemm = [k.flops / kernels.time_s(k, gpu, par.precision) for k in every if isinstance(k, Gemm) and k.flops > 0]
     core = [k.flops / kernels.time_s(k, gpu, par.precision) for k in every if isinstance(k, Attention) and k.flops > 0]
     # the kernels' FLOPs are the real ones (causal: half the scores); the program counts attention without

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from fabriclab.whatif.llm.compute import layer_flops, layers_of_chunks
 from fabriclab.whatif.llm.schedule import B, F, order
-from fabriclab.whatif.llm.shapes import attention_core, backward_kernels, layer_kernels
+from fabriclab.whatif.llm.shapes import backward_kernels, layer_kernels
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
@@ -270,7 +270,7 @@ class _Layers:
             ops += [_renamed(op, "recompute.") for op in self.forward_ops(layer)]
         elif layer >= 0 and recompute == "selective":
             ops.append(Work("recompute.attention_core", 0.0, self.attn_core, 2 * self.act,
-                            attention_core(self.kernels["attention"])))
+                            self.kernels["core"]))
         for op in reversed(self.forward_ops(layer)):
             if isinstance(op, Work):
                 ops.append(Work(op.name + ".backward", 2 * op.linear_flops, 2 * op.attention_flops,

@@ -1,7 +1,7 @@
 """The kernels of one rank's layer, by shape: what the step program's compute ops run (`whatif/llm/program.py`),
 for the kernel model to time (`fabric/kernels.py`).
 
-Per micro-batch a rank holds T = mbs x seq / cp tokens; with sequence parallelism the norms, residual adds
+`core` is the attention core alone (what selective recompute runs again). Per micro-batch a rank holds T = mbs x seq / cp tokens; with sequence parallelism the norms, residual adds
 and dropouts run on T / tp of them, the matrices on all T (gathered over TP). Megatron-LM's layer, forward:
 
 * attention block: norm; QKV projection (T, (heads + 2 kv heads) x head_dim / tp, h); flash attention of
@@ -35,6 +35,7 @@ from fabriclab.workload.transformer import TransformerSpec
 
 NORM_BYTES = 4  # per element: read and write in bf16
 RESIDUAL_BYTES = 7  # per element: input and residual read, sum written (bf16), dropout mask written (1 B)
+UNFUSED_SCORE_BYTES = 9  # per score: softmax read and write (4 B), dropout read, write and mask (5 B)
 LOSS_BYTES = 12  # per logit: fp32 softmax, three passes (max, exp-sum, normalise) of 4 B
 
 
@@ -48,10 +49,11 @@ def layer_kernels(spec: TransformerSpec, par: ParallelConfig, tp_overlap: bool =
     d = spec.head_dim
     norm = MemoryPass(NORM_BYTES * sp * h)
     residual = MemoryPass(RESIDUAL_BYTES * sp * h)
-    attention = (norm, Gemm(tokens, (spec.num_heads + 2 * spec.num_kv_heads) * d / tp, h),
-                 Attention(par.mbs, spec.num_heads / tp, par.seq / par.cp, par.seq, d),
+    core = (Attention(par.mbs, spec.num_heads / tp, par.seq / par.cp, par.seq, d),) if par.flash_attention else \
+        _unfused(par.mbs * spec.num_heads / tp, par.seq / par.cp, par.seq, d)
+    attention = (norm, Gemm(tokens, (spec.num_heads + 2 * spec.num_kv_heads) * d / tp, h), *core,
                  Gemm(tokens, h, spec.num_heads * d / tp), residual)
-    out = {"attention": attention,
+    out = {"attention": attention, "core": core,
            "mlp": (norm, *_mlp(spec, tokens, spec.intermediate_size / tp), residual),
            "embedding": (MemoryPass(2 * 2 * sp * h),),
            "output": (norm, Gemm(tokens, spec.vocab_size / tp, h, bf16=True),
@@ -69,16 +71,27 @@ def layer_kernels(spec: TransformerSpec, par: ParallelConfig, tp_overlap: bool =
         out["attention"] = tp_chunks(out["attention"], tp)
         out["mlp"] = tp_chunks(out["mlp"], tp)
     if par.precision == "fp8":
-        out = {name: fp8_casts(ops) for name, ops in out.items()}
+        out = {name: ops if name == "core" else fp8_casts(ops) for name, ops in out.items()}
     return out
 
 
 def tp_chunks(kernels: tuple, tp: int) -> tuple:
     """TP overlap (Transformer Engine's userbuffers): the GEMM after an all-gather and the one before a
-    reduce-scatter run as tp GEMMs of m / tp rows, each beside one step of the ring exchange (NeMo's
-    `userbuffers_*` configurations: `ring_exchange` for QKV, fc1, and the backward's data gradients;
-    their weight gradients overlap in bulk, unchunked)."""
-    return tuple(Gemm(k.m, k.n, k.k, k.count, k.bf16, chunks=tp) if isinstance(k, Gemm) else k for k in kernels)
+    reduce-scatter (the block's first and last) run as tp GEMMs of m / tp rows, each beside one step of the
+    ring exchange (NeMo's `userbuffers_*` configurations: `ring_exchange` for QKV, fc1, and the backward's
+    data gradients; their weight gradients overlap in bulk, unchunked)."""
+    gemms = [i for i, k in enumerate(kernels) if isinstance(k, Gemm)]
+    ends = {gemms[0], gemms[-1]} if gemms else set()
+    return tuple(Gemm(k.m, k.n, k.k, k.count, k.bf16, chunks=tp) if i in ends else k for i, k in enumerate(kernels))
+
+
+def _unfused(heads: float, seq_q: float, seq_k: float, d: float) -> tuple:
+    """Attention without a fused kernel (Megatron-LM before FlashAttention): the scores as a batched GEMM
+    over every key (the causal mask saves nothing), a fused scale-mask-softmax (2 B read, 2 B written per
+    score), the dropout of the probabilities (2 B read, 2 B and a 1-byte mask written), the values' GEMM."""
+    scores = heads * seq_q * seq_k
+    return (Gemm(seq_q, seq_k, d, count=heads, bf16=True), MemoryPass(UNFUSED_SCORE_BYTES * scores, kernels=2),
+            Gemm(seq_q, d, seq_k, count=heads, bf16=True))
 
 
 def _mlp(spec: TransformerSpec, tokens: float, ffn: float, count: float = 1) -> tuple:
@@ -114,8 +127,3 @@ def fp8_casts(kernels: tuple) -> tuple:
             out.append(MemoryPass(4 * k.m * k.k * k.count, 1, backward_bytes=4 * k.m * k.n * k.count))
         out.append(k)
     return tuple(out)
-
-
-def attention_core(kernels: tuple) -> tuple:
-    """The attention kernels of a forward (what selective recompute runs again)."""
-    return tuple(k for k in kernels if isinstance(k, Attention))
