@@ -59,3 +59,21 @@ def test_srun_prefix_after_a_leading_space():
     (run,) = parse_nccl_tests(text, "x.log", collective="allreduce")
     assert (run.num_ranks, run.num_servers, len(run.rows)) == (16, 2, 11)
     assert run.rows[-1].busbw_GBps == pytest.approx(155.57) and run.rows[0].error == "N/A"
+
+
+def test_pat_is_costed_on_the_topology_at_the_share_nccl_gives_it():
+    from fabriclab.fabric.cluster import prior_cluster
+    from fabriclab.nccl.predict import candidate_times, collective_times
+
+    cluster = prior_cluster(gpus_per_server=1, gpu_name="NVIDIA B200", nic=link_preset("400GbE"),
+                            nccl_version="2.26.6", **datasheet_for("NVIDIA B200"))
+    size = [1 << 30]
+    cand = candidate_times(cluster, 4, size, "allgather")
+    _, picks = collective_times(cluster, 2, [2 << 20], "allgather")
+    assert picks == ["pat/Simple"]  # as NCCL 2.26 picks for Google's 2-GPU all_gather at 1-4 MiB
+    # the same bytes as the ring over the same NICs, at NCCL's PAT share (0.75 from 2.24)
+    ratio = cand[("pat", "Simple")][0] / cand[("ring", "Simple")][0]
+    assert 1 / 0.75 * 0.97 < ratio < 1 / 0.75 * 1.03
+    # never faster than the NICs allow: busbw of a 4-rank all_gather at most 50 GB/s x 3/4 x 0.75
+    busbw = (1 << 30) / cand[("pat", "Simple")][0] * 3 / 4
+    assert busbw < 50e9 * 0.75

@@ -29,6 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from fabriclab.collectives.schedule import bus_bandwidth_factor
+from fabriclab.fabric.buildings import tier_latency_s
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.nccl.choice import nccl_choices, nccl_estimates
 from fabriclab.nccl.layout import layout, steps
@@ -41,7 +42,7 @@ from fabriclab.nccl.pipeline import active_channels, tree_fill_s
 P2P = ("alltoall", "sendrecv")
 MODELLED = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", *P2P)
 # Algorithms this module costs on the topology; NCCL's others cost its own estimate.
-COSTED = ("ring", "tree", "p2p")
+COSTED = ("ring", "tree", "p2p", "pat")
 DTYPE_SIZES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int32": 4,
                "int8": 1, "uint8": 1, "int64": 8}
 
@@ -73,6 +74,7 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
             else:
                 latency = lat.base_s + 2 * ((lay.per_server - 1) * lat.intra_step_s
                                             + int(math.log2(lay.num_servers)) * lat.net_step_s)
+            latency += tier_latency_s(cluster.network, lay.num_servers, algo, collective)  # across buildings
             channels = active_channels(cluster, num_gpus, algo, proto, size)
             data = _link_time(cluster, num_gpus, algo, collective, channels) * size / (spec.link_factor * efficiency)
             if spec.busbw_cap_Bps is not None:  # a per-channel ceiling: the channels NCCL runs at this size
@@ -92,7 +94,29 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
         for key, us in estimates.items():
             if key[0] not in COSTED:
                 out[key] = np.maximum(launches, us * 1e-6 + memory) + lib.host_overhead_s
+        if ("pat", "Simple") in estimates:
+            out[("pat", "Simple")] = _pat_times(cluster, num_gpus, lay, size, collective, latencies["ring"]["Simple"],
+                                                launches, memory)
     return out
+
+
+def _pat_times(cluster: ClusterModel, num_gpus: int, lay, size: np.ndarray, collective: str, lat,
+               launches: float, memory: np.ndarray) -> np.ndarray:
+    """NCCL's PAT (allgather / reduce_scatter at one GPU per server, 2.23+) on the topology: each rank moves
+    the ring's bytes ((n-1)/n of the buffer) over the same links, at the busbw share NCCL's own model gives
+    PAT (`busBw *= .75`, 0.85 in 2.23), in log2(servers) rounds: latency = the ring Simple base + log2i(servers)
+    x the network step / 3.5 + 2.8 us per rank (v2.24+ src/graph/tuning.cc, `NCCL_ALGO_PAT` latency). Costed
+    by NCCL's estimate instead, a 2-GPU B200 all_gather at 1-4 MiB came out 2-4x faster than Google's
+    measurement (examples/nccl-corpus/gke-a4-b200-1gpu)."""
+    from fabriclab.nccl.versions import table_of
+
+    lib, table = cluster.library, table_of(cluster.library.nccl_version)
+    _, divisor, per_rank_us = table.pat_latency_us  # the base is the ring Simple base, fitted
+    latency = lat.base_s + int(math.log2(lay.num_servers)) * lat.net_step_s / divisor + lay.num_gpus * per_rank_us * 1e-6
+    channels = active_channels(cluster, num_gpus, "ring", "Simple", size)
+    spec = lib.protocols["Simple"]
+    data = _link_time(cluster, num_gpus, "ring", collective, channels) * size / (spec.link_factor * (table.pat_factor or 1.0))
+    return np.maximum(launches, latency + data + memory) + lib.host_overhead_s
 
 
 def _p2p_times(cluster: ClusterModel, lay, size: np.ndarray, collective: str, lat, launches: float) -> np.ndarray:
@@ -109,6 +133,7 @@ def _p2p_times(cluster: ClusterModel, lay, size: np.ndarray, collective: str, la
         intra, net = lay.per_server - 1, lay.num_gpus - lay.per_server
         latency = lat.base_s + (intra * lat.intra_step_s + net * lat.net_step_s) / lib.num_channels
     data = link_seconds_per_byte(cluster, lay.num_gpus, "p2p", collective) * size / lib.protocols["Simple"].link_factor
+    latency += tier_latency_s(cluster.network, lay.num_servers, "p2p", collective)  # across buildings
     work = latency + data + size / server.memory_bandwidth_Bps
     return np.maximum(launches, work) + lib.host_overhead_s
 
