@@ -24,8 +24,8 @@ STAR4 = (*SIM, "--topology", "star", "--hosts", "4", "--size", "1MB")
 # (arguments, fragment of the error line, exit code)
 CASES = [
     # the results store and plan's GPU counts: checked before any work
-    (("models", "--store", "/proc/x.db"), "--store /proc/x.db", 2),
-    (("models", "--store", "{tmp}"), "that is a directory", 2),
+    (("whatif", "--store", "/proc/x.db"), "--store /proc/x.db", 2),
+    (("whatif", "--store", "{tmp}"), "that is a directory", 2),
     (("plan", "--gpus", "100000000", "--fabrics", "25gbe"), "more than the limit of 16384", 2),
     # simulate collective: numbers, limits, names
     ((*STAR4, "--gamma", "-1"), "--gamma -1", 2),
@@ -150,7 +150,7 @@ CASES = [
     (("calibrate", "nccl-tests", "{tmp}/failed.log", "--out", "{tmp}/c.json"), "nccl-tests found wrong results", 2),
     (("whatif", "--profile", "{tmp}/late.bk.log", "--iteration-time", "0.001"), "after the iteration", 2),
     ((*STAR4, "--gamma", "1e308"), "--gamma 1e+308: give a reduction cost in seconds per byte from 0 to 0.001", 2),
-    (("models", "--store", "{tmp}/a_file"), "is not an SQLite file", 2),
+    (("whatif", "--store", "{tmp}/a_file"), "is not an SQLite file", 2),
     (("whatif", "--compression", "-1"), "--compression -1: give ratios > 0", 2),
     (("whatif", "--compression", "0"), "--compression 0: give ratios > 0", 2),
     ((*SIM, "--cluster", "{tmp}/missing.json"), "no such file and no preset of that name", 2),

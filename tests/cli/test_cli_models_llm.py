@@ -43,9 +43,9 @@ def test_list_has_the_cnns_then_the_llms_within_80_columns(app, tmp_path):
     assert all(len(line) <= 80 for line in block), "\n".join(line for line in block if len(line) > 80)
     rows = {line.split()[0]: line.split() for line in block[2:] if line.startswith("  ")}
     assert sorted(rows) == list_llms()
-    # layers, hidden, heads, experts, params (1e9), active, GFLOPs per token, seq: whole, not cut
-    assert rows["llama3-70b"][1:] == ["80", "8192", "64/8", "-", "70.55", "70.55", "481.4", "8192"]
-    assert rows["mixtral-8x7b"][4:7] == ["8/2/0", "46.70", "12.88"]
+    # layers, hidden, heads, experts, params (B = 1e9), active, GFLOPs per token, seq: whole, not cut
+    assert rows["llama3-70b"][1:] == ["80", "8192", "64/8", "-", "70.55B", "70.55B", "481.4", "8192"]
+    assert rows["mixtral-8x7b"][4:7] == ["8/2/0", "46.70B", "12.88B"]
     assert rows["deepseek-v3"][4] == "256/8/1"
     record = json.loads((tmp_path / "models.json").read_text())
     cnn = [r for r in record["results"] if r.get("family") != "llm"]
@@ -109,3 +109,15 @@ def test_bad_config_json(app, tmp_path):
     path.write_text(json.dumps({"hidden_size": 64}))
     assert_one_line_error(invoke(app, "models", str(path)), "missing key 'num_attention_heads'")
     assert_one_line_error(invoke(app, "models", str(tmp_path / "none.json")), "none.json: no such file")
+
+
+def test_the_listing_writes_no_store_record_and_shows_small_models_readably(app, tmp_path, monkeypatch):
+    from fabriclab.cli.models import count_text
+
+    store = tmp_path / "store.db"
+    result = runner.invoke(app, ["models"], env={"FABRICLAB_STORE": str(store)})
+    assert result.exit_code == 0, result.output
+    assert not store.exists()  # a listing of packaged data is no run
+    gpt_tiny = next(line for line in result.stdout.splitlines() if line.strip().startswith("gpt-tiny"))
+    assert gpt_tiny.split()[5:8] == ["262.7k", "262.7k", "0.0016"]  # not 0.00 billion, not 0.0 GFLOPs
+    assert [count_text(n) for n in (672.15e9, 4.2e6, 262_720, 512)] == ["672.15B", "4.20M", "262.7k", "512"]

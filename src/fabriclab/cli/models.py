@@ -18,15 +18,27 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from fabriclab.cli.common import (
-    FormatOption,
-    JsonOption,
-    Output,
-    StoreOption,
-    user_errors,
-)
+from fabriclab.cli.common import FormatOption, JsonOption, Output, user_errors
 from fabriclab.workload.transformer import TransformerSpec, list_llms, load_model
 from fabriclab.workload.zoo import get_spec, layer_table, list_models
+
+
+# `models` reads packaged data: its listing is no run, so it adds no record to the results store.
+STORE_OFF = Path("off")
+
+
+def count_text(n: float) -> str:
+    """A count people read at any size: 672.15B, 70.55B, 3.41M, 210.6k, 512 (never 0.00 billion)."""
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{unit}" if unit != "k" else f"{n / scale:.1f}{unit}"
+    return f"{n:.0f}"
+
+
+def _gflops(flops: float) -> str:
+    """GFLOPs to 4 significant digits (481.4), 2 below one (0.0016 for a tiny model, not 0.0)."""
+    value = flops / 1e9
+    return f"{value:.4g}" if value >= 1 else f"{value:.2g}"
 
 
 def _zoo_rows() -> list[dict]:
@@ -77,15 +89,15 @@ def _llm_row(spec: TransformerSpec) -> dict:
 
 
 def _print_llms(out: Output, rows: list[dict]) -> None:
-    table = Table(title="LLMs (params in 1e9; GFLOPs: model FLOPs per token at seq, 3 x forward)",
+    table = Table(title="LLMs (params in B, M, k; GFLOPs: model FLOPs per token at seq, 3 x forward)",
                   title_justify="left")
     for column in ("model", "layers", "hidden", "heads", "experts", "params", "active", "GFLOPs", "seq"):
         table.add_column(column, justify="left" if column == "model" else "right")
     for r in rows:
         experts = f"{r['num_experts']}/{r['experts_per_token']}/{r['num_shared_experts']}" if r["num_experts"] else "-"
         table.add_row(r["model"], str(r["num_layers"]), str(r["hidden_size"]),
-                      f"{r['num_heads']}/{r['num_kv_heads']}", experts, f"{r['num_params'] / 1e9:.2f}",
-                      f"{r['num_active_params'] / 1e9:.2f}", f"{r['model_flops_per_token'] / 1e9:.1f}",
+                      f"{r['num_heads']}/{r['num_kv_heads']}", experts, count_text(r["num_params"]),
+                      count_text(r["num_active_params"]), _gflops(r["model_flops_per_token"]),
                       str(r["seq_length"]))
     out.table(table)
     out.note("heads: query/key-value; experts: routed/top-k/shared.\n"
@@ -156,10 +168,11 @@ def models_cmd(
                                                     "HuggingFace config.json) parameters and FLOPs."),
     fmt: FormatOption = None,
     json_path: JsonOption = None,
-    store: StoreOption = None,
 ) -> None:
-    """List the model zoo (parameters, MB, GFLOPs per sample) and the LLMs; or one model's breakdown."""
-    out = Output(fmt, json_path, store)
+    """List the model zoo (parameters, MB, GFLOPs per sample) and the LLMs; or one model's breakdown.
+
+    A listing of packaged data, not a run: nothing goes to the results store (--json writes the rows)."""
+    out = Output(fmt, json_path, STORE_OFF)
     if name is None:
         rows = _zoo_rows()
         llms = [_llm_row(load_model(n)) for n in list_llms()]
