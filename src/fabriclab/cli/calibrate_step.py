@@ -67,7 +67,8 @@ def register(app: typer.Typer) -> None:
                  precision: PrecisionOption = "bf16", order: OrderOption = "tp-cp-dp-pp",
                  tp_overlap: TpOverlapOption = False, fsdp_unit: FsdpUnitOption = "1",
                  shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False,
-                 grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None, fmt: FormatOption = None, json_path: JsonOption = None,
+                 grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None,
+                 fmt: FormatOption = None, json_path: JsonOption = None,
                  store: StoreOption = None) -> None:
         """Store the compute efficiency that makes the simulated step last the measured time.
 
@@ -92,11 +93,11 @@ def register(app: typer.Typer) -> None:
                   f"{seconds:g} s (calibrate step)")
         save_cluster(with_efficiency(the_cluster, job.par.precision, value, source), out)
         print_answer(output, answer)
-        output.note(f"compute efficiency {value:.4f} of {job.par.precision} peak; cluster written to {out}")
         warning = plausibility_warning(answer.mfu, job.par.precision)
-        for line in (fit.warning, warning):
-            if line:
-                output.note(textwrap.fill(line, width=80, subsequent_indent="  ", break_on_hyphens=False))
+        for line in (f"compute: {answer.compute_line()}; cluster written to {out}", fit.warning, warning):
+            if line:  # at 80 columns, a long path whole on its own line
+                output.note(textwrap.fill(line, width=80, subsequent_indent="  ", break_on_hyphens=False,
+                                          break_long_words=False))
         output.record("calibrate.step", {**job.config(), "cluster": cluster or "dgx-h100", "step_time_s": seconds,
                                          "tp_overlap": tp_overlap, "fsdp_unit": options.fsdp_unit,
                                          "shard_group": options.shard_group, "ep_overlap": ep_overlap,

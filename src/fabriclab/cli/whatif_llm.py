@@ -42,7 +42,7 @@ def print_answer(out: Output, answer) -> None:
     _note(out, f"{answer.spec.name} on {s['num_gpus']:,} x {s['gpu']} ({answer.cluster.name}): {s['parallel']}")
     _note(out, f"compute: {answer.compute_line()}")
     _note(out, memory_line(answer.memory))
-    from fabriclab.plan.llm import pcie_cap
+    from fabriclab.plan.llm_cluster import pcie_cap
 
     cap = pcie_cap(answer.cluster)
     if cap:

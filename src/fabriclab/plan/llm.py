@@ -30,11 +30,12 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
 from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.plan.llm_cluster import FABRICS, pcie_cap, vary_cluster
 from fabriclab.plan.llm_cost import option_cost
 from fabriclab.plan.llm_eval import Evaluator
 from fabriclab.plan.llm_report import mark_pareto, recommend, short, tie_lines
@@ -47,7 +48,6 @@ DEFAULT_CLUSTERS = ("dgx-h100", "hgx-h200")  # the H100-class presets (H200: the
 DEFAULT_TOKENS_PER_STEP = 1 << 24
 DEFAULT_MAX_CONFIGS = 1000
 MAX_LLM_GPUS = 131072  # the largest cluster the library model predicts (nccl/predict at scale)
-FABRICS = ("rail", "fat-tree")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,34 +176,6 @@ def default_gbs(seq: int) -> int:
 
 def _rate_label(rate_Bps: float) -> str:
     return f"{rate_Bps * 8 / 1e9:g}G"
-
-
-def vary_cluster(base: ClusterModel, *, nic_rate_Bps: float | None = None, fabric: str | None = None,
-                 bisection: Fraction | float | None = None) -> ClusterModel:
-    """`base` with another NIC line rate per GPU, network between the servers (rail or fat-tree) or bisection:
-    an option of `plan` (`--nic-rates`, `--fabrics`, `--bisection`) and the cluster `whatif llm --nic-rate
-    --fabric --bisection` simulates; None keeps the cluster's own."""
-    if fabric is not None and fabric not in FABRICS:
-        raise ValueError(f"network {fabric!r}: with an LLM the network between the servers is "
-                         f"{' or '.join(FABRICS)} (the NIC rate per GPU is a rate, e.g. 400Gbps)")
-    if bisection is not None and not 0 < bisection <= 1:
-        raise ValueError(f"bisection {bisection}: give a ratio in (0, 1], e.g. 1/2")
-    server = base.server if nic_rate_Bps is None else replace(base.server, nic_bandwidth_Bps=nic_rate_Bps)
-    network = replace(base.network, fabric=fabric or base.network.fabric,
-                      bisection=base.network.bisection if bisection is None else float(bisection))
-    return replace(base, server=server, network=network)
-
-
-def pcie_cap(cluster: ClusterModel, name: str | None = None) -> str | None:
-    """A sentence when the GPU-to-NIC PCIe path is slower than the NIC and caps it (an 800G NIC behind
-    PCIe Gen5 x16: ~461 Gb/s), else None; `name`: the cluster's in the sentence (default its own)."""
-    s = cluster.server
-    nic = s.nic_bandwidth_Bps * s.nic_efficiency
-    if s.pcie_bandwidth_Bps >= nic:
-        return None
-    return (f"{name or cluster.name}: each {s.nic_bandwidth_Bps * 8 / 1e9:g} Gb/s NIC runs at most "
-            f"{s.pcie_bandwidth_Bps * 8 / 1e9:.0f} Gb/s: the GPU-to-NIC PCIe path "
-            f"({s.pcie_bandwidth_Bps / 1e9:.1f} GB/s a direction) caps it; a faster NIC needs a faster PCIe")
 
 
 def build_options(request: LlmPlanRequest) -> list[PlanOption]:
@@ -411,8 +383,9 @@ def _no_rows(rows: list, unfit: list, model: str, bounds: SearchBounds) -> None:
     if rows:
         return
     if bounds.describe() and not any(u["num_enumerated"] for u in unfit):
-        raise ValueError(f"{model}: no parallel configuration the frameworks allow has {bounds.describe()} at these "
-                         f"GPU counts (TP 1-8 within a server, PP up to 32, EP dividing the experts): widen them")
+        raise ValueError(f"{model}: no parallel configuration the frameworks allow has {bounds.describe()} at "
+                         f"these GPU counts (TP 1, 2, 4 or 8 within a server, PP up to 32, EP dividing the "
+                         f"experts): widen them")
     if not any(u["smallest_parallel"] for u in unfit):
         raise ValueError(f"{model}: no parallel configuration divides these GPU counts with this global batch: "
                          f"give GPU counts that are powers of two times the GPUs per server, or another --gbs")

@@ -137,7 +137,8 @@ class MemoryBreakdown:
         """One row per part and the total: {"part", "bytes", "GB", "note"}."""
         parts = [("weights", self.weights_bytes, "bf16, 2 B/param" + (", ZeRO-3 shard + one layer"
                                                                        if self.zero == 3 else "")),
-                 ("gradients", self.gradients_bytes, ("fp32, 4" if self.grad_bytes == 4 else "bf16, 2") + " B/param" + (", sharded" if self.zero >= 2 else "")),
+                 ("gradients", self.gradients_bytes, ("fp32, 4" if self.grad_bytes == 4 else "bf16, 2")
+                  + " B/param" + (", sharded" if self.zero >= 2 else "")),
                  ("optimizer", self.optimizer_bytes, "Adam fp32 master, m, v: 12 B/param"
                   + (", sharded" if self.zero >= 1 else "")),
                  ("activations", self.activations_bytes, f"{self.in_flight_microbatches:g} micro-batches in "
