@@ -206,5 +206,8 @@ def add_cost_cmd(
 
 
 def register(main_app: typer.Typer) -> None:
-    """Add `profile` (with its `add-cost` sub-command) to `main_app`."""
+    """Add `profile` (with its `add-cost` and `kernels` sub-commands) to `main_app`."""
+    from fabriclab.cli import profile_kernels
+
+    profile_kernels.register(app)
     main_app.add_typer(app, name="profile")
