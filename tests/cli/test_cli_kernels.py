@@ -1,0 +1,59 @@
+"""`fabriclab profile kernels` and `calibrate kernels` end to end: measure a table, fit it, use the fit."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabriclab.fabric.kernel_fit import read_kernel_table
+
+H100_TABLE = Path(__file__).resolve().parents[2] / "docs" / "measurements" / "h100-2026-11-27" / "kernels.csv"
+
+
+def fabriclab(*argv):
+    return subprocess.run([sys.executable, "-m", "fabriclab", *argv], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "FABRICLAB_STORE": "off"})
+
+
+def test_profile_kernels_writes_a_table_calibrate_reads(tmp_path):
+    out = tmp_path / "k.csv"
+    done = fabriclab("profile", "kernels", "--device", "cpu", "--quick", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = read_kernel_table(out)
+    assert sum(r.op == "gemm" for r in rows) == 8 and {r.op for r in rows} >= {"sdpa_causal_fwd", "copy"}
+    assert all(r.seconds > 0 for r in rows) and "calibrate kernels" in done.stdout
+
+
+@pytest.mark.parametrize("argv, words", [(["--device", "tpu"], "--device 'tpu'"),
+                                         (["--device", "cpu"], "--quick"),
+                                         (["--device", "cpu", "--quick", "--budget", "0"], "--budget")])
+def test_profile_kernels_bad_options_are_one_line(tmp_path, argv, words):
+    done = fabriclab("profile", "kernels", "--out", str(tmp_path / "k.csv"), *argv)
+    assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_calibrate_kernels_writes_a_cluster_whatif_then_times_by(tmp_path):
+    out = tmp_path / "c.json"
+    done = fabriclab("calibrate", "kernels", "--table", str(H100_TABLE), "--cluster", "dgx-h100", "--out", str(out),
+                     "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 0, done.stderr
+    assert "GEMM bf16: share of peak" in done.stdout
+    kernels = json.loads(out.read_text())["compute"]["kernels"]
+    assert 0.6 < kernels["gemm_share"]["bf16"] < 0.85 and kernels["error"] < 0.1
+    record = json.loads((tmp_path / "r.json").read_text())
+    spread = {r["kernels"]: r for r in record["results"]["spread"]}
+    assert spread["gemm bf16"]["rms_large"] < 0.08
+    again = fabriclab("whatif", "llm", "--cluster", str(out), "--model", "llama3-8b", "--gpus", "8", "--tp", "2",
+                      "--gbs", "16", "--seq", "2048")
+    assert again.returncode == 0, again.stderr
+    assert "fit of kernels.csv on H100" in " ".join(again.stdout.split())
+
+
+def test_calibrate_kernels_of_a_bad_table_is_one_line(tmp_path):
+    bad = tmp_path / "k.csv"
+    bad.write_text("op,dtype\n")
+    done = fabriclab("calibrate", "kernels", "--table", str(bad))
+    assert done.returncode == 2 and "needs the columns" in done.stderr
