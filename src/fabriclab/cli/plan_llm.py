@@ -262,7 +262,7 @@ def print_llm_plan(output: Output, request, result) -> None:
     options = f"{s['num_options']} option" + ("s" if s["num_options"] > 1 else "")
     output.note(f"{s['num_enumerated']:,} configurations on {options}: {s['num_fit']:,} fit in "
                 f"memory, {s['num_simulated']:,} simulated, {s['num_bounded']:,} skipped by a lower bound (the best "
-                f"is still the best of all); global batch {s['gbs']:,} x {s['seq']:,} tokens; {s['wall_s']:.1f} s{cut}")
+                f"two are still the best two of all); global batch {s['gbs']:,} x {s['seq']:,} tokens; {s['wall_s']:.1f} s{cut}")
 
 
 def _unfit_lines(unfit: list[dict], model: str) -> list[str]:

@@ -368,7 +368,8 @@ def _best_row(answer, option: PlanOption, fitted, found: dict) -> dict:
 def _runner_up(best, second) -> dict:
     """The second-best configuration of a row and how much longer its step is."""
     if second is None:
-        return {"runner_up": None, "runner_up_step_s": math.nan, "runner_up_slower": math.nan}
+        return {"runner_up": None, "runner_up_step_s": math.nan, "runner_up_slower": math.nan,
+                "runner_up_split_s": None}
     return {"runner_up": short(second.par), "runner_up_step_s": second.step_time_s,
             "runner_up_slower": second.step_time_s / best.step_time_s - 1, "runner_up_split_s": second.result.split_s}
 
