@@ -79,5 +79,10 @@ def test_bad_input_says_what_to_change():
     with pytest.raises(ValueError, match="the general engine takes at most 2,000,000"):
         link_seconds_per_byte(cluster, 2048, "p2p", "alltoall", engine="general")
     assert MAX_CLUSTER_GPUS == 131072 and check_cluster_gpus(cluster, 131072).num_servers == 16384
-    with pytest.raises(ValueError, match="--gpus 131080: a cluster prediction takes at most 131072 GPUs"):
+    with pytest.raises(ValueError, match="--gpus 131080: a cluster prediction takes at most 131072 GPUs in one "
+                                         "building here .*network\\.servers_per_building"):
         check_cluster_gpus(cluster, 131080)
+    campus = cluster_preset("dgx-h100-campus")
+    assert check_cluster_gpus(campus, 1_000_000).num_servers == 125_000
+    with pytest.raises(ValueError, match="at most 1,048,576 GPUs"):
+        check_cluster_gpus(campus, (1 << 20) + 8)

@@ -84,6 +84,13 @@ class NetworkSpec:
     sharp: bool = False
     """The switches reduce in the network (NVIDIA SHARP, with NCCL's SHARP plugin loaded): NCCL may then
     run CollNet across servers (`nccl/choice.py`)."""
+    servers_per_building: int = 0
+    """Servers one building holds, each building with its own leaves and spines; servers fill the buildings in
+    order and the buildings meet on a third tier (`fabric/buildings.py`). 0: one building, however large."""
+    building_bandwidth_Bps: float = 0.0
+    """Each building's bandwidth to the third tier, per direction; 0: as much as its NICs (non-blocking)."""
+    building_latency_s: float = 0.0
+    """One-way latency the third tier adds (fibre: about 5 us per km)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,6 +282,9 @@ def to_dict(model: ClusterModel) -> dict:
     """The JSON form (schema first; `compute` null when the cluster gives none)."""
     data = asdict(model)
     data["library"]["algorithms"] = list(model.library.algorithms)
+    if model.network.servers_per_building == 0:  # one building: the file reads as before the third tier
+        for key in ("servers_per_building", "building_bandwidth_Bps", "building_latency_s"):
+            data["network"].pop(key)
     return {"schema": SCHEMA, **data}
 
 
@@ -384,6 +394,9 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
                 s.memory_bandwidth_Bps, "server.pcie_bandwidth_Bps": s.pcie_bandwidth_Bps,
                 "server.nic_bandwidth_Bps": s.nic_bandwidth_Bps}
     nonneg = {"server.intra_latency_s": s.intra_latency_s, "server.nic_latency_s": s.nic_latency_s,
+              "network.servers_per_building": n.servers_per_building,
+              "network.building_bandwidth_Bps": n.building_bandwidth_Bps,
+              "network.building_latency_s": n.building_latency_s,
               "library.launch_s": lib.launch_s, "library.host_overhead_s": lib.host_overhead_s}
     for a, row in (lib.latencies or {}).items():
         for p, lat in row.items():
@@ -410,6 +423,9 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
                              f"give a share in (0, 1]")
     if not isinstance(n.sharp, bool):
         raise ValueError(f"cluster file {where}: network.sharp is {n.sharp!r}; give true or false")
+    if not isinstance(n.servers_per_building, int) or isinstance(n.servers_per_building, bool):
+        raise ValueError(f"cluster file {where}: network.servers_per_building is {n.servers_per_building!r}; give a "
+                         f"whole number of servers (0: one building)")
     choices = {"server.intra": (s.intra, ("nvswitch", "pcie")), "network.fabric": (n.fabric, ("rail", "fat-tree")),
                "library.selection": (lib.selection, SELECTIONS)}
     for key, (value, allowed) in choices.items():

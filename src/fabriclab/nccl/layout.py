@@ -28,19 +28,29 @@ class Layout:
     """Ranks per server."""
 
 
-# The largest GPU count a prediction takes here. The flow simulation (`nccl/links.py`, in classes) grows a little
-# faster than the GPUs: measured on this 2-core machine (`fabriclab bench sim --scale`), an all-reduce size
-# sweep of dgx-h100 (ranges included) takes 2.3 s at 16,384 GPUs, 10 s at 65,536 and 22 s and 440 MB at
-# 100,000 (all-to-all: 2 s); 131,072 stays well within a minute and 4 GB.
+# The most GPUs of one building a prediction takes here (a cluster over buildings, `fabric/buildings.py`,
+# simulates one building and counts the third tier, so it takes up to MAX_TOTAL_GPUS). The flow simulation
+# (`nccl/links.py`, in classes) grows a little faster than the GPUs: measured on this 2-core machine (`fabriclab
+# bench sim --scale`), an all-reduce size sweep of dgx-h100 (ranges included) takes 2.3 s at 16,384 GPUs, 10 s
+# at 65,536 and 22 s and 440 MB at 100,000 (all-to-all: 2 s); 131,072 stays well within a minute and 4 GB.
 MAX_CLUSTER_GPUS = 131072
+MAX_TOTAL_GPUS = 1 << 20  # the job counts' bound (workload/parallel.py ParallelConfig)
 
 
 def check_cluster_gpus(cluster: ClusterModel, num_gpus: int, option: str = "--gpus") -> Layout:
     """The layout of `num_gpus` GPUs, or a ValueError naming `option` when there are too many or they do not
     fill whole servers."""
-    if isinstance(num_gpus, (int, np.integer)) and num_gpus > MAX_CLUSTER_GPUS:
-        raise ValueError(f"{option} {num_gpus}: a cluster prediction takes at most {MAX_CLUSTER_GPUS} GPUs here "
-                         f"(its flow simulation grows with the GPUs: about a minute and 4 GB there); give fewer")
+    if isinstance(num_gpus, (int, np.integer)) and num_gpus > MAX_TOTAL_GPUS:
+        raise ValueError(f"{option} {num_gpus}: a cluster prediction takes at most {MAX_TOTAL_GPUS:,} GPUs; give "
+                         f"fewer")
+    g = cluster.server.gpus_per_server
+    spb = cluster.network.servers_per_building
+    one = num_gpus if spb <= 0 else min(num_gpus, spb * g)
+    if isinstance(num_gpus, (int, np.integer)) and one > MAX_CLUSTER_GPUS:
+        raise ValueError(f"{option} {num_gpus}: a cluster prediction takes at most {MAX_CLUSTER_GPUS} GPUs in one "
+                         f"building here (its flow simulation grows with the GPUs: about a minute and 4 GB there); "
+                         f"give fewer, or spread the servers over buildings (network.servers_per_building in the "
+                         f"cluster file, at most {MAX_CLUSTER_GPUS // g:,}; preset dgx-h100-campus)")
     return layout(cluster, num_gpus)
 
 

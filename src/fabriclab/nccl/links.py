@@ -41,6 +41,7 @@ from functools import lru_cache
 import numpy as np
 
 from fabriclab.collectives.schedule import bus_bandwidth_factor
+from fabriclab.fabric.buildings import building_servers, tier_seconds_per_unit
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.links import Link
 from fabriclab.fabric.rail import gpu_cluster_topology
@@ -204,7 +205,16 @@ def link_seconds_per_byte(cluster: ClusterModel, num_gpus: int, algorithm: str, 
     lay = layout(cluster, num_gpus)
     if lay.num_gpus == 1:
         return 0.0
-    key = _topology_key(cluster, lay.num_servers)
-    per_unit = _link_seconds_per_unit(key, lay, algorithm, collective if algorithm == "p2p" else "",
-                                      cluster.library.num_channels if algorithm != "p2p" else 0, engine)
+    # Across buildings: one building alone, and the third tier (`fabric/buildings.py`), the slower of the two.
+    inside = building_servers(cluster.network, lay.num_servers)
+    one = lay if inside == lay.num_servers else Layout(inside * lay.per_server, inside, lay.per_server)
+    key = _topology_key(cluster, one.num_servers)
+    channels = cluster.library.num_channels if algorithm != "p2p" else 0
+    per_unit = _link_seconds_per_unit(key, one, algorithm, collective if algorithm == "p2p" else "", channels,
+                                      engine)
+    if one is not lay:
+        s = cluster.server
+        nics_Bps = s.nics_per_server * s.nic_bandwidth_Bps * s.nic_efficiency
+        per_unit = max(per_unit, tier_seconds_per_unit(cluster.network, lay.num_servers, lay.per_server, nics_Bps,
+                                                       algorithm, collective, channels))
     return per_unit * (bus_bandwidth_factor(collective, lay.num_gpus) if algorithm == "ring" else 1.0)
