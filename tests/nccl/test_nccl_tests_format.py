@@ -89,5 +89,7 @@ def test_a_large_prediction_summarises_its_devices_in_one_line(gpus):
     assert all("on server-000 " in line for line in ranks)
     assert f"#  {gpus:,} ranks on {gpus // 8:,} servers (server-000 to server-" in text
     assert len(text.splitlines()) < 30 and max(len(line) for line in text.splitlines()) <= 200
-    with pytest.raises(ValueError, match="do not belong to one run"):  # never read back as 8 measured ranks
-        parse_nccl_tests(text, "p")
+    (back,) = parse_nccl_tests(text, "p")  # read back with the layout the summary states, never as 8 ranks
+    assert (back.num_ranks, back.num_servers, back.gpus_per_server) == (gpus, gpus // 8, 8)
+    with pytest.raises(ValueError, match="lists 7 ranks of the first"):
+        parse_nccl_tests(text.replace(ranks[-1] + "\n", ""), "p")

@@ -180,6 +180,8 @@ _OUT_OF_BOUNDS = re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)\s*(\w+)")
 _COLUMN_NAMES = {"size", "count", "type", "redop", "root", "time", "cputime", "algbw", "busbw", "error", "#wrong",
                  "i_min", "i_max", "i_p99", "i_cv%", "timestamp"}
 _NEEDED = ("size", "count", "time", "algbw", "busbw")
+# log_writer's summary of a large prediction's ranks: `#  1,024 ranks on 128 servers (a to b), 8 GPU each; ...`
+_SUMMARY = re.compile(r"^#\s*([\d,]+) ranks on ([\d,]+) servers \(.*\), (\d+) .* each; the first server's ranks:")
 _PLACED = {"time", "algbw", "busbw", "error", "#wrong", "i_min", "i_max", "i_p99", "i_cv%"}  # per placement
 
 
@@ -203,6 +205,8 @@ class _Run:
         """(NCCL version, line saying it)."""
         self.empty_redop = False
         """Rows print nothing under the `redop` heading: alltoall_perf before nccl-tests 2.13."""
+        self.summary: tuple[int, int] | None = None
+        """(ranks, servers) of `log_writer`'s one-line summary of a large prediction's rank list."""
 
 
 def _where(source: str, line_no: int) -> str:
@@ -297,6 +301,8 @@ def _header_line(run: _Run, line: str, source: str, line_no: int) -> None:
     """A `#` line inside a run: a rank, the column names, the end of the table or its check."""
     if rank := _RANK.match(line):
         run.ranks[int(rank.group(1))] = (rank.group(3), rank.group(2), rank.group(5).strip())
+    elif summary := _SUMMARY.match(line):
+        run.summary = (int(summary.group(1).replace(",", "")), int(summary.group(2).replace(",", "")))
     elif _is_column_header(line, source, line_no):
         run.columns = line.lstrip("#").split()
     elif line.startswith("# Avg bus bandwidth"):
@@ -387,6 +393,13 @@ def _finish(run: _Run, source: str, run_name: str, fallback: tuple[str, str] | N
     if not rows:
         raise ValueError(f"{named}: the run at line {run.first_line} has a header but no rows")
     hosts = tuple(run.ranks[r][0] for r in range(len(run.ranks)))
+    if run.summary is not None:  # fabriclab's own prediction of many ranks: the layout its summary states
+        total, servers = run.summary
+        if total % servers or len(hosts) != total // servers:
+            raise ValueError(f"{named}: the rank summary says {total:,} ranks on {servers:,} servers and lists "
+                             f"{len(hosts)} ranks of the first: pass the log as fabriclab wrote it")
+        per = total // servers
+        hosts = tuple(hosts[0] if r < per else f"server-{r // per:03d}" for r in range(total))
     collective = _collective(run, hosts, [r for _, r in rows], named, fallback)
     tables = _tables(rows, named)
     keys = [(t[0].dtype, t[0].redop, t[0].root) for t in tables]
