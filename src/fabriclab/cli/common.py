@@ -107,9 +107,10 @@ def user_errors(command: F) -> F:
 
 
 def save_record(path: Path | None, kind: str, config: dict, results: Any,
-                store: Path | None = None, top: dict | None = None) -> dict | None:
+                store: Path | None = None, top: dict | None = None, where: dict | None = None) -> dict | None:
     """Write the run's record to `path` (`-`: stdout) when given, add it to the store; returns it (None
-    when it goes nowhere: no --json and the store off, so no git or host facts are gathered)."""
+    when it goes nowhere: no --json and the store off, so no git or host facts are gathered). `where`,
+    when given, gets the record's `id` and `store` path once it is in the store."""
     if path is None and _store_path(store) is None:
         return None
     record = make_record(kind, config, results, top)
@@ -117,7 +118,9 @@ def save_record(path: Path | None, kind: str, config: dict, results: Any,
         record["command"] = list(_COMMAND_LINE.get())
     if path is not None:
         _write_record_safely(path, record)
-    _store_record(record, store)
+    record_id = _store_record(record, store)
+    if where is not None and record_id is not None:
+        where.update(id=record_id, store=_store_path(store))
     return record
 
 
@@ -174,19 +177,21 @@ def check_store(store: Path | None) -> None:
         check_store_file(path)
 
 
-def _store_record(record: dict, store: Path | None) -> None:
-    """Add the record to the results store; if that fails, keep it in a temporary file and say where."""
+def _store_record(record: dict, store: Path | None) -> int | None:
+    """Add the record to the results store and return its id; if that fails, keep it in a temporary file
+    and say where."""
     path = _store_path(store)
     if path is None:
-        return
+        return None
     from fabriclab.report import store as results_store
 
     try:
-        results_store.add_record(record, path)
+        return results_store.add_record(record, path)
     except (ValueError, OSError) as exc:
         kept = _keep_in_temp(record)
         err_console.print(f"warning: the record was not added to the results store ({exc}); it is kept in "
                           f"{kept}", style="yellow", markup=False, soft_wrap=True)
+        return None
 
 
 def write_trace_file(path: Path, trace: dict, written: str) -> int:
@@ -267,6 +272,7 @@ class Output:
         self.json_path = json_path
         self.store = store
         self.machine_stdout = self.fmt in ("csv", "json") or json_path == STDOUT
+        self.saved: dict = {}  # the record's `id` and `store` once it is in the store
         check_output_path(json_path)
         check_store(store)
 
@@ -286,7 +292,7 @@ class Output:
     def record(self, kind: str, config: dict, results: Any, top: dict | None = None) -> dict | None:
         """Write the record to `--json` (if given) and the results store; returns the record. `top`:
         headline numbers also at the record's top level."""
-        return save_record(self.json_path, kind, config, results, self.store, top)
+        return save_record(self.json_path, kind, config, results, self.store, top, where=self.saved)
 
 
 def wrap_for_terminal(text: str, file) -> str:

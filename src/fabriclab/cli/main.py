@@ -4,7 +4,9 @@
 in a fraction of a second; `fabriclab simulate ...` imports the simulate module only (and never torch:
 torch is imported inside the commands that run it). `fabriclab run` runs the main job on a built-in
 default, the short collectives benchmark (ring, butterfly and the native all-reduce on 4 local ranks,
-sizes 1KB:16MB), the same code as `fabriclab collectives bench` with its defaults.
+sizes 1KB:16MB), the same code as `fabriclab collectives bench` with its defaults, and ends with its
+conclusion (`report/bench_verdict.py`: which algorithm wins where, by how much), its record and the next
+commands.
 
 Try it: `fabriclab --help`.
 """
@@ -20,7 +22,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup  # typer's documented classes for custom commands and groups
 
 import fabriclab
-from fabriclab.cli.common import command_line, print_error, user_errors
+from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, command_line, print_error,
+                                  user_errors)
 from fabriclab.cli.signals import Terminated, sigterm_as_interrupt
 
 # click's error classes, reached through typer's public `BadParameter` (a click `UsageError`) rather than by
@@ -211,13 +214,40 @@ def main(
 _run_app = typer.Typer(add_completion=False, rich_markup_mode=None)  # plain help, as in load_command
 
 
+# What a new user runs after the main job.
+NEXT = ("fabriclab report (every record on one HTML page)",
+        "fabriclab collectives bench --np 4 --sizes 1KB:256MB (a longer sweep, any algorithm)",
+        "fabriclab simulate collective --cluster dgx-h100 --gpus 1024 (the collective predicted at scale)",
+        "fabriclab whatif llm --model llama3-70b --gpus 1024 --tp 8 --pp 4 (an LLM training step)")
+
+
+class _KeepRows(Output):
+    """An Output that also keeps the rows of the record it writes (for the conclusion)."""
+
+    rows: list = []
+
+    def record(self, kind: str, config: dict, results: Any, top: dict | None = None) -> dict | None:
+        self.rows = results
+        return super().record(kind, config, results, top)
+
+
 @_run_app.command("run")
 @user_errors
-def run() -> None:
-    """The main job on a built-in default: the short collectives benchmark on 4 local ranks."""
+def run(fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
+    """The main job on a built-in default: ring, butterfly and the native all-reduce on 4 local ranks, then
+    which algorithm wins where, the record and the next commands."""
     from fabriclab.cli.collectives import bench as collectives_bench
+    from fabriclab.report.bench_verdict import verdict
 
-    raise typer.Exit(collectives_bench.run_default())
+    out = _KeepRows(fmt, json_path, store)
+    code = collectives_bench.execute(collectives_bench.DEFAULT_CONFIG, out)
+    if out.rows:
+        out.note("conclusion: " + "\n  ".join(verdict(out.rows)))
+    saved = out.saved
+    out.note(f"record {saved['id']} in {saved['store']} (fabriclab results show {saved['id']})" if saved
+             else "record: not stored (--store off)" + (f"; written to {json_path}" if json_path else ""))
+    out.note("next: " + "\n      ".join(NEXT))
+    raise typer.Exit(code)
 
 
 def register(holder: typer.Typer) -> None:
