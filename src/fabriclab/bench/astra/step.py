@@ -61,6 +61,10 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
     memory bandwidth, from each node's FLOPs and bytes) instead of replaying fabriclab's durations."""
     from fabriclab.whatif.llm.run import simulate_llm
 
+    if roofline and efficiency is None:  # ASTRA-sim's roofline has one rate: both tools get the same flat one
+        from fabriclab.whatif.llm.run import ASSUMED_EFFICIENCY
+
+        efficiency = ASSUMED_EFFICIENCY
     start = time.perf_counter()
     answer = simulate_llm(job.spec, job.par, cluster, efficiency=efficiency,
                           **({"options": options} if options is not None else {}))
@@ -68,8 +72,7 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
     start = time.perf_counter()
     graphs, source = every_rank_graphs(answer)
     export_s = time.perf_counter() - start
-    # ASTRA-sim's roofline has one rate: the linear layers' (peak x efficiency, or the kernel model's fastest)
-    peak = answer.result.model.rate.linear_flops_per_s if roofline else None
+    peak = answer.peak_flops * answer.efficiency.value if roofline else None
     run = run_graphs_in_astra(graphs, cluster, binary, timeout_s=timeout_s, folder=folder, peak_flops=peak)
     rows, case_wall = [], 0.0
     replays = _replays(answer)

@@ -184,8 +184,9 @@ def predict(config: LlmValidateConfig, calibration: dict, link: dict) -> dict:
     spec, par = load_model(config.model), config.par()
     cluster = cluster_model(config, link)
     one = cluster_model(replace(config, hosts=1, gpus_per_server=1), link)
+    # a CPU rank runs no GPU kernels: the flat share of a nominal peak, not the kernel model
     efficiency, _ = calibrate_efficiency(spec, calibration["par"], one, calibration["step_time_s"],
-                                         options=TRAINER_OPTIONS)
+                                         options=TRAINER_OPTIONS, flat=True)
     answer = simulate_llm(spec, par, cluster, options=TRAINER_OPTIONS, efficiency=efficiency, check_memory=False)
     return {"step_time_s": answer.step_time_s, "split_s": dict(answer.result.split_s), "efficiency": efficiency,
             "comm": answer.result.comm, "answer": answer}
