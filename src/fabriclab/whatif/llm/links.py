@@ -35,6 +35,7 @@ from fabriclab.workload.parallel import ParallelConfig
 
 KINDS = ("NVLink", "PCIe", "NIC-leaf", "leaf-spine")
 ROUTE_BATCH = 1 << 15  # pairs routed at once
+FLUSH_ENTRIES = 1 << 23  # route entries (link, bytes) counted onto the links at once: 128 MB of them
 NEAR = 0.99  # links this close to the busiest of their kind count as equally busy
 
 
@@ -121,14 +122,28 @@ def channel_rings(groups: np.ndarray, gpus_per_server: int, num_channels: int) -
                               np.broadcast_to(local, (num_channels, ranks.shape[0], ranks.shape[1])), axis=2)
 
 
-def _link_kinds(topology) -> np.ndarray:
-    """Index into KINDS of every link, from the kinds of its two ends (an end touching a spine, a leaf,
-    an NVSwitch, else PCIe)."""
+def _node_kinds(topology) -> np.ndarray:
+    """0 NVSwitch, 1 GPU, NIC or root complex, 2 leaf, 3 spine, for every node: from `fabric/rail.py`'s
+    numbering (GPUs, each server's hub and NICs, leaves, spines) when it built the topology, else the names."""
+    r = getattr(topology, "router", None)
+    if r is not None and all(hasattr(r, k) for k in ("S", "G", "K", "hub", "nvswitch", "num_leaves", "num_spines")):
+        per_server = np.ones(r.hub + r.K, dtype=np.int64)
+        if r.hub and r.nvswitch:
+            per_server[0] = 0
+        return np.concatenate((np.ones(r.S * r.G, dtype=np.int64), np.tile(per_server, r.S),
+                               np.full(r.num_leaves, 2), np.full(r.num_spines, 3)))
+
     def node_kind(name: str) -> int:
         tail = name.rsplit(".", 1)[-1]
         return 3 if tail.startswith("spine") else 2 if tail.startswith("leaf") else 0 if tail == "nvsw" else 1
 
-    nodes = np.array([node_kind(n) for n in topology.node_names], dtype=np.int64)
+    return np.array([node_kind(n) for n in topology.node_names], dtype=np.int64)
+
+
+def _link_kinds(topology) -> np.ndarray:
+    """Index into KINDS of every link, from the kinds of its two ends (an end touching a spine, a leaf,
+    an NVSwitch, else PCIe)."""
+    nodes = _node_kinds(topology)
     ends = np.stack([nodes[topology.link_src], nodes[topology.link_dst]])
     return np.where((ends == 3).any(0), 3, np.where((ends == 2).any(0), 2, np.where((ends == 0).any(0), 0, 1)))
 
@@ -183,10 +198,16 @@ def link_loads(answer):
             if src.size == 0:
                 continue
             load = loads.setdefault(name, np.zeros(topology.num_links))
+            pending: list = []
             for lo in range(0, src.size, ROUTE_BATCH):  # in batches: the routes of 16,384 GPUs' rings are large
                 part = slice(lo, lo + ROUTE_BATCH)
                 offsets, hops = topology.routes(src[part], dst[part])
-                load += np.bincount(hops, weights=np.repeat(size[part], np.diff(offsets)), minlength=topology.num_links)
+                pending.append((hops, np.repeat(size[part], np.diff(offsets))))
+                if sum(h.size for h, _ in pending) >= FLUSH_ENTRIES or lo + ROUTE_BATCH >= src.size:
+                    # one count over many batches: a count per batch costs a pass over every link
+                    hops, weights = (np.concatenate(x) for x in zip(*pending))
+                    load += np.bincount(hops, weights=weights, minlength=topology.num_links)
+                    pending = []
     return topology, loads
 
 
