@@ -6,7 +6,7 @@
 set -e
 STORE=$(realpath "${1:?usage: build_llm_store.sh STORE.db}")
 export FABRICLAB_STORE="$STORE"
-f() { echo "+ fabriclab $*" >&2; python -m fabriclab "$@" --format plain > /dev/null; }
+f() { echo "+ fabriclab $*" >&2; python -m fabriclab "$@" > /dev/null; }
 f simulate collective --cluster dgx-h100 --gpus 1024 --collective allreduce --sizes 1MB,64MB,1GB
 f simulate collective --cluster dgx-h100 --gpus 1024 --collective allgather --sizes 1MB,64MB,1GB
 f simulate collective --cluster hgx-b200 --gpus 256 --collective alltoall --sizes 1MB,64MB
@@ -21,5 +21,5 @@ f whatif llm --model llama3-405b --gpus 2048 --tp 8 --pp 8 --cp 2 --gbs 512 --tr
 f plan --model llama3-8b --gpus 256 --clusters dgx-h100,hgx-h200
 f plan --model mixtral-8x7b --gpus 512 --clusters dgx-h100 --nic-rates 400Gbps,800Gbps
 f plan --model llama3-70b --gpus 1024,4096 --clusters dgx-h100 --nic-rates 400Gbps,800Gbps --fabrics rail,fat-tree
-f plan --model llama3-70b --gpus 1024 --clusters dgx-h100,hgx-h200  # last: the newest plan answers the Summary
+f plan --model llama3-70b --gpus 1024,4096 --clusters dgx-h100,hgx-h200,hgx-b200  # last: the newest plan answers the Summary
 rm -f step.json

@@ -87,7 +87,7 @@ def test_chromium_reads_the_plan_answer_first_and_every_distinct_record(tmp_path
     # named by the command line; one line for the sections without records
     text = page.read_text()
     assert "fabriclab plan llm" not in text and "fabriclab simulate cluster" not in text
-    assert "fabriclab plan --model llama3-70b --gpus 1024 --clusters dgx-h100,hgx-h200" in _words(text)
+    assert "fabriclab plan --model llama3-70b --gpus 1024,4096 --clusters dgx-h100,hgx-h200,hgx-b200" in _words(text)
     empty = [s for s in seen["sections"] if s["empty"]]
     assert [s["id"] for s in empty] == ["empty"] and empty[0]["empty"] == 1
     assert "fabriclab validate published" in empty[0]["text"] and "fabriclab run" in empty[0]["text"]
