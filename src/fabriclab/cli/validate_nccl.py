@@ -24,6 +24,7 @@ from fabriclab.units import format_size
 KIND = "validate.nccl-tests"
 MODEL_CHOICES = {"baseline": ("baseline",), "mechanisms": ("mechanisms",), "both": ("baseline", "mechanisms")}
 DEFAULT_CORPUS = Path("examples") / "nccl-corpus"
+MODEL_WORDS = {"baseline": "before", "mechanisms": "after"}  # the band tables' model column
 
 
 def register(validate_app: typer.Typer) -> None:
@@ -59,7 +60,7 @@ def nccl_tests(
 ) -> None:
     """Fit each corpus cluster on its smaller runs, predict its larger ones: errors per size band."""
     from fabriclab.bench.validate.nccl_corpus import load_corpus
-    from fabriclab.bench.validate.nccl_tests import band_summary, validate_cluster
+    from fabriclab.bench.validate.nccl_tests import band_summary, band_words, validate_cluster
 
     if models not in MODEL_CHOICES:
         raise ValueError(f"--models {models!r}: use mechanisms, baseline or both")
@@ -76,6 +77,10 @@ def nccl_tests(
         band_rows = [row for m in summaries for row in summaries[m] if row["band"] == band]
         if band_rows:
             out.table(band_table(band, band_rows, min_servers))
+            for row in band_rows:
+                if row["cluster"] == "all":
+                    for line in band_words(row):
+                        out.note(line)
     if show_rows:
         for m in results:
             for res in results[m]:
@@ -100,24 +105,27 @@ def clusters_table(entries, results) -> Table:
         version = res.version_note.split(" (")[0].split(":")[0].removeprefix("NCCL ") if res.version_note else "-"
         if hw.get("model_nccl_version") and not hw.get("nccl_version"):
             version += "*"
-        table.add_row(entry.name, hw["gpu"].replace("NVIDIA ", ""), f"{hw['nics_per_server']}x{hw['nic']}",
+        gpu = hw["gpu"].replace("NVIDIA ", "").split()[0].split("-")[0]  # H100, A100-SXM4-40GB -> A100
+        table.add_row(entry.name, gpu, f"{hw['nics_per_server']}x{hw['nic']}",
                       res.split, version)
     return table
 
 
 def band_table(band: str, rows: list[dict], min_servers: int) -> Table:
-    """One band: per cluster (and all), rows, mean / max |error| %, within the goal, inside the range."""
+    """One band: per cluster (and all), rows, median / max |error| %, within the goal (every row: yes; the
+    median row: median), inside the range."""
     goal = rows[0]["goal_pct"]
     where = f", {min_servers}+ servers" if min_servers > 1 else ""
-    table = Table(title=f"{band}: predicted rows{where}, |error| % (goal {goal:g} %)")
-    for col in ("cluster", "model", "GPUs", "rows", "mean", "max", "goal", "in range"):
+    table = Table(title=f"{band}: predicted rows{where}, |error| % (goal {goal:g} %); before: baseline")
+    for col in ("cluster", "model", "GPUs", "rows", "median", "max", "goal", "in range"):
         table.add_column(col, justify="left" if col in ("cluster", "model", "GPUs") else "right")
     for r in rows:
         name = f"all ({r['clusters']})" if r["cluster"] == "all" else r["cluster"]
         gpus = ",".join(map(str, r["servers"])) if len(r["servers"]) <= 3 else f"{r['servers'][0]}-{r['servers'][-1]}"
         in_range = f"{r['inside']}/{r['ranged']}" if r["ranged"] else "-"
-        table.add_row(name, r["model"], gpus, str(r["rows"]), f"{r['mean_abs_error_pct']:.1f}",
-                      f"{r['max_abs_error_pct']:.1f}", "yes" if r["within_goal"] else "no", in_range)
+        goal_word = "yes" if r["within_goal"] else "median" if r["median_within_goal"] else "no"
+        table.add_row(name, MODEL_WORDS[r["model"]], gpus, str(r["rows"]), f"{r['median_abs_error_pct']:.1f}",
+                      f"{r['max_abs_error_pct']:.1f}", goal_word, in_range)
     return table
 
 
