@@ -107,3 +107,16 @@ def test_a_first_column_repeated_in_runs_becomes_headings_and_gives_its_width_to
     assert sum(line.split() == ["model", "input", "value", "source"] for line in lines) == 1  # one header
     assert "zhang-r1-2srv-100g" not in "\n".join(line for line in lines if not line.startswith("row: "))
     assert len(lines) < 30 * 5  # 30 rows whose ~150-character source wraps in its column
+
+
+def test_link_names_are_never_split_on_a_narrow_terminal():
+    table = Table(title="busiest links")
+    for name in ("kind", "link", "Gb/s", "GB/step", "busy s", "of step", "links", "by"):
+        table.add_column(name)
+    names = ["s0.gpu0->s0.nvsw", "s0.nic0->leaf0", "s0.gpu0->s0.nic0", "leaf1->spine0"]
+    for kind, link in zip(("NVLink", "NIC-leaf", "PCIe", "leaf-spine"), names):
+        table.add_row(kind, link, "3388", "150.3", "0.3549", "11.9%", "2,048", "tp, dpcp, edp, shard, replica")
+    for width in (50, 60, 80):
+        text = _render(table, width=width)
+        assert all(name in text for name in names), (width, text)  # whole, on one line
+        assert max(map(len, text.splitlines())) <= width
