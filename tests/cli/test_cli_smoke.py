@@ -31,6 +31,8 @@ RUNS: list[tuple[str, list[str]]] = [
                     "--trace", "{tmp}/llm.trace.json"]),
     ("calibrate step", ["--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--pp", "2", "--gbs", "32",
                         "--seq", "2048", "--step-time", "2.5s", "--out", "{tmp}/h100-step.json"]),
+    ("cluster show", ["dgx-h100", "--nic-rate", "800Gbps"]),
+    ("cluster export", ["dgx-h100", "--out", "{tmp}/dgx-h100.json"]),
     ("models", []),
     ("models", ["resnet50", "--format", "csv"]),
     ("collectives list", []),
