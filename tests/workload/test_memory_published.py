@@ -1,7 +1,8 @@
 """The memory model against published memory figures and published runs, and the reserve and range of
 `check_fits`.
 
-Figures: Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
+Figures: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", Table 3
+(22B to 1T on 80 GB A100s); Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
 Figure 1 (7.5B parameters, 64-way data parallelism, K = 12, fp16 gradients); Megatron-LM's own estimator
 (megatron/training/theoretical_memory_usage.py, Korthikanti et al. 2022 Table 2); the runs of NVIDIA's
 GPT-3 175B recipe (shared/reference/llm-published.md; NVIDIA/dgxc-benchmarking
@@ -128,3 +129,21 @@ def test_refuse_beyond_the_range_warn_inside_it():
         check_fits(m, need - spread - 1e6)
     # the reserve moves both limits; 0 is the model alone
     assert check_fits(m, m.total_bytes + spread + 1e6, reserve_bytes=0).warning is None
+
+
+@pytest.mark.parametrize("hidden,heads,layers,tp,pp,mbs", [
+    (6144, 64, 48, 8, 1, 4),     # 22B on 8 GPUs
+    (12288, 96, 96, 8, 8, 1),    # 175B on 64
+    (20480, 128, 105, 8, 35, 1),  # 530B on 280
+    (25600, 160, 128, 8, 64, 1),  # 1T on 512
+])
+def test_korthikantis_runs_on_80_gb_a100s_are_not_refused(hidden, heads, layers, tp, pp, mbs):
+    # Korthikanti et al. 2022, Table 3: GPT models with sequence parallelism and selective recomputation,
+    # seq 2048, one model replica (DP 1, so no distributed optimizer helps), trained on 80 GB A100s
+    from fabriclab.workload.transformer import TransformerSpec
+
+    spec = TransformerSpec(name="gpt", hidden_size=hidden, intermediate_size=4 * hidden, num_layers=layers,
+                           num_heads=heads, num_kv_heads=heads, vocab_size=51200, seq_length=2048, gated_mlp=False)
+    par = ParallelConfig(num_gpus=tp * pp, tp=tp, pp=pp, mbs=mbs, gbs=mbs * max(pp, 1) * 8, seq=2048, zero=0,
+                         recompute="selective", flash_attention=False)
+    check_fits(memory_per_gpu(spec, par), gpu_preset("a100-80gb").memory_bytes)
