@@ -102,3 +102,14 @@ def test_a_row_that_is_no_record_is_skipped_and_named_not_fatal(tmp_path):
     assert "record 4 in" in shown.stderr and "config is a list" in shown.stderr and "DELETE FROM records" in shown.stderr
     diffed = runner.invoke(app, ["results", "diff", "1", "3", "--store", str(path)])
     assert diffed.exit_code == 2 and "not a JSON object but null" in diffed.stderr
+
+
+def test_show_prints_the_first_60_rows_of_a_long_table_and_says_where_the_rest_is(tmp_path):
+    path = tmp_path / "r.db"
+    rows = [{"name": f"F mb {i}", "ts": 1e5 * i, "dur": 9e4} for i in range(250)]
+    store.add_record(store_record(rows=rows), path)
+    result = CliRunner().invoke(app, ["results", "show", "1", "--store", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "(the first 60 of 250 rows)" in result.stdout and "F mb 59" in result.stdout
+    assert "F mb 60" not in result.stdout
+    assert "190 more rows of results: `fabriclab results show 1 --format json`" in result.stdout

@@ -36,6 +36,8 @@ SinceOption = Annotated[Optional[str], typer.Option(
     "--since", metavar="WHEN", help="Only records since a date (2026-11-01, UTC) or within an age (3h, 1d, 2w).")]
 # Cells longer than this are cut in `show` tables of result rows (the full record: --format json).
 _SHOWN = 60
+# Rows of one table `show` prints (a stored trace has thousands); the rest: --format json or export.
+_SHOWN_ROWS = 60
 
 
 def read_records(store: Path | None, **kwargs) -> list:
@@ -109,12 +111,16 @@ def show_cmd(record_id: Annotated[int, typer.Argument(metavar="ID", help="Record
         for row in rows:
             columns.update(dict.fromkeys(row))
         what = f"results: {name}" if name else "results"
-        results = Table(title=f"record {s.id}: {what} ({len(rows)} rows)")
+        shown = f"the first {_SHOWN_ROWS} of {len(rows)} rows" if len(rows) > _SHOWN_ROWS else f"{len(rows)} rows"
+        results = Table(title=f"record {s.id}: {what} ({shown})")
         for col in columns:
             results.add_column(escape(col or "value"))
-        for row in rows:
+        for row in rows[:_SHOWN_ROWS]:
             results.add_row(*(_text(row.get(c), cut=True) for c in columns))
         out.table(results)
+        if len(rows) > _SHOWN_ROWS:
+            out.note(f"{len(rows) - _SHOWN_ROWS} more rows of {what}: `fabriclab results show {s.id} --format json` "
+                     f"or `fabriclab results export --ids {s.id}`")
 
 
 @app.command("export")
