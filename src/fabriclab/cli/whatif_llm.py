@@ -149,6 +149,8 @@ def register(app: typer.Typer) -> None:
 
         Default cluster: dgx-h100 (--cluster); compute at the cluster's calibrated share of peak, else 50%
         assumed (--efficiency)."""
+        from dataclasses import asdict
+
         from fabriclab.whatif.llm.run import simulate_llm
 
         out = Output(fmt, json_path, store)
@@ -177,6 +179,7 @@ def register(app: typer.Typer) -> None:
                    {**answer.summary(), "split_s": answer.result.split_s, "communicators": answer.result.comm,
                     "slowest_stage": answer.result.slowest_stage, "stages": per,
                     "memory": answer.memory.rows(), "memory_warning": answer.memory.fit.warning,
+                    "memory_fit": asdict(answer.memory.fit),
                     "bandwidth_sweep": sweep, "busiest_links": links,
                     "trace": events},
                    top={"step_time_s": answer.step_time_s, "tokens_per_s": answer.tokens_per_s, "mfu": answer.mfu})
