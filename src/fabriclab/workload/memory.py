@@ -45,7 +45,13 @@ context and libraries' workspaces, NCCL's buffers (about 1.6 GB for one communic
 6 GB for three or more: NVIDIA/nccl#864; 1.1 -> 4.3 GB per H100 after one 8-GPU all-to-all: NVIDIA/nccl#1685)
 and the caching allocator's fragmentation. `check_fits` refuses a job only when even the low end of the
 model's range (activations - ACTIVATION_UNCERTAINTY) plus the reserve exceeds the GPU, and warns when
-the high end does.
+the high end does. The GPU's memory is what nvidia-smi reports (H100: 81,559 MiB = 85.5e9 B; the data
+sheet's "80 GB" are GiB), `fabric/gpus.py`.
+
+Checked (tests/workload/test_memory_published.py): ZeRO's Figure 1 to its rounding, Megatron-LM's own
+estimator (megatron/training/theoretical_memory_usage.py) exactly for GPT-3 175B TP4 PP8 VP6, and published
+runs not refused: NVIDIA's GPT-3 175B series on 80 GB H100s, Korthikanti et al.'s Table 3 (22B-1T) on 80 GB
+A100s, torchtitan's Llama 3.1 runs on 96 GB H100s (whose FSDP-under-PP buffers this model does not count).
 
 Try it: `python -c "from fabriclab.workload.memory import memory_per_gpu; from fabriclab.workload.transformer
 import load_model; from fabriclab.workload.parallel import ParallelConfig as P;
