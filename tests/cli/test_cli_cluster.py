@@ -50,3 +50,12 @@ def test_whatif_llm_takes_the_plans_fabric_options():
 def test_the_main_help_lists_the_cluster_group():
     done = fabriclab("--help")
     assert "cluster" in done.stdout and "export it as a file to edit" in " ".join(done.stdout.split())
+
+
+def test_the_bandwidth_sweep_marks_the_rates_pcie_caps(tmp_path):
+    done = fabriclab("whatif", "llm", "--gpus", "16", "--gbs", "32", "--bandwidth", "400Gbps,800Gbps", "--json",
+                     str(tmp_path / "r.json"))
+    assert done.returncode == 0, done.stderr
+    assert "800*" in done.stdout and "* 800 Gb/s: the GPU-to-NIC PCIe path" in done.stdout
+    sweep = json.loads((tmp_path / "r.json").read_text())["results"]["bandwidth_sweep"]
+    assert [r["pcie_cap"] is not None for r in sweep] == [False, True]

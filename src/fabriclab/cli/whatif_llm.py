@@ -108,15 +108,23 @@ def _sweep(out: Output, job: LlmJob, cluster, bandwidths: list[float], kwargs: d
     table = Table(title="the same step at other NIC rates", title_justify="left")
     for col in ("Gbps per NIC", "step (s)", "tokens/s", "MFU", "exposed comm (s)"):
         table.add_column(col, justify="right")
-    rows = []
+    from fabriclab.plan.llm_cluster import pcie_cap
+
+    rows, capped = [], []
     for bw in bandwidths:
         c = replace(cluster, server=replace(cluster.server, nic_bandwidth_Bps=bw))
         a = simulate_llm(job.spec, job.par, c, **kwargs)
         exposed = sum(a.result.split_s[k] for k in ("tp", "cp", "ep", "pp", "dp"))
-        rows.append({**a.summary(), "nic_Gbps": bw * 8 / 1e9})
-        table.add_row(f"{bw * 8 / 1e9:g}", f"{a.step_time_s:.4g}", f"{a.tokens_per_s:,.0f}", f"{a.mfu:.1%}",
-                      f"{exposed:.4g}")
+        cap = pcie_cap(c)
+        rows.append({**a.summary(), "nic_Gbps": bw * 8 / 1e9, "pcie_cap": cap})
+        capped += [f"{bw * 8 / 1e9:g}"] if cap else []
+        table.add_row(f"{bw * 8 / 1e9:g}" + ("*" if cap else ""), f"{a.step_time_s:.4g}", f"{a.tokens_per_s:,.0f}",
+                      f"{a.mfu:.1%}", f"{exposed:.4g}")
     out.table(table)
+    if capped:
+        s = cluster.server
+        _note(out, f"* {', '.join(capped)} Gb/s: the GPU-to-NIC PCIe path ({s.pcie_bandwidth_Bps / 1e9:.1f} GB/s a "
+                   f"direction) caps each NIC at {s.pcie_bandwidth_Bps * 8 / 1e9:.0f} Gb/s")
     return rows
 
 
