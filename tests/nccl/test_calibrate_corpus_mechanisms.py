@@ -77,3 +77,23 @@ def test_pat_is_costed_on_the_topology_at_the_share_nccl_gives_it():
     # never faster than the NICs allow: busbw of a 4-rank all_gather at most 50 GB/s x 3/4 x 0.75
     busbw = (1 << 30) / cand[("pat", "Simple")][0] * 3 / 4
     assert busbw < 50e9 * 0.75
+
+
+def test_the_ranges_span_the_fits_own_scatter():
+    import math
+
+    from fabriclab.nccl.calibration import fit_scatter
+    from fabriclab.nccl.fit import Residual
+
+    def row(err: float, held: bool = False, choice: str = "ring/Simple") -> Residual:
+        return Residual(source="x", num_gpus=16, size_bytes=1 << 20, choice=choice, measured_busbw_GBps=1.0,
+                        predicted_busbw_GBps=1.0, error_pct=err, inplace_error_pct=None, held_out=held)
+
+    expected = math.exp(math.sqrt((math.log(1.1) ** 2 + math.log(0.9) ** 2) / 2))
+    # held-out rows and rows NCCL's own estimate costs (NVLS-tree) say nothing about the fit's scatter
+    rows = [row(10.0), row(-10.0), row(80.0, held=True), row(50.0, choice="nvls_tree/Simple")]
+    assert fit_scatter(rows) == pytest.approx(expected)
+    assert fit_scatter([row(5.0, held=True)]) == 1.0
+    calibration = calibrate_cluster(_dell_request())
+    scatter = calibration.cluster.fit["fit_scatter"]
+    assert 1.0 < scatter < 1.5

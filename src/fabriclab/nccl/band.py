@@ -188,6 +188,8 @@ def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective
         ends[extra] = (times(moved, False), times(moved, True))
     alone = {n: times({n}, False) for n in sorted(unknown | set().union(*beyond))}
     factor = bus_bandwidth_factor(collective, num_gpus)
+    # the fit's own misfit on its rows (calibration.fit_scatter): no prediction from it is surer than that
+    scatter = float((cluster.fit or {}).get("fit_scatter", 1.0))
     out = []
     for i, (r, key, extra) in enumerate(zip(rows, keys, beyond)):
         if key[0] not in COSTED:  # NCCL's own estimate of an algorithm no log here runs: as sure as a prior
@@ -202,6 +204,6 @@ def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective
             f"{n} beyond the fit" for n in _grouped([n for n in used if n not in unknown]))
         lo = sizes[i] / worst[key][i] / 1e9 * factor if used else r["busbw_GBps"]
         hi = sizes[i] / best[key][i] / 1e9 * factor if used else r["busbw_GBps"]
-        out.append(RowBand(busbw_low_GBps=float(min(lo, r["busbw_GBps"])),
-                           busbw_high_GBps=float(max(hi, r["busbw_GBps"])), prior_parameters=names))
+        out.append(RowBand(busbw_low_GBps=float(min(lo, r["busbw_GBps"]) / scatter),
+                           busbw_high_GBps=float(max(hi, r["busbw_GBps"]) * scatter), prior_parameters=names))
     return out

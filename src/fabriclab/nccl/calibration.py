@@ -12,6 +12,7 @@ examples/nccl-tests-a100/nccl_16.log --out cluster.json`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from fabriclab.fabric.gpus import gpu_for_name
 from fabriclab.fabric.links import Link, link_preset
 from fabriclab.nccl.band import row_bands
 from fabriclab.nccl.fit import calibrate, check, summary
-from fabriclab.nccl.predict import predict_nccl_table
+from fabriclab.nccl.predict import COSTED, predict_nccl_table
 from fabriclab.nccl.logs import NcclRun
 
 
@@ -181,11 +182,22 @@ def calibrate_cluster(request: CalibrationRequest) -> Calibration:
                                   f"(prior: {prior.description.removeprefix('prior: ')})")
     if request.check_nic:
         check_nic(cluster, residuals, request.nic)
+    cluster = replace(cluster, fit={**cluster.fit, "fit_scatter": fit_scatter(residuals)})
     residuals = with_ranges(cluster, residuals, held)
     covered = coverage(residuals)
     cluster = replace(cluster, fit={**fit_info, "held_out_coverage": covered})
     return Calibration(cluster=cluster, params=result.params, residuals=residuals, fitted_summary=fitted_summary,
                        held_summary=held_summary, coverage=covered, version_note=_version_note(runs + held, request))
+
+
+def fit_scatter(residuals: list) -> float:
+    """exp(RMS of log(measured / fitted time)) over the fitted rows NCCL runs with an algorithm this model
+    costs (ring, tree, PAT, point-to-point): how far the fitted model misses the rows it was fitted to. A
+    prediction from those parameters can miss by as much, so the printed range spans it too
+    (`nccl/band.py`); 1.0 when no such row was fitted."""
+    logs = [math.log1p(r.error_pct / 100) for r in residuals
+            if not r.held_out and r.choice.split("/")[0] in COSTED and r.error_pct > -100]
+    return math.exp(math.sqrt(sum(v * v for v in logs) / len(logs))) if logs else 1.0
 
 
 NIC_MISFIT_PCT = 20.0
