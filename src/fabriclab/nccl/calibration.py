@@ -185,7 +185,7 @@ def calibrate_cluster(request: CalibrationRequest) -> Calibration:
     cluster = replace(cluster, fit={**cluster.fit, "fit_scatter": fit_scatter(residuals)})
     residuals = with_ranges(cluster, residuals, held)
     covered = coverage(residuals)
-    cluster = replace(cluster, fit={**fit_info, "held_out_coverage": covered})
+    cluster = replace(cluster, fit={**cluster.fit, "held_out_coverage": covered})
     return Calibration(cluster=cluster, params=result.params, residuals=residuals, fitted_summary=fitted_summary,
                        held_summary=held_summary, coverage=covered, version_note=_version_note(runs + held, request))
 
