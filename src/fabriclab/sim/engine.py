@@ -4,8 +4,9 @@ A `TaskGraph` holds tasks of two kinds. A compute task takes `duration_s`. A tra
 from one endpoint to another along a route: it first waits the sum of its links' latencies (once per
 message), then shares bandwidth with every other active transfer by max-min fairness. Rates are
 solved again only when the set of active transfers changes; transfers that end at the same instant
-end together, so symmetric traffic costs few solves. No TCP window model. The same graph always gives
-the same times, bit for bit (numpy reductions in a fixed order, ties broken by task index).
+end together, so symmetric traffic costs few solves. No TCP window model. Each event handles the set
+of tasks that end or start at that instant at once (numpy over the set, successors as arrays): no time
+depends on the order within a set, and the same graph always gives the same times, bit for bit.
 
 Try it: `fabriclab simulate collective --algo ring --topology star --hosts 8 --size 64MB`.
 """
@@ -80,8 +81,16 @@ class Timeline:
         return float(self.finish_s.max()) if self.finish_s.size else 0.0
 
 
-def run(graph: TaskGraph, topology) -> Timeline:
-    """Simulate `graph` on `topology` (a `fabriclab.fabric.Topology`) and return the timeline."""
+def successor_arrays(graph: TaskGraph) -> tuple[np.ndarray, np.ndarray]:
+    """(pointers, successors): the successors of task t are successors[pointers[t]:pointers[t + 1]]."""
+    counts = np.fromiter((len(x) for x in graph.successors), dtype=np.int64, count=len(graph))
+    ptr = np.concatenate(([0], np.cumsum(counts)))
+    return ptr, np.fromiter((t for x in graph.successors for t in x), dtype=np.int64, count=int(ptr[-1]))
+
+
+def run(graph: TaskGraph, topology, successors: tuple[np.ndarray, np.ndarray] | None = None) -> Timeline:
+    """Simulate `graph` on `topology` (a `fabriclab.fabric.Topology`) and return the timeline.
+    `successors`: `successor_arrays(graph)` when the caller keeps them (a graph run on many topologies)."""
     n = len(graph)
     kind = np.asarray(graph.kind, dtype=np.int8)
     size = np.asarray(graph.size_bytes, dtype=np.float64)
@@ -107,67 +116,61 @@ def run(graph: TaskGraph, topology) -> Timeline:
 
     start = np.full(n, np.nan)
     finish = np.full(n, np.nan)
-    deps = list(graph.num_deps)
-    heap: list[tuple[float, int, int]] = []  # (time, order, task): latency ends and compute ends
-    active: list[int] = []
+    # Whole sets of tasks at each event, not one task at a time: successors as one array (CSR), dependencies
+    # counted down for every task that ends at once. What a task waits once started: a compute task its
+    # duration, a transfer its route's latency. Times are the same sums and comparisons as one at a time.
+    deps = np.asarray(graph.num_deps, dtype=np.int64)
+    succ_ptr, succ = successor_arrays(graph) if successors is None else successors
+    succ_counts = np.diff(succ_ptr)
+    wait_s = np.where(kind == COMPUTE, durations, latency)
+    moves = (kind == TRANSFER) & (size > 0) & (ptr[1:] > ptr[:-1])
+    wake = np.full(n, np.inf)
     remaining = np.zeros(n)
     rate = np.zeros(n)
     num_solves = 0
-
-    def begin(task: int, now: float) -> None:
-        start[task] = now
-        if kind[task] == COMPUTE:
-            heapq.heappush(heap, (now + graph.duration_s[task], task, task))
-        else:
-            heapq.heappush(heap, (now + latency[task], n + task, task))
-
-    def end(task: int, now: float, ready: list[int]) -> None:
-        finish[task] = now
-        for nxt in graph.successors[task]:
-            deps[nxt] -= 1
-            if deps[nxt] == 0:
-                ready.append(nxt)
-
     now = 0.0
-    for task in range(n):
-        if deps[task] == 0:
-            begin(task, now)
-    while heap or active:
-        t_heap = heap[0][0] if heap else np.inf
-        if active:
-            ids = np.asarray(active)
-            left = remaining[ids] / rate[ids]
+    waiting = np.flatnonzero(deps == 0)
+    start[waiting] = now
+    wake[waiting] = now + wait_s[waiting]
+    active = np.zeros(0, dtype=np.int64)
+    while waiting.size or active.size:
+        t_wake = wake[waiting].min() if waiting.size else np.inf
+        if active.size:
+            left = remaining[active] / rate[active]
             t_flow = now + float(left.min())
         else:
             t_flow = np.inf
-        t_next = min(t_heap, t_flow)
-        if active:
-            done_mask = left <= (t_next - now) + SAME_TIME_REL * max(t_next, 1e-30)
-            remaining[ids] -= rate[ids] * (t_next - now)
-        now = t_next
+        t_next = min(float(t_wake), t_flow)
+        ended = np.zeros(0, dtype=np.int64)
         changed = False
-        ready: list[int] = []
-        if active:
-            done = ids[done_mask]
-            if done.size:
+        if active.size:
+            done_mask = left <= (t_next - now) + SAME_TIME_REL * max(t_next, 1e-30)
+            remaining[active] -= rate[active] * (t_next - now)
+            if done_mask.any():
                 changed = True
-                active = ids[~done_mask].tolist()
-                for task in done.tolist():
-                    end(task, now, ready)
-        while heap and heap[0][0] <= now * (1 + SAME_TIME_REL):
-            _, _, task = heapq.heappop(heap)
-            if kind[task] == COMPUTE:
-                end(task, now, ready)
-            elif size[task] > 0 and ptr[task + 1] > ptr[task]:
-                active.append(task)
-                remaining[task] = size[task]
-                changed = True
-            else:
-                end(task, now, ready)
-        for task in ready:
-            begin(task, now)
-        if changed and active:
-            ids = np.asarray(active)
+                ended, active = active[done_mask], active[~done_mask]
+        now = t_next
+        due_mask = wake[waiting] <= now * (1 + SAME_TIME_REL)
+        due, waiting = waiting[due_mask], waiting[~due_mask]
+        flows = moves[due]
+        if flows.any():
+            changed = True
+            remaining[due[flows]] = size[due[flows]]
+            active = np.concatenate((active, due[flows]))
+        ended = np.concatenate((ended, due[~flows]))
+        if ended.size:
+            finish[ended] = now
+            lo, cnt = succ_ptr[ended], succ_counts[ended]
+            nxt = succ[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
+            if nxt.size:
+                uniq, times = np.unique(nxt, return_counts=True)
+                deps[uniq] -= times
+                ready = uniq[deps[uniq] == 0]
+                start[ready] = now
+                wake[ready] = now + wait_s[ready]
+                waiting = np.concatenate((waiting, ready))
+        if changed and active.size:
+            ids = active
             counts = ptr[ids + 1] - ptr[ids]
             entry_flow = np.repeat(np.arange(ids.size), counts)
             first = np.repeat(ptr[ids] - np.cumsum(counts) + counts, counts)

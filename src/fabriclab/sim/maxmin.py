@@ -34,6 +34,12 @@ def max_min_rates(entry_flow: np.ndarray, entry_link: np.ndarray, num_flows: int
     frozen[~has_link] = True
     ef, el, ew = entry_flow, entry_link, entry_users
     num_links = capacity_Bps.shape[0]
+    if el.size and el.size * 4 < num_links:
+        # Few flows on a large topology: the links they cross, renumbered, so each round works on those
+        # only (the same arithmetic link by link: the answer does not change).
+        used_links, el = np.unique(el, return_inverse=True)
+        el = el.ravel()
+        remaining, capacity_Bps, num_links = remaining[used_links], capacity_Bps[used_links], used_links.size
     while ef.size:
         users = np.bincount(el, minlength=num_links) if ew is None else np.bincount(el, ew, num_links)
         used = users > 0

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from fabriclab.collectives.schedule import RECV_REDUCE, SEND, Schedule
-from fabriclab.sim.engine import TaskGraph, Timeline, run
+from fabriclab.sim.engine import TaskGraph, Timeline, run, successor_arrays
 
 # Graphs kept: a plan point asks for two sizes of each algorithm it costs, and GPU counts come one after
 # another. Only graphs the general engine runs whole are kept (`sim.collective.GENERAL_ENGINE_MAX_TRANSFERS`):
@@ -66,6 +66,8 @@ class Graph:
     """The task of each transfer (row of `transfers`)."""
     last_task: np.ndarray
     """Each rank's last step's task, -1 for a rank without steps."""
+    successors: tuple
+    """`engine.successor_arrays(graph)`, made once for every run."""
 
 
 class PreparedSchedule:
@@ -104,7 +106,8 @@ def _task_graph(tx: Transfers, num_steps: list[int], itemsize: int) -> Graph:
         if tx.reduce[i]:
             reduce_bytes[step_task[b][kb]] += nbytes
     last = np.array([s[-1] if s else -1 for s in step_task], dtype=np.int64)
-    return Graph(graph=graph, reduce_bytes=reduce_bytes, tx_task=tx_task, last_task=last)
+    return Graph(graph=graph, reduce_bytes=reduce_bytes, tx_task=tx_task, last_task=last,
+                 successors=successor_arrays(graph))
 
 
 def prepared_collective(collective: str, algo: str, num_ranks: int, count: int) -> PreparedSchedule:
@@ -135,6 +138,6 @@ def run_prepared(prep: Graph, topology, placement: np.ndarray,
     # The same products the graph's builder wrote task by task (reduced bytes x the reduction cost).
     # (the steps are the graph's first tasks, the transfers follow with no duration)
     durations = [float(b * gamma_s_per_byte) for b in prep.reduce_bytes] + graph.duration_s[prep.reduce_bytes.size:]
-    timeline = run(replace(graph, src=on_src, dst=on_dst, duration_s=durations), topology)
+    timeline = run(replace(graph, src=on_src, dst=on_dst, duration_s=durations), topology, prep.successors)
     finish = np.where(prep.last_task >= 0, timeline.finish_s[prep.last_task], 0.0)
     return timeline, finish
