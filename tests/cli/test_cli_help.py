@@ -80,7 +80,7 @@ def test_top_level_help_names_the_llm_commands_and_whatif_llm_its_defaults():
         assert words in top, words
     assert max(len(line) for line in top.splitlines()) <= 80
     llm = " ".join(RUNNER.invoke(app, ["whatif", "llm", "--help"], env={"COLUMNS": "100"}).output.split())
-    assert "Default cluster: dgx-h100" in llm and "50% assumed" in llm and "else 0.5 assumed" in llm
+    assert "Default cluster: dgx-h100" in llm and "kernel model" in llm and "--efficiency" in llm
 
 
 def test_bench_help_lists_each_command_on_one_whole_line():

@@ -57,3 +57,18 @@ def test_calibrate_kernels_of_a_bad_table_is_one_line(tmp_path):
     bad.write_text("op,dtype\n")
     done = fabriclab("calibrate", "kernels", "--table", str(bad))
     assert done.returncode == 2 and "needs the columns" in done.stderr
+
+
+def test_attention_and_gpu_spread_options_reach_the_step(tmp_path):
+    args = ["whatif", "llm", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--gbs", "8", "--seq", "2048",
+            "--recompute", "selective"]
+    steps = {}
+    for extra in ([], ["--attention", "unfused"], ["--gpu-spread", "0"]):
+        out = tmp_path / f"r{len(steps)}.json"
+        done = fabriclab(*args, *extra, "--json", str(out))
+        assert done.returncode == 0, done.stderr
+        record = json.loads(out.read_text())
+        steps[tuple(extra)] = record["step_time_s"]
+    assert record["config"]["attention"] == "flash"
+    assert steps[("--attention", "unfused")] > 1.05 * steps[()]  # scores and softmax in memory
+    assert steps[("--gpu-spread", "0")] < steps[()]  # no stragglers

@@ -28,8 +28,8 @@ from typing import Annotated
 import typer
 
 from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, check_output_path, user_errors
-from fabriclab.cli.llm_options import (CpOption, EpOption, EpOverlapOption, FsdpUnitOption, GpusOption,
-                                       GradDtypeOption, LlmJob, MbsOption, MemoryReserveOption, ModelOption,
+from fabriclab.cli.llm_options import (AttentionOption, CpOption, EpOption, EpOverlapOption, FsdpUnitOption,
+                                       GpuSpreadOption, GpusOption, GradDtypeOption, LlmJob, MbsOption, MemoryReserveOption, ModelOption,
                                        OrderOption, PpOption, PrecisionOption, RecomputeOption, SeqOption,
                                        ShardGroupOption, SpOption, TpOption, TpOverlapOption, VpOption, ZeroOption,
                                        memory_options, step_options)
@@ -67,10 +67,11 @@ def register(app: typer.Typer) -> None:
                  precision: PrecisionOption = "bf16", order: OrderOption = "tp-cp-dp-pp",
                  tp_overlap: TpOverlapOption = False, fsdp_unit: FsdpUnitOption = "1",
                  shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False,
+                 attention: AttentionOption = "flash", gpu_spread: GpuSpreadOption = None,
                  grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None,
                  fmt: FormatOption = None, json_path: JsonOption = None,
                  store: StoreOption = None) -> None:
-        """Store the compute efficiency that makes the simulated step last the measured time.
+        """Store the compute scale that makes the simulated step last the measured time.
 
         The job's options and defaults are `whatif llm`'s; --gbs is required."""
         from fabriclab.cli.whatif_llm import print_answer
@@ -81,10 +82,10 @@ def register(app: typer.Typer) -> None:
         check_output_path(out, "--out")
         output = Output(fmt, json_path, store)
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
-                                  recompute, precision, order)
+                                  recompute, precision, order, attention)
         seconds = parse_time(step_time)
         the_cluster = load_cluster_option(cluster or "dgx-h100")
-        options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap)
+        options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap, gpu_spread)
         mem_options = memory_options(grad_dtype, memory_reserve)
         fit = job.check_memory(the_cluster, options.shard_group, mem_options)
         value, answer = calibrate_efficiency(job.spec, job.par, the_cluster, seconds, options=options)

@@ -54,6 +54,13 @@ FsdpUnitOption = Annotated[str, typer.Option("--fsdp-unit", metavar="LAYERS",
 ShardGroupOption = Annotated[str, typer.Option("--shard-group", metavar="N",
                                                help="ZeRO-3: HSDP, parameters sharded inside groups of N ranks "
                                                     "and replicated across them (0: all of DP x CP).")]
+AttentionOption = Annotated[str, typer.Option("--attention", metavar="flash|unfused",
+                                              help="The attention core: one fused kernel (FlashAttention, "
+                                                   "cuDNN) or Megatron's older unfused scores and softmax.")]
+GpuSpreadOption = Annotated[str, typer.Option("--gpu-spread", metavar="SHARE",
+                                              help="Spread of one GPU model's speed (standard deviation over "
+                                                   "the mean): the step runs at its slowest GPU's pace "
+                                                   "(default 0.01, Sinha et al., SC22).")]
 EpOverlapOption = Annotated[bool, typer.Option("--ep-overlap/--no-ep-overlap",
                                                help="EP all-to-alls hidden behind the layer's compute "
                                                     "(DualPipe-style); default exposed.")]
@@ -132,12 +139,27 @@ def memory_options(grad_dtype: str = "fp32", reserve: str | None = None):
     return MemoryOptions(grad_bytes=sizes[word], reserve_bytes=reserve_bytes)
 
 
-def step_options(tp_overlap: bool, fsdp_unit: str = "1", shard_group: str = "0", ep_overlap: bool = False):
+def step_options(tp_overlap: bool, fsdp_unit: str = "1", shard_group: str = "0", ep_overlap: bool = False,
+                 gpu_spread: str | None = None):
     """The framework's switches (`StepOptions`) from the options above, checked at the edge."""
+    from fabriclab.cli.options import parse_number
     from fabriclab.whatif.llm.step import StepOptions
+    from fabriclab.whatif.llm.stragglers import GPU_SPREAD
 
+    spread = GPU_SPREAD if gpu_spread is None else parse_number(gpu_spread, "--gpu-spread", example="0.01")
+    if not 0 <= spread < 0.5:
+        raise ValueError(f"--gpu-spread {gpu_spread}: give a share of the mean speed in [0, 0.5), e.g. 0.01")
     return StepOptions(tp_overlap=tp_overlap, fsdp_unit=parse_count(fsdp_unit, "--fsdp-unit", minimum=1),
-                       shard_group=parse_count(shard_group, "--shard-group", minimum=0), ep_overlap=ep_overlap)
+                       shard_group=parse_count(shard_group, "--shard-group", minimum=0), ep_overlap=ep_overlap,
+                       gpu_spread=spread)
+
+
+def _flash(attention: str) -> bool:
+    key = attention.strip().lower() if isinstance(attention, str) else ""
+    if key not in ("flash", "unfused"):
+        raise ValueError(f"--attention {attention!r}: use flash (a fused kernel) or unfused (Megatron's scores and "
+                         f"softmax in memory)")
+    return key == "flash"
 
 
 @dataclass(frozen=True)
@@ -150,7 +172,7 @@ class LlmJob:
     @staticmethod
     def from_options(model: str, gpus: str, tp: str, pp: str, vp: str, cp: str, ep: str, mbs: str,
                      gbs: str | None, seq: str | None, sequence_parallel: bool, zero: str, recompute: str,
-                     precision: str, order: str) -> "LlmJob":
+                     precision: str, order: str, attention: str = "flash") -> "LlmJob":
         from fabriclab.workload.job import check_job
         from fabriclab.workload.parallel import ParallelConfig
         from fabriclab.workload.transformer import load_model
@@ -167,7 +189,7 @@ class LlmJob:
                              cp=counts["cp"], ep=counts["ep"], mbs=counts["mbs"], gbs=global_batch, seq=seq_len,
                              sequence_parallel=sequence_parallel and counts["tp"] > 1, zero=zero_stage,
                              recompute=recompute.strip().lower(), precision=precision.strip().lower(),
-                             order=order.strip().lower())
+                             order=order.strip().lower(), flash_attention=_flash(attention))
         check_job(spec, par)  # the one check of (model, split) every command shares (workload/job.py)
         return LlmJob(spec=spec, par=par)
 
@@ -187,4 +209,5 @@ class LlmJob:
         return {"model": self.spec.name, "num_gpus": par.num_gpus, "tp": par.tp, "pp": par.pp, "vp": par.vp,
                 "cp": par.cp, "ep": par.ep, "dp": par.dp, "mbs": par.mbs, "gbs": par.gbs, "seq": par.seq,
                 "sequence_parallel": par.sequence_parallel, "zero": par.zero, "recompute": par.recompute,
-                "precision": par.precision, "order": par.order}
+                "precision": par.precision, "order": par.order,
+                "attention": "flash" if par.flash_attention else "unfused"}

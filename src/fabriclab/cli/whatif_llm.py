@@ -20,7 +20,8 @@ from rich.table import Table
 
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_path,
                                   check_trace_prefix, user_errors)
-from fabriclab.cli.llm_options import (BisectionOption, CpOption, EpOption, EpOverlapOption, FabricOption,
+from fabriclab.cli.llm_options import (AttentionOption, BisectionOption, CpOption, EpOption, EpOverlapOption,
+                                       FabricOption, GpuSpreadOption,
                                        FsdpUnitOption, GbsOption, GpusOption, NicRateOption, vary_cluster_options,
                                        LlmJob, MbsOption, ModelOption, OrderOption, PpOption, PrecisionOption,
                                        RecomputeOption, SeqOption, ShardGroupOption, SpOption, TpOption,
@@ -138,12 +139,14 @@ def register(app: typer.Typer) -> None:
                 precision: PrecisionOption = "bf16", order: OrderOption = "tp-cp-dp-pp",
                 tp_overlap: TpOverlapOption = False, fsdp_unit: FsdpUnitOption = "1",
                 shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False,
+                attention: AttentionOption = "flash", gpu_spread: GpuSpreadOption = None,
                 grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None,
                 fabric: FabricOption = None, bisection: BisectionOption = None, nic_rate: NicRateOption = None,
                 per_stage: bool = typer.Option(False, "--per-stage", help="Also every pipeline stage's split."),
-                efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Share of peak the math "
-                                                         "reaches, e.g. 0.45 (default: the cluster file's from "
-                                                         "`calibrate step`, else 0.5 assumed)."),
+                efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Run every matrix at this "
+                                                         "share of peak, e.g. 0.45 (default: each kernel by "
+                                                         "its shape, x the cluster file's `calibrate step` "
+                                                         "scale)."),
                 bandwidth: Optional[str] = typer.Option(None, metavar="RATES", help="Also at these NIC rates, "
                                                         "e.g. 200Gbps,400Gbps,800Gbps."),
                 trace: Optional[Path] = typer.Option(None, help="Write the step as a Chrome/Perfetto trace "
@@ -155,8 +158,9 @@ def register(app: typer.Typer) -> None:
                 fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
         """A transformer's training step on a cluster: step time, tokens/s, MFU, where the time goes.
 
-        Default cluster: dgx-h100 (--cluster); compute at the cluster's calibrated share of peak, else 50%
-        assumed (--efficiency)."""
+        Default cluster: dgx-h100 (--cluster); compute timed kernel by kernel by the GPU's kernel model
+        (`calibrate kernels`), x the scale `calibrate step` stored in the cluster file, else as measured
+        alone (--efficiency: one share of peak instead)."""
         from dataclasses import asdict
 
         from fabriclab.whatif.llm.run import simulate_llm
@@ -165,9 +169,9 @@ def register(app: typer.Typer) -> None:
         check_output_path(trace, "--trace")
         check_trace_prefix(chakra, "--chakra")
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
-                                  recompute, precision, order)
+                                  recompute, precision, order, attention)
         the_cluster = vary_cluster_options(load_cluster_option(cluster or "dgx-h100"), fabric, bisection, nic_rate)
-        options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap)
+        options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap, gpu_spread)
         kwargs = {"options": options, "efficiency": _share(efficiency),
                   "memory_options": memory_options(grad_dtype, memory_reserve)}
         stages = _trace_stages(trace_stage, job.par.pp)
