@@ -12,6 +12,8 @@
 * `validate collectives`: collectives measured on a small emulated star fit the cluster model, which
   predicts a larger one; measured vs predicted with the error (needs root; `cli/validate_collectives`).
 * `validate published`: the papers' published numbers against our predictions (`cli/validate_published`).
+* `validate nccl-tests`: real clusters' published nccl-tests runs (examples/nccl-corpus): fit the smaller
+  runs, predict the larger, errors per size band (`cli/validate_nccl`).
 
 Try it: `sudo fabriclab validate emulated --topology star,fat-tree --algos all --sizes 1KB:256MB:x4
 --out results/validate`.
@@ -52,8 +54,9 @@ from fabriclab.report.validate import VALIDATE_KIND
 
 DEFAULT_SIZES = "1KB:256MB:x4"
 
-validate_app = typer.Typer(help="Predictions against measurements: the emulated cluster, and the papers' "
-                                "published numbers.", no_args_is_help=True, rich_markup_mode=None)
+validate_app = typer.Typer(help="Predictions against measurements: the emulated cluster, real clusters' "
+                                "nccl-tests runs, and the papers' published numbers.", no_args_is_help=True,
+                           rich_markup_mode=None)
 
 
 def register(app: typer.Typer) -> None:
