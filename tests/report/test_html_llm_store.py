@@ -104,3 +104,7 @@ def test_the_network_cost_per_option_reads_exposed_fields_where_the_plan_writes_
     section = html.split('id="llm-plan"', 1)[1].split("</section>", 1)[0]
     assert "what the network costs per option" in section and "DP s" in section and "bubble s" in section
     assert command_of(plan.record).startswith("fabriclab plan --model ")
+    plan.record["results"]["rows"][0] |= {"runner_up": "TP2 PP1 DP512 mbs1 Z1", "runner_up_slower": 0.031}
+    section = report_html.build_html([plan], store="x.db").split('id="llm-plan"', 1)[1].split("</section>", 1)[0]
+    assert "runner-up (its step longer by)" in section and "TP2 PP1 DP512 mbs1 Z1 (+" in section
+    assert ">3.1 %</a>)" in section

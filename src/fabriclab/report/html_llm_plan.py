@@ -2,7 +2,8 @@
 
 Records of kind `plan.llm`: the plan's answer (one recommendation per GPU count), every option's best
 configuration as tokens/s against the cluster's cost with the Pareto frontier of each GPU count (a
-figure), the chosen layout of each option (a table), and what the network costs per option: its dollars
+figure), the chosen layout of each option with the runner-up where the plan names one (a table), and
+what the network costs per option: its dollars
 and share of the cluster, and the seconds of the step it leaves exposed per communicator (TP, CP, EP, PP,
 DP) and the pipeline bubble. Per-option exposed fields (`exposed_s`) are read where the plan writes them,
 else its split of the step (`split_s`). The newest plan of each distinct request is drawn in full, older
@@ -85,11 +86,12 @@ def _figure(rows: list[dict], stored: Stored, model: str) -> str:
 
 
 def _tables(rows: list[dict], stored: Stored, fold: bool) -> str:
+    runners = any(r.get("runner_up") for r in rows)  # the plan writes the second-best layout where it has one
     layout = [[num(i, stored), esc(r["option"]), num(r["gpus"], stored), esc(r.get("parallel", "")),
                num(r["tokens_per_s"], stored), num(100 * r["mfu"], stored, 3, " %"), num(r["step_time_s"], stored),
                num(r.get("memory_per_gpu_bytes", 0) / 1e9, stored, 3), num(r["cluster_usd"] / 1e6, stored, 4),
                num(r.get("usd_per_token_per_s"), stored), "P" if r.get("pareto") else "-"]
-              for i, r in enumerate(rows, 1)]
+              + ([_runner_up(r, stored)] if runners else []) for i, r in enumerate(rows, 1)]
     net = []
     for i, r in enumerate(rows, 1):
         parts = exposed(r)
@@ -101,12 +103,19 @@ def _tables(rows: list[dict], stored: Stored, fold: bool) -> str:
                     *(num(parts[p], stored) if parts[p] is not None else "-" for p in EXPOSED),
                     num(100 * total / step, stored, 3, " %") if _finite(step) and step else "-"])
     return (table(["#", "option", "GPUs", "layout", "tokens/s", "MFU", "step (s)", "GB/GPU", "cluster $M",
-                   "$ per token/s", "Pareto"], layout, fold=fold,
+                   "$ per token/s", "Pareto", *(["runner-up (its step longer by)"] if runners else [])], layout,
+                  fold=fold,
                   caption="each option's best configuration: the chosen layout (P: on the Pareto frontier)")
             + table(["#", "option", "GPUs", "network $M", "of cluster", *(f"{LABELS[p]} s" for p in EXPOSED),
                      "of step"], net, fold=fold,
                     caption="what the network costs per option: dollars, and seconds of the step exposed per "
                             "communicator and in the pipeline bubble"))
+
+
+def _runner_up(row: dict, stored: Stored) -> str:
+    if not row.get("runner_up") or not _finite(row.get("runner_up_slower")):
+        return "-"
+    return f"{esc(row['runner_up'])} (+{num(100 * row['runner_up_slower'], stored, 3, ' %')})"
 
 
 def _one(stored: Stored, full: bool) -> str:
