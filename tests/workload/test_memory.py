@@ -81,7 +81,10 @@ def test_in_flight_microbatches():
 def test_stage_layers():
     assert stage_layers(8, 2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert stage_layers(8, 2, 2) == [[0, 1, 4, 5], [2, 3, 6, 7]]
-    assert [len(s) for s in stage_layers(126, 16)] == [8] * 14 + [7] * 2  # ceil(126/16) on stage 0
+    # Llama 3 405B on 16 stages: the embedding and the loss count as a layer each (Meta's split)
+    assert [len(s) for s in stage_layers(126, 16)] == [7] + [8] * 14 + [7]
+    assert [len(s) for s in stage_layers(10, 4)] == [2, 3, 3, 2]  # 10 + 2 = 12 on 4 stages
+    assert [len(s) for s in stage_layers(9, 4)] == [3, 2, 2, 2]  # 11 does not divide either: the even split
     with pytest.raises(ValueError, match="cannot fill 16 model chunks"):
         stage_layers(8, 8, 2)
 

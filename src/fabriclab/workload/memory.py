@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from fabriclab.workload.parallel import ParallelConfig
+from fabriclab.workload.parallel import ParallelConfig, layers_of_chunks
 from fabriclab.workload.transformer import TransformerSpec
 
 WEIGHT_BYTES = 2      # bf16 weights
@@ -154,17 +154,11 @@ class MemoryBreakdown:
 
 
 def stage_layers(num_layers: int, pp: int, vp: int = 1) -> list[list[int]]:
-    """The layer indices each pipeline stage holds: pp x vp model chunks as even as possible (the first
-    chunks one layer more when they do not divide), chunk c on stage c % pp (interleaved when vp > 1)."""
-    num_chunks = pp * vp
-    if num_chunks > num_layers:
-        raise ValueError(f"{num_layers} layers cannot fill {num_chunks} model chunks (pp x vp = {pp} x {vp}): "
-                         f"use a smaller --pp or --vp")
-    base, extra = divmod(num_layers, num_chunks)
+    """The layer indices each pipeline stage holds: the step program's split into pp x vp model chunks
+    (`workload/parallel.layers_of_chunks`), chunk c on stage c % pp (interleaved when vp > 1)."""
     stages: list[list[int]] = [[] for _ in range(pp)]
     first = 0
-    for c in range(num_chunks):
-        size = base + (1 if c < extra else 0)
+    for c, size in enumerate(layers_of_chunks(num_layers, pp * vp)):
         stages[c % pp].extend(range(first, first + size))
         first += size
     return stages

@@ -206,3 +206,20 @@ class ParallelConfig:
         ep = f" EP{self.ep}" if self.ep > 1 else ""
         return (f"TP{self.tp} PP{self.pp}{extra} CP{self.cp}{ep} DP{self.dp} (mbs {self.mbs}, gbs {self.gbs}, "
                 f"seq {self.seq}, ZeRO-{self.zero}, recompute {self.recompute}, {self.precision})")
+
+
+def layers_of_chunks(num_layers: int, num_chunks: int) -> list[int]:
+    """Layers per model chunk, in order: as even as possible, the first chunks one more when they do not
+    divide (Megatron requires divisibility unless told otherwise; an uneven split is costed as it falls).
+    Where the layers do not divide but the layers plus the embedding and the loss do, those two count as a
+    layer each (Megatron-LM's `--account-for-embedding-in-pipeline-split` and `...-loss-...`): the first
+    and the last chunk hold one layer fewer, as Llama 3 405B's 126 layers run on 16 stages (7, 8 x 14, 7;
+    Meta's "The Llama 3 Herd of Models", section 3.3.2)."""
+    if num_chunks > num_layers:
+        raise ValueError(f"{num_layers} layers cannot fill {num_chunks} model chunks (pp x vp): use fewer "
+                         f"pipeline stages or virtual stages")
+    if num_chunks > 2 and num_layers % num_chunks and (num_layers + 2) % num_chunks == 0:
+        per = (num_layers + 2) // num_chunks
+        return [per - 1] + [per] * (num_chunks - 2) + [per - 1]
+    base, extra = divmod(num_layers, num_chunks)
+    return [base + (1 if i < extra else 0) for i in range(num_chunks)]

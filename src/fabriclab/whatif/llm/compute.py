@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabriclab.workload.parallel import ParallelConfig
+from fabriclab.workload.parallel import ParallelConfig, layers_of_chunks
 from fabriclab.workload.transformer import TransformerSpec
 
 
@@ -44,16 +44,6 @@ class ChunkFlops:
     @property
     def forward(self) -> float:
         return self.linear + self.attention
-
-
-def layers_of_chunks(num_layers: int, num_chunks: int) -> list[int]:
-    """Layers per model chunk, in order: as even as possible, the first chunks one more when they do not
-    divide (Megatron requires divisibility unless told otherwise; an uneven split is costed as it falls)."""
-    if num_chunks > num_layers:
-        raise ValueError(f"{num_layers} layers cannot fill {num_chunks} model chunks (pp x vp): use fewer "
-                         f"pipeline stages or virtual stages")
-    base, extra = divmod(num_layers, num_chunks)
-    return [base + (1 if i < extra else 0) for i in range(num_chunks)]
 
 
 def _is_moe_layer(spec: TransformerSpec, index: int) -> bool:
