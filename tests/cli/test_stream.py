@@ -57,3 +57,15 @@ def test_a_small_bandwidth_keeps_its_digits():
     cells = bench._cells(ROW | {"algbw_GBps": 0.0000312, "busbw_GBps": 0.0000468}, True)
     assert cells[7:9] == ["0.0000312", "0.0000468"]
     assert bench._cells(ROW, True)[7:9] == ["12.345", "23.456"]
+
+
+def test_the_first_row_widens_a_column_its_value_passes_before_the_header_is_printed(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    printer = bench._printer(Output("table"), bench.DEFAULT_CONFIG, 4)
+    slow = ROW | {"size_bytes": 1024, "algbw_GBps": 0.0000831, "busbw_GBps": 0.0000312}  # 9 characters each
+    printer.row(bench._cells(slow, True))
+    printer.row(bench._cells(ROW | {"size_bytes": 2048}, True))
+    printer.finish()
+    lines = capsys.readouterr().out.splitlines()
+    head = max(len(line) for line in lines if line.startswith("#") and "collectives bench" not in line)
+    assert "0.0000831" in lines[4] and all(len(line) <= head for line in lines[4:])

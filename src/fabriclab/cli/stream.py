@@ -70,6 +70,9 @@ class RowStream:
                 sys.stderr.write("  " + "  ".join(self._just(t, i) for i, t in enumerate(texts)).rstrip() + "\n")
             return
         if not self.started:
+            # the first row (the smallest size, the slowest bandwidth) widens any column its value passes,
+            # so that no row is wider than the header printed above it
+            self.widths = [max(w, len(t)) for w, t in zip(self.widths, texts)]
             if self.constant:  # their value, from the first row, once under the title
                 self.title += "\n# " + ", ".join(f"{self.columns[i]} {texts[i]}" for i in self.constant)
             self._header()
