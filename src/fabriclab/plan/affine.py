@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabriclab.collectives import vectorized
-from fabriclab.sim.collective import simulate
+from fabriclab.sim.collective import ring_runs, simulate
 from fabriclab.sim.prepared import prepared_collective
 
 MIB = 1 << 20
@@ -58,7 +58,9 @@ class AffineCost:
 
 def message_pairs(algo: str, num_ranks: int, count: int) -> np.ndarray:
     """Distinct (source rank, destination rank) pairs of `algo`'s all-reduce messages, sorted."""
-    arrays = vectorized.rounds("allreduce", algo, num_ranks, count)
+    runs = ring_runs("allreduce", algo, num_ranks, count, ITEMSIZE)  # a ring's rounds all alike: its first
+    arrays = vectorized.rounds("allreduce", algo, num_ranks, count) if runs is None else \
+        [(lv.src, lv.dst) for lv in runs]
     if arrays is None:
         tx = prepared_collective("allreduce", algo, num_ranks, count).transfers  # shared with its simulation
         codes = tx.src * num_ranks + tx.dst

@@ -187,7 +187,8 @@ def _point_options(spec: PlanSpec, gpus: int, fabric: str) -> list[tuple]:
     return out
 
 
-def _algo_cost(costs: CollectiveCosts, spec: PlanSpec, fabric: str, topo, algo: str, gpus: int, placement):
+def _algo_cost(costs: CollectiveCosts, spec: PlanSpec, fabric: str, topo, algo: str, gpus: int, placement,
+               picks: dict | None = None):
     if algo != NCCL:
         return costs.cost(topo, algo, gpus, placement)
     node = spec.node
@@ -202,7 +203,8 @@ def _algo_cost(costs: CollectiveCosts, spec: PlanSpec, fabric: str, topo, algo: 
             return costs.cost(topo, name, gpus, placement)
         return node_tree_cost(costs.cost(topo, name, len(leaders), leaders), per_nic, intra_Bps)
 
-    return ChoiceCost(cluster=cluster, num_ranks=gpus, simulate=simulate)
+    # NCCL's pick at a size depends on the point's (GPU count, fabric) only: its trees and bisections share them
+    return ChoiceCost(cluster=cluster, num_ranks=gpus, simulate=simulate, _memo={} if picks is None else picks)
 
 
 def plan_points(spec: PlanSpec) -> list[tuple[int, str]]:
@@ -259,6 +261,7 @@ def plan_point(spec: PlanSpec, point: tuple[int, str]) -> dict:
     could not be built, and what it took."""
     gpus, fabric = point
     costs = CollectiveCosts(gamma_s_per_byte=spec.node.gamma_s_per_byte)
+    picks: dict = {}  # NCCL's (algorithm, protocol) per bucket size at this point
     rows, skipped, built = [], [], 0
     for _, _, _, ratio, tree, _ in (o for o in _point_options(spec, gpus, fabric) if o[4] is not None):
         try:
@@ -267,11 +270,12 @@ def plan_point(spec: PlanSpec, point: tuple[int, str]) -> dict:
             skipped.append(f"{fabric}, {tree.levels}-level, bisection {ratio}, {gpus} GPUs: {exc}")
             continue
         built += 1
-        rows += _option_rows(spec, costs, fabric, gpus, ratio, tree, topo)
+        rows += _option_rows(spec, costs, fabric, gpus, ratio, tree, topo, picks)
     return {"rows": rows, "skipped": skipped, "num_topologies": built, "num_simulations": costs.num_simulations}
 
 
-def _option_rows(spec: PlanSpec, costs: CollectiveCosts, fabric: str, gpus: int, ratio, tree, topo) -> list:
+def _option_rows(spec: PlanSpec, costs: CollectiveCosts, fabric: str, gpus: int, ratio, tree, topo,
+                 picks: dict | None = None) -> list:
     """The rows of one built option: every algorithm and model."""
     rows = []
     server = None if price_note(spec.profiles, spec.prices) else spec.prices.gpu_server_per_gpu
@@ -282,7 +286,7 @@ def _option_rows(spec: PlanSpec, costs: CollectiveCosts, fabric: str, gpus: int,
     placement = option_placement(gpus, topo, spec.node, spec.placement)
     one_switch = tree.levels == 1
     for algo in spec.algos:
-        cost = _algo_cost(costs, spec, fabric, topo, algo, gpus, placement)
+        cost = _algo_cost(costs, spec, fabric, topo, algo, gpus, placement, picks)
         for profile in spec.profiles:
             if isinstance(cost, ChoiceCost):
                 cost.reset()

@@ -22,6 +22,7 @@ Try it: `fabriclab simulate collective --algo direct --topology star --hosts 655
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -63,8 +64,10 @@ def check_gamma(gamma_s_per_byte: float, option: str = "gamma") -> float:
     return gamma_s_per_byte
 
 
+@lru_cache(maxsize=256)
 def _counts_at(collective: str, algo: str, num_ranks: int, count: int) -> tuple[int, int, bool]:
-    """(messages, widest level, has an array form) of the collective at a small rank count."""
+    """(messages, widest level, has an array form) of the collective at a small rank count (kept: a plan asks
+    the same few again for every topology)."""
     arrays = vectorized.rounds(collective, algo, num_ranks, count)
     if arrays is not None:
         widths = [r[0].size for r in arrays]

@@ -2,8 +2,10 @@
 
 The grid is the plan question's: the five fabrics of the question (25GbE, Omni-Path 100, 100GbE, HDR, NDR),
 bisections 1 .. 1/16, 64 .. 1024 GPUs on servers of 2, the three built-in V100 models, ring all-reduce
-on 2-level fat trees, default (illustrative) prices. The target is under 10 s on the
-project's 2-core machine. The time covers building every topology, the simulator runs, the iteration
+on 2-level fat trees, default (illustrative) prices. Then the same fabrics, bisections and models as the
+plan is asked today (16 .. 4,096 GPUs, radix-true trees) with its default, NCCL's choice per bucket, and
+with `--algo ring`, its peer in the same run (the ratio is printed: timings on a loaded machine move
+together). The budget is under 10 s each on the project's 2-core machine. The time covers building every topology, the simulator runs, the iteration
 replays, pricing, the Pareto frontier and the recommendations (not the start of Python).
 
 Try it: `python -m fabriclab.bench.speed.plan` (the CLI registers it as `fabriclab bench plan`).
@@ -24,30 +26,56 @@ GPUS = (64, 128, 256, 512, 1024)
 TARGET_S = 10.0  # fabriclab's bound for this grid on the project's 2-core machine
 
 
-def run(*, gpus: tuple[int, ...] = GPUS, fabrics: tuple[str, ...] = FABRICS,
-        bisections: tuple[Fraction, ...] = BISECTIONS, models: tuple[str, ...] = tuple(V100_BATCH_S)) -> dict:
-    """Time one plan over the grid; returns points, seconds, points per second and the plan's stats."""
-    t0 = time.perf_counter()
-    # the grid as first benchmarked: ring on 2-level trees of 16 servers per leaf (the plan's default is now
-    # NCCL's choice on radix-true trees, whose tree simulations cost more; `fabriclab plan` prints its progress)
-    spec = PlanSpec(profiles=tuple(load_profile(m) for m in models), gpus=gpus, fabrics=fabrics,
-                    bisections=bisections, prices=load_prices(), algos=("ring",), levels=(2,), hosts_per_leaf=16)
+# The plan question of issue 35 as users ask it: radix-true trees (the levels each fabric's radix forces), 16 to
+# 4,096 GPUs, by default NCCL's own choice per bucket; timed against `--algo ring` in the same run (the peer:
+# one simulated algorithm per topology, what the plan cost before NCCL's choice became its default).
+ISSUE_GPUS = (16, 64, 256, 1024, 4096)
+
+
+def _timed(spec: PlanSpec) -> dict:
+    t0, c0 = time.perf_counter(), time.process_time()
     result = run_plan(spec)
-    wall = time.perf_counter() - t0
-    points = len(result.rows)
-    return {"points": points, "wall_s": wall, "points_per_s": points / wall, "target_s": TARGET_S,
-            "within_target": wall < TARGET_S, "num_topologies": result.stats["num_topologies"],
-            "num_simulations": result.stats["num_simulations"],
-            "grid": f"{len(fabrics)} fabrics x {len(bisections)} bisections x {len(gpus)} GPU counts x "
-                    f"{len(models)} models"}
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"points": len(result.rows), "wall_s": wall, "cpu_s": cpu, "points_per_s": len(result.rows) / wall,
+            "num_topologies": result.stats["num_topologies"], "num_simulations": result.stats["num_simulations"]}
+
+
+def run(*, gpus: tuple[int, ...] = GPUS, fabrics: tuple[str, ...] = FABRICS,
+        bisections: tuple[Fraction, ...] = BISECTIONS, models: tuple[str, ...] = tuple(V100_BATCH_S),
+        issue_gpus: tuple[int, ...] = ISSUE_GPUS) -> dict:
+    """Time one plan over the grid, and the issue's grid with NCCL's choice and with ring (`rows`); returns
+    points, seconds, points per second and the plan's stats of the first, every grid's in `rows`."""
+    profiles = tuple(load_profile(m) for m in models)
+    grid = (f"{len(fabrics)} fabrics x {len(bisections)} bisections x {len(gpus)} GPU counts x "
+            f"{len(models)} models")
+    # the grid as first benchmarked: ring on 2-level trees of 16 servers per leaf
+    first = _timed(PlanSpec(profiles=profiles, gpus=gpus, fabrics=fabrics, bisections=bisections,
+                            prices=load_prices(), algos=("ring",), levels=(2,), hosts_per_leaf=16))
+    rows = [{"grid": f"ring, 2-level, {gpus[0]}-{gpus[-1]} GPUs", "algo": "ring", **first,
+             "budget_s": TARGET_S, "within_budget": first["wall_s"] < TARGET_S, "vs_peer": None}]
+    issue = {algo: _timed(PlanSpec(profiles=profiles, gpus=issue_gpus, fabrics=fabrics, bisections=bisections,
+                                   prices=load_prices(), algos=(algo,))) for algo in ("ring", "nccl")}
+    for algo, r in issue.items():
+        rows.append({"grid": f"{algo}, {issue_gpus[0]}-{issue_gpus[-1]} GPUs", "algo": algo,
+                     **r, "budget_s": TARGET_S, "within_budget": r["wall_s"] < TARGET_S,
+                     "vs_peer": r["wall_s"] / issue["ring"]["wall_s"],
+                     "cpu_vs_peer": r["cpu_s"] / issue["ring"]["cpu_s"]})
+    return {"points": first["points"], "wall_s": first["wall_s"], "points_per_s": first["points_per_s"],
+            "target_s": TARGET_S, "within_target": first["wall_s"] < TARGET_S,
+            "num_topologies": first["num_topologies"], "num_simulations": first["num_simulations"], "grid": grid,
+            "rows": rows}
 
 
 def report(r: dict) -> str:
     """The benchmark's lines for people."""
-    verdict = "within" if r["within_target"] else "OVER"
-    return (f"plan speed: {r['grid']} = {r['points']} points in {r['wall_s']:.2f} s "
-            f"({r['points_per_s']:.0f} points/s; target < {r['target_s']:g} s: {verdict})\n"
-            f"  {r['num_topologies']} topologies, {r['num_simulations']} simulator runs")
+    lines = []
+    for row in r["rows"]:
+        verdict = "within" if row["within_budget"] else "OVER"
+        peer = "" if row["vs_peer"] is None else f", {row['vs_peer']:.2f} x ring"
+        lines.append(f"plan speed: {r['grid']}, {row['grid']}: {row['points']} points in {row['wall_s']:.2f} s "
+                     f"(budget < {row['budget_s']:g} s: {verdict}{peer}); {row['num_topologies']} topologies, "
+                     f"{row['num_simulations']} simulator runs")
+    return "\n".join(lines)
 
 
 def main() -> dict:
