@@ -33,3 +33,12 @@ def test_the_growth_table_has_a_row_per_gpu_count():
 
 def test_a_general_engine_refusal_ends_the_ladder():
     assert predict.timed("links", "alltoall", 2048, "general") is None
+
+
+def test_a_prediction_with_a_peer_reports_the_ratio_of_the_same_run():
+    case = predict.PredictionCase(name="alltoall-64-peer", collective="alltoall", gpus=64, general_gpus=(),
+                                  peer_gpus=16)
+    row = predict.run_prediction(case)
+    assert row["peer"] == f"16 GPUs of {predict.CLUSTER}" and row["general_gpus"] is None
+    assert row["vs_peer"] == row["sweep_wall_s"] / row["peer_wall_s"] and row["peer_peak_MB"] > 0
+    assert {c.cluster for c in predict.CASES if c.gpus >= 1_000_000} == {predict.CAMPUS}

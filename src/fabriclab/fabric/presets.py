@@ -17,7 +17,7 @@ Sources:
 * `dgx-h100`: NVIDIA DGX H100 (data sheet): 8 H100-SXM5-80GB (HBM3 3.35 TB/s) on NVSwitch (NVLink 4,
   450 GB/s per direction per GPU), 8 x 400 Gb/s NDR (ConnectX-7), PCIe 5.0; rail-optimised as the DGX
   H100 SuperPOD (QM9700 leaves of 64 ports: 32 down, 32 up).
-* `dgx-h100-campus`: `dgx-h100` servers over buildings of 16,384 (131,072 GPUs), joined by a third tier
+* `dgx-h100-campus`: `dgx-h100` servers over buildings of 8,192 (65,536 GPUs), joined by a third tier
   (`fabric/buildings.py`; its bandwidth and latency are illustrative, below).
 * `hgx-h200`: NVIDIA HGX H200 / DGX H200 (data sheets): 8 H200-SXM-141GB (HBM3e 4.8 TB/s) on NVSwitch
   (NVLink 4, 450 GB/s per direction per GPU), 8 x 400 Gb/s NDR (ConnectX-7), PCIe 5.0; rail-optimised on
@@ -95,16 +95,17 @@ def dgx_h100() -> ClusterModel:
     return _current_nccl(cluster, "hopper")
 
 
-# A campus of buildings of 16,384 DGX H100 (131,072 GPUs, the largest one-building prediction here), joined by a
-# third tier at a quarter of a building's NIC bandwidth (8 x 400 Gb/s x 16,384 / 4 = 13.1 Pb/s) and 20 us one way
-# (about 4 km of fibre at 5 us per km). Illustrative values: no campus publishes its inter-building links.
-CAMPUS_SERVERS_PER_BUILDING = 16384
+# A campus of buildings of 8,192 DGX H100 (65,536 GPUs: a large data hall of today; a building is simulated in
+# full, so its size sets the time of a prediction, `fabric/buildings.py`), joined by a third tier at a quarter of
+# a building's NIC bandwidth (8 x 400 Gb/s x 8,192 / 4 = 6.6 Pb/s) and 20 us one way (about 4 km of fibre at
+# 5 us per km). Illustrative values: no campus publishes its inter-building links.
+CAMPUS_SERVERS_PER_BUILDING = 8192
 CAMPUS_TIER_SHARE = 0.25
 CAMPUS_LATENCY_S = 20e-6
 
 
 def dgx_h100_campus() -> ClusterModel:
-    """DGX H100 servers spread over buildings of 16,384 servers, joined by a third tier (`fabric/buildings.py`)."""
+    """DGX H100 servers spread over buildings of 8,192 servers, joined by a third tier (`fabric/buildings.py`)."""
     cluster = dgx_h100()
     s = cluster.server
     tier_Bps = CAMPUS_TIER_SHARE * CAMPUS_SERVERS_PER_BUILDING * s.nics_per_server * s.nic_bandwidth_Bps

@@ -13,7 +13,9 @@ the interpreter's ~40 MB included) is its own and imports are not timed:
 `run_prediction` times the 100,000-GPU sweep and compares the two engines at the largest GPU count of a
 ladder that the general engine finishes within its budget (a larger count is not tried once one fails),
 with the ratio and whether the answers agree to 1e-9. `scale_rows` gives the growth table of the README.
-Targets on this 2-core machine: a sweep at 100,000 GPUs in under 60 s and 4 GB.
+Targets on this 2-core machine: a sweep at 100,000 GPUs in under 60 s and 4 GB, and the same at 1,000,000
+GPUs spread over buildings (`dgx-h100-campus`, `fabric/buildings.py`), timed against 100,000 GPUs of one
+building in the same run (time and memory should grow no faster than the GPUs: 10x).
 
 Try it: `fabriclab bench sim --cases alltoall-100000`.
 """
@@ -28,6 +30,7 @@ import time
 from dataclasses import dataclass
 
 CLUSTER = "dgx-h100"
+CAMPUS = "dgx-h100-campus"
 SIZES = [1 << i for i in range(10, 31)]  # 1KB:1GB, powers of two, as nccl-tests -b 1K -e 1G -f 2
 SCALE_GPUS = (1024, 8192, 16384, 65536, 100000)
 SCALE_COLLECTIVES = ("allreduce", "alltoall")
@@ -48,12 +51,21 @@ class PredictionCase:
     """GPU counts to try the general engine at, smallest first."""
     general_budget_s: float = 60.0
     """Seconds the general engine may take at one count."""
+    cluster: str = CLUSTER
+    """The cluster preset predicted on."""
+    peer_gpus: int = 0
+    """GPUs of the peer timed in the same run: the same sweep on `CLUSTER` (one building); 0: none."""
 
 
 CASES = (
     PredictionCase(name="allreduce-100000", collective="allreduce", gpus=100000,
                    general_gpus=(16384, 32768, 65536, 100000)),
     PredictionCase(name="alltoall-100000", collective="alltoall", gpus=100000, general_gpus=(256, 512, 1024)),
+    # a million GPUs over buildings of 65,536 (`fabric/buildings.py`), against 100,000 in one building
+    PredictionCase(name="allreduce-1000000", collective="allreduce", gpus=1000000, general_gpus=(),
+                   cluster=CAMPUS, peer_gpus=100000),
+    PredictionCase(name="alltoall-1000000", collective="alltoall", gpus=1000000, general_gpus=(),
+                   cluster=CAMPUS, peer_gpus=100000),
 )
 
 
@@ -61,13 +73,13 @@ def _algorithms(collective: str) -> list[tuple[str, str]]:
     return [("ring", collective), ("tree", collective)] if collective == "allreduce" else [("p2p", collective)]
 
 
-def measure(what: str, collective: str, gpus: int, engine: str) -> dict:
+def measure(what: str, collective: str, gpus: int, engine: str, cluster_name: str = CLUSTER) -> dict:
     """The child's side: one sweep or one prediction's link simulations, timed, with the peak memory."""
     from fabriclab.fabric.presets import cluster_preset
     from fabriclab.nccl.links import link_seconds_per_byte
     from fabriclab.nccl.sweep import predict_sweep
 
-    cluster = cluster_preset(CLUSTER)
+    cluster = cluster_preset(cluster_name)
     t0 = time.perf_counter()
     if what == "sweep":
         rows = predict_sweep(cluster, gpus, SIZES, collective).rows
@@ -78,9 +90,10 @@ def measure(what: str, collective: str, gpus: int, engine: str) -> dict:
     return {"wall_s": wall, "peak_MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "values": values}
 
 
-def timed(what: str, collective: str, gpus: int, engine: str = "auto", timeout_s: float = 900.0) -> dict | None:
+def timed(what: str, collective: str, gpus: int, engine: str = "auto", timeout_s: float = 900.0,
+          cluster: str = CLUSTER) -> dict | None:
     """`measure` in a fresh process; None when it ran past `timeout_s` or was refused (too many transfers)."""
-    argv = [sys.executable, "-m", "fabriclab.bench.speed.predict", what, collective, str(gpus), engine]
+    argv = [sys.executable, "-m", "fabriclab.bench.speed.predict", what, collective, str(gpus), engine, cluster]
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -94,11 +107,16 @@ def timed(what: str, collective: str, gpus: int, engine: str = "auto", timeout_s
 
 def run_prediction(case: PredictionCase) -> dict:
     """One row: the sweep at `case.gpus`, and both engines at the largest count the general one finishes."""
-    sweep = timed("sweep", case.collective, case.gpus)
-    links = timed("links", case.collective, case.gpus)
-    row = {"case": case.name, "collective": case.collective, "cluster": CLUSTER, "gpus": case.gpus,
+    sweep = timed("sweep", case.collective, case.gpus, cluster=case.cluster)
+    links = timed("links", case.collective, case.gpus, cluster=case.cluster)
+    peer = timed("sweep", case.collective, case.peer_gpus) if case.peer_gpus else None
+    row = {"case": case.name, "collective": case.collective, "cluster": case.cluster, "gpus": case.gpus,
            "sweep_wall_s": sweep["wall_s"], "peak_MB": sweep["peak_MB"], "links_wall_s": links["wall_s"],
            "meets_target": sweep["wall_s"] < TARGET_S and sweep["peak_MB"] < TARGET_MB,
+           "peer": None if peer is None else f"{case.peer_gpus:,} GPUs of {CLUSTER}",
+           "peer_wall_s": None if peer is None else peer["wall_s"],
+           "peer_peak_MB": None if peer is None else peer["peak_MB"],
+           "vs_peer": None if peer is None else sweep["wall_s"] / peer["wall_s"],
            "general_gpus": None, "general_wall_s": None, "general_peak_MB": None, "ours_wall_s": None,
            "ours_peak_MB": None, "speedup_vs_general": None, "general_agrees": None}
     for gpus in case.general_gpus:
@@ -126,4 +144,4 @@ def scale_rows(gpus: tuple[int, ...] = SCALE_GPUS, collectives: tuple[str, ...] 
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])))
+    print(json.dumps(measure(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], *sys.argv[5:6])))
