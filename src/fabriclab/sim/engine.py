@@ -125,6 +125,7 @@ def run(graph: TaskGraph, topology, successors: tuple[np.ndarray, np.ndarray] | 
     wait_s = np.where(kind == COMPUTE, durations, latency)
     moves = (kind == TRANSFER) & (size > 0) & (ptr[1:] > ptr[:-1])
     wake = np.full(n, np.inf)
+    where = np.zeros(n, dtype=np.int64)  # scratch: a task's place in the set being made unique
     remaining = np.zeros(n)
     rate = np.zeros(n)
     num_solves = 0
@@ -163,9 +164,12 @@ def run(graph: TaskGraph, topology, successors: tuple[np.ndarray, np.ndarray] | 
             lo, cnt = succ_ptr[ended], succ_counts[ended]
             nxt = succ[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
             if nxt.size:
-                uniq, times = np.unique(nxt, return_counts=True)
-                deps[uniq] -= times
-                ready = uniq[deps[uniq] == 0]
+                np.subtract.at(deps, nxt, 1)
+                cand = nxt[deps[nxt] == 0]
+                # each ready task once (a step that waited for several ends appears once per end): the last
+                # mark of each wins, no sort
+                where[cand] = np.arange(cand.size)
+                ready = cand[where[cand] == np.arange(cand.size)]
                 start[ready] = now
                 wake[ready] = now + wait_s[ready]
                 waiting = np.concatenate((waiting, ready))

@@ -37,8 +37,10 @@ def max_min_rates(entry_flow: np.ndarray, entry_link: np.ndarray, num_flows: int
     if el.size and el.size * 4 < num_links:
         # Few flows on a large topology: the links they cross, renumbered, so each round works on those
         # only (the same arithmetic link by link: the answer does not change).
-        used_links, el = np.unique(el, return_inverse=True)
-        el = el.ravel()
+        mark = np.zeros(num_links, dtype=bool)
+        mark[el] = True
+        used_links = np.flatnonzero(mark)
+        el = (np.cumsum(mark) - 1)[el]
         remaining, capacity_Bps, num_links = remaining[used_links], capacity_Bps[used_links], used_links.size
     while ef.size:
         users = np.bincount(el, minlength=num_links) if ew is None else np.bincount(el, ew, num_links)
