@@ -161,8 +161,6 @@ def register(app: typer.Typer) -> None:
         Default cluster: dgx-h100 (--cluster); compute timed kernel by kernel by the GPU's kernel model
         (`calibrate kernels`), x the scale `calibrate step` stored in the cluster file, else as measured
         alone (--efficiency: one share of peak instead)."""
-        from dataclasses import asdict
-
         from fabriclab.whatif.llm.run import simulate_llm
 
         out = Output(fmt, json_path, store)
@@ -183,18 +181,23 @@ def register(app: typer.Typer) -> None:
         sweep = _sweep(out, job, the_cluster, _rates(bandwidth), kwargs) if bandwidth else []
         links = print_links(out, answer)
         events = _write_files(out, answer, trace, (chakra, graphs), stages)
-        out.record("whatif.llm", {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap,
-                                  "fsdp_unit": options.fsdp_unit, "shard_group": options.shard_group,
-                                  "ep_overlap": ep_overlap, "grad_dtype": grad_dtype, "fabric": fabric,
-                                  "bisection": bisection, "nic_rate": nic_rate,
-                                  "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes},
-                   {**answer.summary(), "split_s": answer.result.split_s, "communicators": answer.result.comm,
-                    "slowest_stage": answer.result.slowest_stage, "stages": per,
-                    "memory": answer.memory.rows(), "memory_warning": answer.memory.fit.warning,
-                    "memory_fit": asdict(answer.memory.fit),
-                    "bandwidth_sweep": sweep, "busiest_links": links,
-                    "trace": events},
-                   top={"step_time_s": answer.step_time_s, "tokens_per_s": answer.tokens_per_s, "mfu": answer.mfu})
+        config = {"cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap, "fsdp_unit": options.fsdp_unit,
+                  "shard_group": options.shard_group, "ep_overlap": ep_overlap, "gpu_spread": options.gpu_spread,
+                  "grad_dtype": grad_dtype, "fabric": fabric, "bisection": bisection, "nic_rate": nic_rate,
+                  "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes}
+        _save(out, job, config, answer, {"stages": per, "bandwidth_sweep": sweep, "busiest_links": links,
+                                         "trace": events})
+
+
+def _save(out: Output, job, config: dict, answer, extra: dict) -> None:
+    """The run's record: the job and its options, the answer and what was printed beside it."""
+    from dataclasses import asdict
+
+    out.record("whatif.llm", {**job.config(), **config},
+               {**answer.summary(), "split_s": answer.result.split_s, "communicators": answer.result.comm,
+                "slowest_stage": answer.result.slowest_stage, "memory": answer.memory.rows(),
+                "memory_warning": answer.memory.fit.warning, "memory_fit": asdict(answer.memory.fit), **extra},
+               top={"step_time_s": answer.step_time_s, "tokens_per_s": answer.tokens_per_s, "mfu": answer.mfu})
 
 
 def _trace_stages(text: str, pp: int):
