@@ -119,7 +119,7 @@ def run(graph: TaskGraph, topology, successors: tuple[np.ndarray, np.ndarray] | 
     # Whole sets of tasks at each event, not one task at a time: successors as one array (CSR), dependencies
     # counted down for every task that ends at once. What a task waits once started: a compute task its
     # duration, a transfer its route's latency. Times are the same sums and comparisons as one at a time.
-    deps = np.asarray(graph.num_deps, dtype=np.int64)
+    deps = np.array(graph.num_deps, dtype=np.int64)  # a copy: counted down below
     succ_ptr, succ = successor_arrays(graph) if successors is None else successors
     succ_counts = np.diff(succ_ptr)
     wait_s = np.where(kind == COMPUTE, durations, latency)

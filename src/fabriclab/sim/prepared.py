@@ -59,7 +59,8 @@ class Graph:
     """A schedule's task graph (transfers between ranks, not yet endpoints) and where to read its answer."""
 
     graph: TaskGraph
-    """Its transfers' `src` and `dst` are ranks; `run_prepared` maps them onto endpoints."""
+    """Its transfers' `src` and `dst` are ranks; `run_prepared` maps them onto endpoints. Held as arrays (the
+    engine reads them so), made once."""
     reduce_bytes: np.ndarray
     """Bytes each step task reduces (its compute time is that times the reduction cost)."""
     tx_task: np.ndarray
@@ -106,8 +107,12 @@ def _task_graph(tx: Transfers, num_steps: list[int], itemsize: int) -> Graph:
         if tx.reduce[i]:
             reduce_bytes[step_task[b][kb]] += nbytes
     last = np.array([s[-1] if s else -1 for s in step_task], dtype=np.int64)
-    return Graph(graph=graph, reduce_bytes=reduce_bytes, tx_task=tx_task, last_task=last,
-                 successors=successor_arrays(graph))
+    successors = successor_arrays(graph)
+    arrays = replace(graph, kind=np.asarray(graph.kind, dtype=np.int8), src=np.asarray(graph.src, dtype=np.int64),
+                     dst=np.asarray(graph.dst, dtype=np.int64), num_deps=np.asarray(graph.num_deps, dtype=np.int64),
+                     size_bytes=np.asarray(graph.size_bytes, dtype=np.float64),
+                     duration_s=np.asarray(graph.duration_s, dtype=np.float64))
+    return Graph(graph=arrays, reduce_bytes=reduce_bytes, tx_task=tx_task, last_task=last, successors=successors)
 
 
 def prepared_collective(collective: str, algo: str, num_ranks: int, count: int) -> PreparedSchedule:
@@ -131,13 +136,14 @@ def run_prepared(prep: Graph, topology, placement: np.ndarray,
                  gamma_s_per_byte: float = 0.0) -> tuple[Timeline, np.ndarray]:
     """The engine's timeline of `prep` with rank r on endpoint `placement[r]`, and each rank's finish time."""
     graph = prep.graph
-    src, dst = np.asarray(graph.src, dtype=np.int64), np.asarray(graph.dst, dtype=np.int64)
+    src, dst = graph.src, graph.dst
     is_tx = src >= 0
     on_src = np.where(is_tx, placement[np.where(is_tx, src, 0)], -1)
     on_dst = np.where(is_tx, placement[np.where(is_tx, dst, 0)], -1)
-    # The same products the graph's builder wrote task by task (reduced bytes x the reduction cost).
-    # (the steps are the graph's first tasks, the transfers follow with no duration)
-    durations = [float(b * gamma_s_per_byte) for b in prep.reduce_bytes] + graph.duration_s[prep.reduce_bytes.size:]
+    # The same products the graph's builder would write task by task (reduced bytes x the reduction cost);
+    # the steps are the graph's first tasks, the transfers follow with no duration.
+    durations = graph.duration_s.copy()
+    durations[:prep.reduce_bytes.size] = prep.reduce_bytes * gamma_s_per_byte
     timeline = run(replace(graph, src=on_src, dst=on_dst, duration_s=durations), topology, prep.successors)
     finish = np.where(prep.last_task >= 0, timeline.finish_s[prep.last_task], 0.0)
     return timeline, finish
