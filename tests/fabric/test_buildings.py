@@ -71,3 +71,16 @@ def test_link_time_is_the_slower_of_one_building_and_the_tier():
         factor = 2 * 255 / 256
         expect = max(one / (2 * 63 / 64), 1 / tier_Bps) * factor
         assert got == pytest.approx(expect, rel=1e-12), slower
+
+
+@pytest.mark.parametrize("key,value,says", [("servers_per_building", -1, "give a number >= 0"),
+                                            ("servers_per_building", 2.5, "give a whole number of servers"),
+                                            ("building_bandwidth_Bps", -1.0, "give a number >= 0"),
+                                            ("building_latency_s", float("nan"), "give a number >= 0")])
+def test_a_cluster_file_with_a_bad_third_tier_is_refused(key, value, says):
+    from fabriclab.fabric.cluster import check_cluster
+
+    cluster = cluster_preset("dgx-h100-campus")
+    bad = replace(cluster, network=replace(cluster.network, **{key: value}))
+    with pytest.raises(ValueError, match=f"network.{key} is .*{says}"):
+        check_cluster(bad, "c.json")
