@@ -65,6 +65,7 @@ SKIPS: dict[str, str] = {
     "run": "starts 4 torch ranks for ~20 s; tests/bench/test_bench_collectives.py runs the benchmark",
     "collectives bench": "starts torch ranks; tests/cli/test_cli_collectives_bench.py runs it",
     "profile": "profiles a zoo model with torch; tests/workload/test_profiler.py covers it",
+    "validate nccl-tests": "fits and predicts the whole corpus (~13 s); tests/cli/test_cli_validate_nccl.py runs it",
     "profile kernels": "measures a GPU's kernels; tests/cli/test_cli_kernels.py runs --device cpu --quick",
     "profile add-cost": "times torch vector adds up to 640 MiB; tests/workload/test_profiler.py covers it",
     "train": "trains with torch ranks for minutes; tests/cli/test_cli_train.py covers it",
