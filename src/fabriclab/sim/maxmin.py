@@ -34,9 +34,10 @@ def max_min_rates(entry_flow: np.ndarray, entry_link: np.ndarray, num_flows: int
     frozen[~has_link] = True
     ef, el, ew = entry_flow, entry_link, entry_users
     num_links = capacity_Bps.shape[0]
-    if el.size and el.size * 4 < num_links:
-        # Few flows on a large topology: the links they cross, renumbered, so each round works on those
-        # only (the same arithmetic link by link: the answer does not change).
+    if el.size:
+        # The links the flows cross, renumbered, so each round works on those only (the same arithmetic link
+        # by link: the answer does not change; one pass over the entries, where a round over every link of a
+        # large topology costs more).
         mark = np.zeros(num_links, dtype=bool)
         mark[el] = True
         used_links = np.flatnonzero(mark)
