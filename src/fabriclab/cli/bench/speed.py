@@ -1,8 +1,8 @@
 """`fabriclab bench cli|sim|whatif|plan|plan-llm|cluster`: how fast fabriclab itself is, against a budget or a peer.
 
 `cluster` a plan's points per second here against a loopback Dask cluster (`report/points/speed.py`);
-`cli` times whole commands against their start-up budgets, `sim` the simulator on its speed cases and cluster
-predictions at 100,000 GPUs (`--scale`: their growth with the GPUs), `whatif` the what-if sweep of Zhang et
+`cli` times whole commands against their start-up budgets, `sim` the simulator on its speed cases, cluster
+predictions at 100,000 GPUs (`--scale`: their growth with the GPUs) and at 1,000,000 over buildings, `whatif` the what-if sweep of Zhang et
 al. (NetAI'20) against its real-time replay, `plan` the network planner, `plan-llm` its LLM search.
 
 Try it: `fabriclab bench cli`.
@@ -119,19 +119,20 @@ def _scale_out_rows(out: Output, chosen: tuple) -> list[dict]:
     """Predictions over buildings (`fabric/buildings.py`) against one building's in the same run."""
     from fabriclab.bench.speed.predict import TARGET_MB, TARGET_S, run_prediction
 
-    table = Table(title=f"over buildings: sweep 1KB:1GB with ranges, target < {TARGET_S:g} s and "
-                        f"{TARGET_MB / 1024:g} GB; x peer: against the peer's sweep, this run")
-    for col in ("case", "cluster", "wall (s)", "MB", "within", "peer", "peer (s)", "peer MB", "x peer"):
-        table.add_column(col, justify="left" if col in ("case", "cluster", "peer") else "right")
+    table = Table(title=f"over buildings, sweep 1KB:1GB with ranges (< {TARGET_S:g} s, {TARGET_MB / 1024:g} GB)")
+    for col in ("case", "wall (s)", "MB", "within", "peer (s)", "peer MB", "x peer"):
+        table.add_column(col, justify="left" if col == "case" else "right")
     rows = []
     for case in chosen:
         out.note(f"running {case.name} on {case.cluster} and its peer, {case.peer_gpus:,} GPUs in one building ...")
         r = run_prediction(case)
         rows.append(r)
-        table.add_row(case.name, r["cluster"], f"{r['sweep_wall_s']:.1f}", f"{r['peak_MB']:.0f}",
-                      "yes" if r["meets_target"] else "NO", f"{case.peer_gpus:,}", f"{r['peer_wall_s']:.1f}",
-                      f"{r['peer_peak_MB']:.0f}", f"{r['vs_peer']:.2f}")
+        table.add_row(case.name, f"{r['sweep_wall_s']:.1f}", f"{r['peak_MB']:.0f}",
+                      "yes" if r["meets_target"] else "NO", f"{r['peer_wall_s']:.1f}", f"{r['peer_peak_MB']:.0f}",
+                      f"{r['vs_peer']:.2f}")
     out.table(table)
+    out.note("clusters: " + "; ".join(f"{r['case']} on {r['cluster']}, peer {r['peer']}" for r in rows)
+             + "; x peer: wall time over the peer's, this run")
     return rows
 
 
@@ -236,8 +237,8 @@ def sim_cmd(
     json_path: JsonOption = None,
     store: StoreOption = None,
 ) -> None:
-    """Time the simulator against its speed targets (1 GB allreduce, 2-level fat tree, bisection 1/4) and
-    cluster predictions at 100,000 GPUs against the general engine."""
+    """Time the simulator against its speed targets (1 GB allreduce, 2-level fat tree, bisection 1/4), cluster
+    predictions at 100,000 GPUs against the general engine, and at 1,000,000 over buildings against 100,000."""
     out = Output(fmt, json_path, store)
     if peer is not None:
         if peer != "simgrid" or scale:
@@ -287,7 +288,7 @@ def plan_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: Stor
     out.note("timing three plans: the first grid (ring), then the issue's grid with ring and with NCCL's choice ...")
     r = run()
     table = Table(title=f"plan speed: {r['grid']}")
-    for col in ("plan", "points", "wall (s)", "CPU (s)", "budget", "within", "x ring", "sim runs"):
+    for col in ("plan", "points", "wall (s)", "CPU (s)", "budget", "within", "x ring", "runs"):
         table.add_column(col, justify="left" if col == "plan" else "right")
     for row in r["rows"]:
         ratio = "-" if row["vs_peer"] is None else f"{row['vs_peer']:.2f}"
@@ -295,8 +296,8 @@ def plan_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: Stor
                       f"{row['budget_s']:g} s", "yes" if row["within_budget"] else "NO", ratio,
                       str(row["num_simulations"]))
     out.table(table)
-    out.note("16-4096 GPUs on radix-true trees (the levels each fabric's radix forces); x ring: wall time over "
-             "the same grid's with --algo ring in this run (CPU time: "
+    out.note("16-4096 GPUs on radix-true trees (the levels each fabric's radix forces); runs: simulator runs; "
+             "x ring: wall time over the same grid's with --algo ring in this run (CPU time: "
              + ", ".join(f"{row['cpu_vs_peer']:.2f}" for row in r["rows"] if row.get("cpu_vs_peer")) + "); the "
              "exit status fails a plan whose CPU time alone is over its budget (wall time grows with the load)")
     out.record("bench.plan", {}, r)
