@@ -2,8 +2,9 @@
 
 `cluster` a plan's points per second here against a loopback Dask cluster (`report/points/speed.py`);
 `cli` times whole commands against their start-up budgets, `sim` the simulator on its speed cases, cluster
-predictions at 100,000 GPUs (`--scale`: their growth with the GPUs) and at 1,000,000 over buildings, `whatif` the what-if sweep of Zhang et
-al. (NetAI'20) against its real-time replay, `plan` the network planner, `plan-llm` its LLM search.
+predictions at 100,000 GPUs (`--scale`: their growth with the GPUs) and at 1,000,000 over buildings, `whatif`
+the what-if sweep of Zhang et al. (NetAI'20) against its real-time replay, `plan` the network planner (NCCL's
+choice against ring), `plan-llm` its LLM search.
 
 Try it: `fabriclab bench cli`.
 """
