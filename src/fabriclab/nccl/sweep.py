@@ -31,9 +31,12 @@ class Sweep:
 
     @property
     def where(self) -> str:
+        from fabriclab.fabric.buildings import num_buildings
+
         lay = self.layout
+        b = num_buildings(self.cluster.network, lay.num_servers)
         return (f"{lay.num_gpus} GPUs ({lay.num_servers} server{'s' if lay.num_servers > 1 else ''} x "
-                f"{lay.per_server}) of {self.cluster.name}")
+                f"{lay.per_server}{f' in {b} buildings' if b > 1 else ''}) of {self.cluster.name}")
 
     def nccl_tests_text(self) -> str:
         """The sweep as nccl-tests prints a run, with the prediction's notes as comment lines."""
