@@ -80,7 +80,7 @@ def test_times_keep_every_digit_any_nccl_tests_version_printed():
     assert "  12345.7  " in text and "    99.50  " in text and "   251757  " in text
 
 
-@pytest.mark.parametrize("gpus", [1024, 100_000])
+@pytest.mark.parametrize("gpus", [1024, 16_384])  # 100,000 reads the same and costs 17 s
 def test_a_large_prediction_summarises_its_devices_in_one_line(gpus):
     rows = predict_nccl_table(a100_hdr_prior(), gpus, [1 << 20])
     text = format_nccl_tests(prediction_run(a100_hdr_prior(), gpus, rows), notes=("prediction",))
