@@ -7,7 +7,7 @@ from fabriclab.bench.speed import plan
 
 def test_rows_carry_budgets_and_the_ratio_to_ring():
     r = plan.run(gpus=(64,), fabrics=("100gbe",), bisections=(Fraction(1),), models=("resnet50",),
-                 issue_gpus=(16, 64))
+                 wide_gpus=(16, 64))
     first, ring, nccl = r["rows"]
     assert (first["algo"], ring["algo"], nccl["algo"]) == ("ring", "ring", "nccl")
     assert first["vs_peer"] is None and ring["vs_peer"] == 1.0

@@ -286,7 +286,8 @@ def plan_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: Stor
     from fabriclab.bench.speed.plan import run
 
     out = Output(fmt, json_path, store)
-    out.note("timing three plans: the first grid (ring), then the issue's grid with ring and with NCCL's choice ...")
+    out.note("timing three plans: the first grid (ring), then the wide grid (16-4,096 GPUs) with ring and with "
+             "NCCL's choice ...")
     r = run()
     table = Table(title=f"plan speed: {r['grid']}")
     for col in ("plan", "points", "wall (s)", "CPU (s)", "budget", "within", "x ring", "runs"):
