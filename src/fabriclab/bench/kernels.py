@@ -27,23 +27,24 @@ QUICK_GEMMS = ((64, 64, 64), (128, 64, 256), (256, 128, 128), (128, 256, 64), (6
 COLUMNS = ("gpu", "op", "dtype", "M", "N", "K", "seconds", "tflops", "note")
 
 
-def _timer(torch, device: str, repeats: int, warmup: int) -> Callable[[Callable[[], object]], float]:
+def _timer(dev, repeats: int, warmup: int) -> Callable[[Callable[[], object]], float]:
+    """Mean seconds of `repeats` back-to-back calls after `warmup`, on the profiler's clock (CUDA events on
+    a GPU, the host clock on a CPU: `workload/profiler_hooks.Clock`)."""
+    from fabriclab.workload.profiler_hooks import Clock
+
+    clock = Clock(dev)
+
     def timed(fn) -> float:
         for _ in range(warmup):
             fn()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(repeats):
-                fn()
-            end.record()
-            torch.cuda.synchronize()
-            return start.elapsed_time(end) / 1e3 / repeats
-        t0 = time.perf_counter()
+        clock.sync()
+        clock.rewind()
+        begin = clock.mark()
         for _ in range(repeats):
             fn()
-        return (time.perf_counter() - t0) / repeats
+        end = clock.mark()
+        clock.sync()
+        return clock.seconds(begin, end) / repeats
     return timed
 
 
@@ -52,19 +53,21 @@ def measure_kernels(device: str = "cuda", *, budget_s: float = 120.0, repeats: i
     """The kernel table's rows (module doc); `progress(text)` hears each phase."""
     import torch
 
+    from fabriclab.workload.profiler import resolve_device
+
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("no CUDA GPU here: run `profile kernels` on the GPU to measure, or --device cpu --quick "
                          "to try the harness")
-    name = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu"
-    timed = _timer(torch, device, repeats, warmup)
+    dev = resolve_device(device)
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+    timed = _timer(dev, repeats, warmup)
     rows: list[dict] = []
     shapes = list(QUICK_GEMMS) if quick else [s for s in itertools.product(GEMM_M, GEMM_NK, GEMM_NK)
                                                if s[0] * s[1] * s[2] <= MAX_GEMM_ELEMENTS]
     random.Random(0).shuffle(shapes)
     # PyTorch has no public FP8 GEMM before `scaled_mm`: its private `_scaled_mm` (2.1 on) is used where it
     # exists and works, and a torch whose one does not is measured in bf16 alone, said in the progress line
-    fp8 = device.startswith("cuda") and hasattr(torch, "_scaled_mm") and torch.cuda.get_device_capability(
-        torch.device(device)) >= (8, 9)
+    fp8 = dev.type == "cuda" and hasattr(torch, "_scaled_mm") and torch.cuda.get_device_capability(dev) >= (8, 9)
     dtype = torch.bfloat16
     start = time.perf_counter()
     if progress:
@@ -73,13 +76,13 @@ def measure_kernels(device: str = "cuda", *, budget_s: float = 120.0, repeats: i
     for m, n, k in shapes:
         if time.perf_counter() - start > budget_s:
             break
-        a = torch.randn(m, k, device=device, dtype=dtype)
-        b = torch.randn(k, n, device=device, dtype=dtype)
+        a = torch.randn(m, k, device=dev, dtype=dtype)
+        b = torch.randn(k, n, device=dev, dtype=dtype)
         t = timed(lambda: a @ b)
         rows.append(_row(name, "gemm", "bf16", m, n, k, t, 2 * m * n * k / t / 1e12))
         if fp8:
             a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().to(torch.float8_e4m3fn).t()
-            one = torch.ones((), device=device, dtype=torch.float32)
+            one = torch.ones((), device=dev, dtype=torch.float32)
             try:
                 t = timed(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=dtype))
             except (TypeError, RuntimeError) as exc:  # another torch's private signature
@@ -89,9 +92,9 @@ def measure_kernels(device: str = "cuda", *, budget_s: float = 120.0, repeats: i
                 continue
             rows.append(_row(name, "gemm", "fp8", m, n, k, t, 2 * m * n * k / t / 1e12))
         del a, b
-    rows += _attention(torch, device, name, timed, quick, progress)
+    rows += _attention(torch, dev, name, timed, quick, progress)
     for nbytes in ((1 << 16, 1 << 20) if quick else COPY_BYTES):
-        x = torch.empty(nbytes // 2, device=device, dtype=dtype)
+        x = torch.empty(nbytes // 2, device=dev, dtype=dtype)
         y = torch.empty_like(x)
         t = timed(lambda: y.copy_(x))
         rows.append(_row(name, "copy", "bf16", nbytes, 0, 0, t, float("nan"),
@@ -99,7 +102,7 @@ def measure_kernels(device: str = "cuda", *, budget_s: float = 120.0, repeats: i
     return rows
 
 
-def _attention(torch, device: str, name: str, timed, quick: bool, progress) -> list[dict]:
+def _attention(torch, dev, name: str, timed, quick: bool, progress) -> list[dict]:
     sdpa = torch.nn.functional.scaled_dot_product_attention
     out = []
     cases = ((1, 2, 64), (1, 4, 128)) if quick else ATTENTION
@@ -107,7 +110,7 @@ def _attention(torch, device: str, name: str, timed, quick: bool, progress) -> l
         progress(f"{len(cases)} causal attention shapes (forward, forward + backward)")
     d = 128 if not quick else 32
     for batch, heads, seq in cases:
-        q = torch.randn(batch, heads, seq, d, device=device, dtype=torch.bfloat16, requires_grad=True)
+        q = torch.randn(batch, heads, seq, d, device=dev, dtype=torch.bfloat16, requires_grad=True)
         k, v = torch.randn_like(q, requires_grad=True), torch.randn_like(q, requires_grad=True)
         g = torch.randn_like(q)
         forward = timed(lambda: sdpa(q, k, v, is_causal=True))
