@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         the_cluster = load_cluster_option(cluster or "dgx-h100")
         gpu = cluster_gpu(the_cluster)
         rows = read_kernel_table(path)
-        model, _ = fit_kernel_table(rows, gpu)
+        model = fit_kernel_table(rows, gpu)
         model = replace(model, source=f"fit of {path.name} on {gpu.name}")
         summary = spread_summary(kernel_spread(model, rows, gpu))
         _print(output, model, summary, gpu.name)

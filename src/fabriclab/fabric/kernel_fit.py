@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from fabriclab.fabric.gpus import GpuSpec
-from fabriclab.fabric.kernels import ATTENTION_BACKWARD_FLOPS, Attention, Gemm, KernelModel, wave_share
+from fabriclab.fabric.kernels import Attention, Gemm, KernelModel, wave_share
 
 LARGE_FLOPS = 1e11
 FIT_FLOPS = 1e10  # GEMMs below this are launch-bound in a timing loop: left out of the fit
@@ -117,8 +117,8 @@ def _gemm_grid(rows: list[KernelRow], gpu: GpuSpec, precision: str, latency: flo
                   np.arange(max(0, k0 - 64), k0 + 65, 16), fine_lats)
 
 
-def fit_kernel_table(rows: list[KernelRow], gpu: GpuSpec) -> tuple[KernelModel, dict]:
-    """The kernel model of `gpu` fitted to `rows`, and a report: rows used and the spread per kind."""
+def fit_kernel_table(rows: list[KernelRow], gpu: GpuSpec) -> KernelModel:
+    """The kernel model of `gpu` fitted to `rows` (`kernel_spread` says how it times them)."""
     gemms = {p: [r for r in rows if r.op == "gemm" and r.dtype == p and 2 * r.m * r.n * r.k >= FIT_FLOPS]
              for p in ("bf16", "fp8", "fp16", "tf32")}
     if len(gemms["bf16"]) < 8:
@@ -143,12 +143,9 @@ def fit_kernel_table(rows: list[KernelRow], gpu: GpuSpec) -> tuple[KernelModel, 
     model = KernelModel(gemm_share=shares, gemm_k0=k0s, latency_s=latency, attention_share=a_fwd or 0.6,
                         attention_backward_share=a_bwd or 0.5, small_tile_share=small, copy_share=copy_share,
                         source="", error=0.0)
-    spread = kernel_spread(model, rows, gpu)
-    large = [e for kind, errs in spread.items() for f, e in errs if f >= LARGE_FLOPS]
+    large = [e for errs in kernel_spread(model, rows, gpu).values() for f, e in errs if f >= LARGE_FLOPS]
     error = float(np.sqrt(np.mean(np.square(large)))) if large else 0.15
-    from dataclasses import replace
-
-    return replace(model, error=round(error, 4)), {kind: len(v) for kind, v in spread.items()}
+    return replace(model, error=round(error, 4))
 
 
 def _attention_share(model: KernelModel, gpu: GpuSpec, rows, backward: bool) -> float | None:
@@ -196,5 +193,5 @@ def spread_summary(spread: dict[str, list[tuple[float, float]]]) -> list[dict]:
     return out
 
 
-__all__ = ["ATTENTION_BACKWARD_FLOPS", "KernelRow", "fit_kernel_table", "kernel_spread", "read_kernel_table",
+__all__ = ["KernelRow", "fit_kernel_table", "kernel_spread", "read_kernel_table",
            "shipped_table", "spread_summary"]

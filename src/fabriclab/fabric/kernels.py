@@ -201,7 +201,7 @@ def hopper_kernels() -> KernelModel:
     from fabriclab.fabric.kernel_fit import fit_kernel_table, read_kernel_table, shipped_table
     from fabriclab.fabric.gpus import gpu_preset
 
-    model, _ = fit_kernel_table(read_kernel_table(shipped_table()), gpu_preset("h200"))
+    model = fit_kernel_table(read_kernel_table(shipped_table()), gpu_preset("h200"))
     return replace(model, source="fit of one H200's kernel table (fabric/data/kernels-h200.csv, 2026-11-27)")
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fabriclab.fabric.kernels import Attention, Gemm
+from fabriclab.whatif.llm.shapes import layer_kernels
 from fabriclab.workload.parallel import ParallelConfig, layers_of_chunks
 from fabriclab.workload.transformer import TransformerSpec
 
@@ -141,8 +143,6 @@ class ShapeRates(Roofline):
     def work_s(self, work) -> tuple[float, float]:
         if not work.kernels:
             return super().work_s(work)
-        from fabriclab.fabric.kernels import Attention
-
         linear = core = 0.0
         for k in work.kernels:
             t = self.kernels.time_s(k, self.gpu, self.precision)
@@ -166,9 +166,6 @@ def roofline(peak_flops: dict[str, float], precision: str, efficiency: float) ->
 def shape_rates(spec: TransformerSpec, par: ParallelConfig, gpu, kernels, scale: float) -> ShapeRates:
     """The kernel-by-kernel rates of a job. Its inherited FLOP rates are the fastest any of its GEMMs (and
     its attention) reaches, so a time from FLOPs alone (`Roofline.forward_s`) never exceeds the kernels'."""
-    from fabriclab.fabric.kernels import Attention, Gemm
-    from fabriclab.whatif.llm.shapes import layer_kernels
-
     if not 0 < scale <= 2:
         raise ValueError(f"compute scale {scale}: the share of the kernels' own speed a step keeps, in (0, 2]")
     if par.precision not in gpu.peak_flops:
