@@ -10,9 +10,9 @@ import pytest
 
 from fabriclab.fabric.presets import cluster_preset
 from fabriclab.plan.llm import LlmPlanRequest, build_options, default_gbs, names_llm, run_llm_plan
-from fabriclab.plan.llm_cost import option_cost
-from fabriclab.plan.llm_eval import Evaluator
-from fabriclab.plan.llm_space import enumerate_configs, fit_configs, memory_needs
+from fabriclab.plan.llm.cost import option_cost
+from fabriclab.plan.llm.evaluator import Evaluator
+from fabriclab.plan.llm.space import enumerate_configs, fit_configs, memory_needs
 from fabriclab.plan.prices import EXTRA_FABRIC_PRICES, SERVER_PRICE_PER_GPU, load_prices
 from fabriclab.whatif.llm.run import simulate_llm
 from fabriclab.workload.memory import memory_per_gpu

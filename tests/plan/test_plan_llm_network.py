@@ -8,9 +8,9 @@ import pytest
 
 from fabriclab.fabric.presets import cluster_preset
 from fabriclab.plan.llm import LlmPlanRequest, run_llm_plan
-from fabriclab.plan.llm_cluster import pcie_cap, vary_cluster
-from fabriclab.plan.llm_report import HIDDEN_SHARE, TIE_REL, tie_lines
-from fabriclab.plan.llm_space import SearchBounds, enumerate_configs, fit_configs, memory_needs
+from fabriclab.plan.llm.cluster import pcie_cap, vary_cluster
+from fabriclab.plan.llm.report import HIDDEN_SHARE, TIE_REL, tie_lines
+from fabriclab.plan.llm.space import SearchBounds, enumerate_configs, fit_configs, memory_needs
 from fabriclab.workload.transformer import load_model
 
 H100 = cluster_preset("dgx-h100")

@@ -5,7 +5,7 @@ same message (issue 38: `whatif llm` accepted --ep 2 on a dense model, 8 experts
 
 import pytest
 
-from fabriclab.plan.llm_space import enumerate_configs
+from fabriclab.plan.llm.space import enumerate_configs
 from fabriclab.workload.job import check_job, job_problem
 from fabriclab.workload.parallel import MAX_GPUS, MAX_PIPELINE_PASSES, ParallelConfig
 from fabriclab.workload.transformer import load_model, spec_from_config

@@ -39,7 +39,7 @@ def _load(name: str, fabric: str | None, bisection: str | None, nic_rate: str | 
 def cluster_rows(cluster) -> list[dict]:
     """What a prediction takes from the cluster, one {"part", "value"} each."""
     from fabriclab.fabric.cluster import cluster_gpu
-    from fabriclab.plan.llm_cluster import pcie_cap
+    from fabriclab.plan.llm.cluster import pcie_cap
 
     s, n, lib, gpu = cluster.server, cluster.network, cluster.library, cluster_gpu(cluster)
     peaks = ", ".join(f"{k} {v / 1e12:,.0f}" for k, v in gpu.peak_flops.items())

@@ -92,7 +92,7 @@ def vary_cluster_options(cluster, fabric: str | None, bisection: str | None, nic
     from dataclasses import replace
 
     from fabriclab.cli.options import parse_bisection
-    from fabriclab.plan.llm_cluster import vary_cluster
+    from fabriclab.plan.llm.cluster import vary_cluster
     from fabriclab.units import parse_bandwidth
 
     if fabric is None and bisection is None and nic_rate is None:

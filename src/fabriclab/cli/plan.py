@@ -9,7 +9,7 @@ With `--cluster FILE` (from `fabriclab calibrate nccl-tests ... --out FILE`) the
 cluster instead of the --fabrics x --levels x --bisection grid (`plan/cluster.py`): its GPUs per
 server, network and NCCL model; --fabrics then only names the price entry of its network.
 With `--model` naming an LLM (a built-in or a config.json) the plan searches parallel configurations on
-candidate clusters instead (`cli/plan_llm.py`, `plan/llm.py`): `--clusters`, `--nic-rates`,
+candidate clusters instead (`cli/plan_llm.py`, `plan/llm/__init__.py`): `--clusters`, `--nic-rates`,
 `--fabrics rail,fat-tree`, `--bisection`, `--gbs`, `--seq`, `--precision`, `--max-configs`, `--exhaustive`.
 
 Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --fabrics 25gbe,100g-opa,100gbe,200g-hdr,400g-ndr

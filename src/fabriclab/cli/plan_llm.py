@@ -125,7 +125,7 @@ def llm_request(o: dict):
 
 def _bounds(o: dict):
     """`SearchBounds` of --tp, --pp, --ep, --zero: `4`, `2-8` or `2,8` (units.parse_int_list)."""
-    from fabriclab.plan.llm_space import SearchBounds
+    from fabriclab.plan.llm.space import SearchBounds
     from fabriclab.units import parse_int_list
 
     limits = {"tp": (1, 64), "pp": (1, 1024), "ep": (1, 1024), "zero": (0, 3)}
@@ -207,7 +207,7 @@ SPLIT_COLUMNS = (("compute", "compute"), ("tp", "TP"), ("cp", "CP"), ("ep", "EP"
 def network_table(rows: list[dict]) -> Table:
     """Where each row's step goes: compute, the exposed communication per communicator, the bubble, and the
     network's share; a part that is zero in every row is left out (--json has them all)."""
-    from fabriclab.plan.llm_report import exposed_share
+    from fabriclab.plan.llm.report import exposed_share
 
     shown = [(k, h) for k, h in SPLIT_COLUMNS if k == "compute" or any(r["split_s"].get(k, 0) > 0 for r in rows)]
     table = Table(title="what communication costs: seconds of each step exposed (comm: their share)")

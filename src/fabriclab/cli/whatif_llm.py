@@ -43,7 +43,7 @@ def print_answer(out: Output, answer) -> None:
     _note(out, f"{answer.spec.name} on {s['num_gpus']:,} x {s['gpu']} ({answer.cluster.name}): {s['parallel']}")
     _note(out, f"compute: {answer.compute_line()}")
     _note(out, memory_line(answer.memory))
-    from fabriclab.plan.llm_cluster import pcie_cap
+    from fabriclab.plan.llm.cluster import pcie_cap
 
     cap = pcie_cap(answer.cluster)
     if cap:
@@ -109,7 +109,7 @@ def _sweep(out: Output, job: LlmJob, cluster, bandwidths: list[float], kwargs: d
     table = Table(title="the same step at other NIC rates", title_justify="left")
     for col in ("Gbps per NIC", "step (s)", "tokens/s", "MFU", "exposed comm (s)"):
         table.add_column(col, justify="right")
-    from fabriclab.plan.llm_cluster import pcie_cap
+    from fabriclab.plan.llm.cluster import pcie_cap
 
     rows, capped = [], []
     for bw in bandwidths:

@@ -150,7 +150,7 @@ def _price(value: object, where: str) -> Price:
     return Price(usd=float(value), source=source, date=date)
 
 
-# ---- Prices the LLM plan needs beyond the table (`plan/llm_cost.py`): the GPU servers by GPU, and the 800G
+# ---- Prices the LLM plan needs beyond the table (`plan/llm/cost.py`): the GPU servers by GPU, and the 800G
 # fabric the shipped table lacks. Each says where it comes from; "estimate:" entries give their basis.
 # H100 is the shipped table's own source; H200 and B200 scale it by the ratio of their per-GPU street prices
 # in aiinframap.com's "H100 vs H200 vs B200 TCO" tool (mid-2026 typical figures, per GPU: H100 ~30,000,

@@ -4,7 +4,7 @@ Each half is checked on its own when it is built (`TransformerSpec.__post_init__
 `ParallelConfig.__post_init__`: the split's arithmetic and the counts that finish here). What neither can
 see alone is checked here, once: whether this model splits this way. Every command that takes a job calls
 `check_job` (whatif llm, calibrate step and bench astra-sim through `cli/llm_options.LlmJob`, the plan's
-search through `plan/llm_space.enumerate_configs`, the transformer trainer through
+search through `plan/llm/space.enumerate_configs`, the transformer trainer through
 `runtime/llm/model.check_model`), so a split one of them refuses the others refuse too, with the same
 message: the simulator used to accept `--ep 2` on a dense model (and answer as for EP 1), 8 experts over
 `--ep 3` and 20 heads over `--tp 8`, which the trainer refused. What only one of them cannot run (the

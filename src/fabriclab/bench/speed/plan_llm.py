@@ -5,14 +5,14 @@ of dgx-h100 and hgx-h200, each with 400G and 800G NICs per GPU on a rail-optimis
 8 options x 501 parallel configurations = 4,008 enumerated, of which ~1,100 fit in memory. It runs twice:
 
 * **default**: configurations in the order of their lower bound, simulated until the bound reaches the best
-  step (`plan/llm.py`): the answer of the plan;
+  step (`plan/llm/__init__.py`): the answer of the plan;
 * **exhaustive**: every configuration that fits simulated (the full table): the target, 1,000 configurations
   at 16,384 GPUs in under `TARGET_S` on the project's 2-core machine.
 
 Correctness on every run: both runs find the same best step per option. The peer, measured in the same run:
 `PEER_CONFIGS` fitting configurations of one option simulated the naive way, one `whatif.llm.run.simulate_llm`
 each (communicator groups built rank by rank, a new communication model and its library predictions per
-configuration, the memory check inside), against `plan/llm_eval.Evaluator` on the same configurations
+configuration, the memory check inside), against `plan/llm/evaluator.Evaluator` on the same configurations
 (fresh, so it pays for its shared models); the step times must agree (relative 1e-9). The ratio is the
 peer's seconds per configuration over ours.
 
@@ -26,8 +26,8 @@ from fractions import Fraction
 
 from fabriclab.fabric.presets import cluster_preset
 from fabriclab.plan.llm import LlmPlanRequest, build_options, run_llm_plan
-from fabriclab.plan.llm_eval import Evaluator
-from fabriclab.plan.llm_space import enumerate_configs, fit_configs, memory_needs
+from fabriclab.plan.llm.evaluator import Evaluator
+from fabriclab.plan.llm.space import enumerate_configs, fit_configs, memory_needs
 from fabriclab.whatif.llm.run import simulate_llm
 from fabriclab.workload.transformer import load_model
 

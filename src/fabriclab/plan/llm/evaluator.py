@@ -13,9 +13,9 @@ agree), with three savings that matter at 16,384 GPUs:
   compute, plus the forwards its first micro-batch waits for and the backwards that follow its last one
   (a pass never runs shorter than its compute, and a stage runs one pass at a time). The plan simulates
   configurations in the order of their bound and stops when the bound reaches the best step time found, so
-  the best it reports is the best of all (`plan/llm.py`); `exhaustive=True` simulates everything.
+  the best it reports is the best of all (`plan/llm/__init__.py`); `exhaustive=True` simulates everything.
 
-Try it: `python -c "from fabriclab.plan.llm_eval import Evaluator; from fabriclab.fabric.presets import
+Try it: `python -c "from fabriclab.plan.llm.evaluator import Evaluator; from fabriclab.fabric.presets import
 cluster_preset as c; from fabriclab.workload.transformer import load_model; from fabriclab.workload.parallel
 import ParallelConfig as P; e = Evaluator(load_model('llama3-70b'), c('dgx-h100'));
 print(e.simulate(P(num_gpus=1024, tp=8, pp=4, gbs=512, seq=8192)).step_time_s)"`.

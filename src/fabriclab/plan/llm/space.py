@@ -27,7 +27,7 @@ that fit for sure (the high end too) when there are any, else the marginal ones 
 remembers the smallest need it saw for the message when none fits: memory costs ~0.2 ms a configuration,
 a simulation ~50 x more, so nothing that does not fit is simulated.
 
-Try it: `python -c "from fabriclab.plan.llm_space import enumerate_configs; from fabriclab.workload.transformer
+Try it: `python -c "from fabriclab.plan.llm.space import enumerate_configs; from fabriclab.workload.transformer
 import load_model; print(len(enumerate_configs(load_model('llama3-70b'), 1024, 8, gbs=1024, seq=8192)))"`.
 """
 

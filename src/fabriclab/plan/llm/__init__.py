@@ -3,17 +3,17 @@
 An *option* is a candidate cluster (a preset or a cluster file) with one choice of each variation asked
 for: NIC rate per GPU (`server.nic_bandwidth_Bps`), network (`rail` or `fat-tree`) and bisection. For every
 option and GPU count the plan searches the parallel configurations the frameworks allow
-(`plan/llm_space.py`, within `bounds`: `--tp 4`, `--pp 2-8`): those that do not fit in the GPU's memory
+(`plan/llm/space.py`, within `bounds`: `--tp 4`, `--pp 2-8`): those that do not fit in the GPU's memory
 (`workload.memory.check_fits`, as `whatif llm` checks) are dropped without a simulation, the rest are
-simulated (`plan/llm_eval.py`, the step `fabriclab whatif llm` simulates) in the order of a lower bound of
+simulated (`plan/llm/evaluator.py`, the step `fabriclab whatif llm` simulates) in the order of a lower bound of
 their step time, until the bound reaches the runner-up's step (so the best and the runner-up are the best
 two of all; with `exhaustive` every fitting configuration is simulated) or `max_configs` simulations were
 spent (then the row says the search was cut). Every configuration of a plan has the same global batch and
 sequence, so the shortest step is the most tokens/s. Each row carries its step's split (compute, the
 exposed TP/CP/EP/PP/DP communication, the bubble: what the network costs) and the runner-up configuration;
-options whose steps tie are said to tie, and why when the network is hidden (`llm_report.tie_lines`).
+options whose steps tie are said to tie, and why when the network is hidden (`report.tie_lines`).
 
-Each option's best configuration is priced (`plan/llm_cost.py`: servers + network), the Pareto frontier
+Each option's best configuration is priced (`plan/llm/cost.py`: servers + network), the Pareto frontier
 of tokens/s against cost is marked over all options and GPU counts (`P`: no other row is as cheap and as
 fast, one of them strictly), and per GPU count a sentence recommends the lowest cost per token/s (with a
 budget: the fastest within it). Compute comes from the cluster's measured efficiency or an assumption,
@@ -35,11 +35,11 @@ from fractions import Fraction
 from pathlib import Path
 
 from fabriclab.fabric.cluster import ClusterModel
-from fabriclab.plan.llm_cluster import FABRICS, pcie_cap, vary_cluster
-from fabriclab.plan.llm_cost import option_cost
-from fabriclab.plan.llm_eval import Evaluator
-from fabriclab.plan.llm_report import mark_pareto, recommend, short, tie_lines
-from fabriclab.plan.llm_space import SearchBounds, enumerate_configs, fit_configs, memory_needs
+from fabriclab.plan.llm.cluster import FABRICS, pcie_cap, vary_cluster
+from fabriclab.plan.llm.cost import option_cost
+from fabriclab.plan.llm.evaluator import Evaluator
+from fabriclab.plan.llm.report import mark_pareto, recommend, short, tie_lines
+from fabriclab.plan.llm.space import SearchBounds, enumerate_configs, fit_configs, memory_needs
 from fabriclab.plan.prices import load_prices
 from fabriclab.workload.memory import MemoryOptions
 from fabriclab.workload.transformer import list_llms, load_model
@@ -112,7 +112,7 @@ class LlmPlanResult:
     recommendations: list
     """One sentence per GPU count."""
     ties: list = field(default_factory=list)
-    """One sentence per GPU count where options' steps tie (`llm_report.tie_lines`)."""
+    """One sentence per GPU count where options' steps tie (`report.tie_lines`)."""
     pcie: list = field(default_factory=list)
     """One sentence per option whose NICs a PCIe path caps (`pcie_cap`)."""
     compute: list

@@ -17,7 +17,7 @@ Try it: `fabriclab plan --model llama3-8b --gpus 64,128 --clusters dgx-h100 --ni
 from __future__ import annotations
 
 # Steps closer than this tie: the step simulator's own choices (message sizes, the library's algorithm
-# switch points) move a step by more (plan/llm_eval lower bounds are exact only to the schedule's order)
+# switch points) move a step by more (plan/llm/evaluator lower bounds are exact only to the schedule's order)
 TIE_REL = 0.005
 HIDDEN_SHARE = 0.01  # exposed TP/CP/EP/PP/DP communication below 1 % of the step: the network is hidden
 NETWORK_PARTS = ("tp", "cp", "ep", "pp", "dp")

@@ -8,7 +8,7 @@ parts of the cluster's rail-optimised or fat-tree network counted as `fabriclab 
 radix needs one, whole switches), priced at the price-table fabric whose line
 rate is the NIC's (the table's own first, then `prices.EXTRA_FABRIC_PRICES` for 800G).
 
-Try it: `python -c "from fabriclab.plan.llm_cost import option_cost; from fabriclab.plan.prices import
+Try it: `python -c "from fabriclab.plan.llm.cost import option_cost; from fabriclab.plan.prices import
 load_prices; from fabriclab.fabric.presets import cluster_preset; print(option_cost(cluster_preset('dgx-h100'),
 1024, load_prices()))"`.
 """
