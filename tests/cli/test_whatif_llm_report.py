@@ -1,4 +1,4 @@
-"""The report section of `whatif llm` records (report/html_llm.py), from records the command writes: the headline, the split, the
+"""The report section of `whatif llm` records (report/html/llm.py), from records the command writes: the headline, the split, the
 trace drawn as lanes with the trace itself as a download, the communicators and the busiest links."""
 
 import base64
@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from fabriclab.cli.main import app
 from fabriclab.report import html as report_html
-from fabriclab.report.html_llm import render
+from fabriclab.report.html.llm import render
 from fabriclab.report.store_views import Stored
 
 

@@ -2,7 +2,7 @@
 their error, the bands, what was not predicted; and the section is where the page says."""
 
 from fabriclab.report import html as report_html
-from fabriclab.report.html_collectives import render
+from fabriclab.report.html.collectives import render
 from sample_records import as_stored, collectives_check
 
 

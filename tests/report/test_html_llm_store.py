@@ -13,7 +13,7 @@ import pytest
 
 from cdp import CHROMIUM, Browser
 from fabriclab.report import html as report_html
-from fabriclab.report.html_llm_plan import answers, exposed
+from fabriclab.report.html.llm_plan import answers, exposed
 from fabriclab.report.store_views import Stored, command_of
 
 DATA = Path(__file__).resolve().parent / "data" / "llm_records.json.gz"

@@ -13,7 +13,7 @@ import pytest
 
 from cdp import CHROMIUM, Browser
 from fabriclab.report import html as report_html
-from fabriclab.report import html_parts
+from fabriclab.report.html import parts as html_parts
 from sample_records import as_stored, sample_records
 
 NUMBER = re.compile(r"^[+-]?\d[\d.,e+-]*\s*(%|x| %)?$")
@@ -115,8 +115,7 @@ def test_nothing_is_fetched_from_the_network(page_text):
     assert "@import" not in page_text and "url(" not in page_text
 
 
-FIGURE_MODULES = ("html_sim", "html_train", "html_hpc", "html_collectives", "html_plan", "html_calibrate",
-                  "html_llm_plan", "html_predict")
+FIGURE_MODULES = ("sim", "train", "hpc", "collectives", "plan", "calibrate", "llm_plan", "predict")
 UNIT = re.compile(r"\(.+\)|/")  # `time per step (ms)`, `busbw (GB/s)`, `images/sec`
 
 
@@ -131,7 +130,7 @@ def drawn_figures(records, monkeypatch) -> list:
 
     monkeypatch.setattr(html_parts, "figure", keep)
     for module in FIGURE_MODULES:
-        monkeypatch.setattr(f"fabriclab.report.{module}.figure", keep)
+        monkeypatch.setattr(f"fabriclab.report.html.{module}.figure", keep)
     report_html.build_html(records, store="x.db")
     return drawn
 

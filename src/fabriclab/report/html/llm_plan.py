@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from fabriclab.report.html_parts import (Section, config_key, dollar_axis, esc, figure, log_axis, new_figure, num,
+from fabriclab.report.html.parts import (Section, config_key, dollar_axis, esc, figure, log_axis, new_figure, num,
                                          safely, source, table)
 from fabriclab.report.store_views import Stored
 

@@ -10,7 +10,7 @@ Try it: `sudo fabriclab validate emulated --workload llm --model gpt-mini --gpus
 
 from __future__ import annotations
 
-from fabriclab.report.html_parts import Section, esc, figure, new_figure, num, pct, safely, source, table
+from fabriclab.report.html.parts import Section, esc, figure, new_figure, num, pct, safely, source, table
 from fabriclab.report.store_views import Stored
 
 KIND = "validate.llm"

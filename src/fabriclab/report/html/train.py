@@ -12,7 +12,7 @@ Try it: `fabriclab bench train --modes reduce:cb/none,reduce:cb/forward,reduce:c
 
 from __future__ import annotations
 
-from fabriclab.report.html_parts import (Section, esc, figure, new_figure, num, pct, safely, series_style,
+from fabriclab.report.html.parts import (Section, esc, figure, new_figure, num, pct, safely, series_style,
                                          source, sources, table)
 from fabriclab.report.store_views import Stored
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fabriclab.nccl.fit import source_word
 from fabriclab.report.calibrate import band_summary, band_table_rows, measured_busbw, switch_notes
-from fabriclab.report.html_parts import (Section, esc, figure, log_axis, new_figure, num, pct, safely, series_style,
+from fabriclab.report.html.parts import (Section, esc, figure, log_axis, new_figure, num, pct, safely, series_style,
                                          source, table)
 from fabriclab.report.store_views import Stored
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import json
 
-from fabriclab.report.html_parts import (Section, anchor, config_key, esc, figure, new_figure, num, safely, source,
+from fabriclab.report.html.parts import (Section, anchor, config_key, esc, figure, new_figure, num, safely, source,
                                          table)
 
 KIND = "whatif.llm"

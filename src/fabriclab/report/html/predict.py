@@ -11,7 +11,7 @@ Try it: `fabriclab simulate collective --cluster dgx-h100 --gpus 1024 --sizes 1M
 
 from __future__ import annotations
 
-from fabriclab.report.html_parts import (Section, config_key, esc, figure, log_axis, new_figure, num, safely,
+from fabriclab.report.html.parts import (Section, config_key, esc, figure, log_axis, new_figure, num, safely,
                                          series_style, source, table)
 from fabriclab.report.store_views import Stored
 

@@ -9,10 +9,10 @@ Try it: `fabriclab stencil simulate --ranks 64,256,1024 && fabriclab report --ou
 
 from __future__ import annotations
 
-from fabriclab.report.html_parts import (Section, error_pct, esc, figure, log_axis, new_figure, num, pct, rows_table,
+from fabriclab.report.html.parts import (Section, error_pct, esc, figure, log_axis, new_figure, num, pct, rows_table,
                                          safely, series_style, source, sources, table, time_axis)
 from fabriclab.report.store_views import Stored, result_rows
-from fabriclab.report.html_train import FABRIC_LABELS
+from fabriclab.report.html.train import FABRIC_LABELS
 
 _NAN = float("nan")
 

@@ -9,7 +9,7 @@ Try it: `sudo fabriclab validate collectives --ops allgather,alltoall && fabricl
 
 from __future__ import annotations
 
-from fabriclab.report.html_parts import (Section, esc, figure, new_figure, num, pct, safely, series_style, source,
+from fabriclab.report.html.parts import (Section, esc, figure, new_figure, num, pct, safely, series_style, source,
                                          table)
 from fabriclab.report.store_views import Stored
 from fabriclab.report.validate_collectives import KIND

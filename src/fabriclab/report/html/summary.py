@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from fabriclab.report.calibrate import band_summary
-from fabriclab.report.html_parts import esc
+from fabriclab.report.html.parts import esc
 from fabriclab.report.store_views import Stored, command_of
 
 # Record kinds by what they are: measured here (or on the logs' cluster), or predicted by a model.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from fabriclab.report.html_parts import (Section, esc, figure, log_axis, new_figure, num, safely, series_style,
+from fabriclab.report.html.parts import (Section, esc, figure, log_axis, new_figure, num, safely, series_style,
                                          source, table)
 from fabriclab.report.store_views import Stored
 

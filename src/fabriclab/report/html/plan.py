@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from fabriclab.report.html_parts import (Section, dollar_axis, esc, figure, log_axis, min_span, new_figure, num,
+from fabriclab.report.html.parts import (Section, dollar_axis, esc, figure, log_axis, min_span, new_figure, num,
                                          rows_table, safely, series_style, source, table)
 from fabriclab.report.store_views import Stored, result_rows
 

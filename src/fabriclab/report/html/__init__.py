@@ -16,15 +16,14 @@ import json
 from pathlib import Path
 
 import fabriclab
-from fabriclab.report import (html_calibrate, html_collectives, html_hpc, html_llm, html_llm_plan, html_plan,
-                              html_predict, html_sim, html_train, html_validate_llm)
-from fabriclab.report.html_parts import Section, anchor, esc, rows_table, source
-from fabriclab.report.html_summary import summary
+from fabriclab.report.html import (calibrate, collectives, hpc, llm, llm_plan, plan, predict, sim, train,
+                                   validate_llm)
+from fabriclab.report.html.parts import Section, anchor, esc, rows_table, source
+from fabriclab.report.html.summary import summary
 from fabriclab.report.store_views import Stored, command_of
 
-_BY_KEY = {s.key: s for s in html_sim.SECTIONS + html_train.SECTIONS + html_hpc.SECTIONS + html_plan.SECTIONS
-           + html_collectives.SECTIONS + html_calibrate.SECTIONS
-           + html_llm.SECTIONS + html_llm_plan.SECTIONS + html_predict.SECTIONS + html_validate_llm.SECTIONS}
+_BY_KEY = {s.key: s for s in sim.SECTIONS + train.SECTIONS + hpc.SECTIONS + plan.SECTIONS + collectives.SECTIONS
+           + calibrate.SECTIONS + llm.SECTIONS + llm_plan.SECTIONS + predict.SECTIONS + validate_llm.SECTIONS}
 # Reading order: the answers first (what to buy for an LLM, then for a CNN), the steps and collectives they
 # rest on, the cluster fitted, then the studies as the papers present them, then the checks.
 ORDER = ("llm-plan", "plan", "llm", "predictions", "calibrate", "main-job", "fatness", "whatif", "throughput",
