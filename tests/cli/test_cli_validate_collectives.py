@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fabriclab.bench.validate.collectives.config import CheckConfig
-from fabriclab.cli import validate_collectives
+from fabriclab.cli.validate import collectives as validate_collectives
 from fabriclab.cli.main import app
 
 

@@ -5,7 +5,7 @@ import json
 
 from typer.testing import CliRunner
 
-from fabriclab.cli import validate_nccl
+from fabriclab.cli.validate import nccl as validate_nccl
 
 
 def test_bands_record_and_bad_input(make_group_app, monkeypatch, tmp_path):

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 
 def _app():
-    from fabriclab.cli import validate_published
+    from fabriclab.cli.validate import published as validate_published
 
     app = typer.Typer()
 

@@ -10,10 +10,10 @@
   recorded run without measuring. Its defaults (4 hosts, 2 per leaf, bisection 1/2) are the validated
   scenario: small enough for this 2-core machine to measure cleanly.
 * `validate collectives`: collectives measured on a small emulated star fit the cluster model, which
-  predicts a larger one; measured vs predicted with the error (needs root; `cli/validate_collectives`).
-* `validate published`: the papers' published numbers against our predictions (`cli/validate_published`).
+  predicts a larger one; measured vs predicted with the error (needs root; `cli/validate/collectives`).
+* `validate published`: the papers' published numbers against our predictions (`cli/validate/published`).
 * `validate nccl-tests`: real clusters' published nccl-tests runs (examples/nccl-corpus): fit the smaller
-  runs, predict the larger, errors per size band (`cli/validate_nccl`).
+  runs, predict the larger, errors per size band (`cli/validate/nccl`).
 
 Try it: `sudo fabriclab validate emulated --topology star,fat-tree --algos all --sizes 1KB:256MB:x4
 --out results/validate`.
@@ -62,12 +62,12 @@ validate_app = typer.Typer(help="Predictions against measurements: the emulated 
 def register(app: typer.Typer) -> None:
     """Add the `validate` group (emulated, collectives, and published where its module is installed) to the
     main app."""
-    from fabriclab.cli import validate_collectives, validate_nccl
+    from fabriclab.cli.validate import collectives as validate_collectives, nccl as validate_nccl
 
     validate_collectives.register(validate_app)
     validate_nccl.register(validate_app)
-    if importlib.util.find_spec("fabriclab.cli.validate_published") is not None:
-        from fabriclab.cli import validate_published
+    if importlib.util.find_spec("fabriclab.cli.validate.published") is not None:
+        from fabriclab.cli.validate import published as validate_published
 
         validate_published.register(validate_app)
     app.add_typer(validate_app, name="validate")
@@ -137,7 +137,7 @@ def emulated(
     check_output_dir(out)
     check_output_path(trace, "--trace")
     if workload.strip().lower() == "llm":
-        from fabriclab.cli import validate_llm
+        from fabriclab.cli.validate import llm as validate_llm
 
         raise typer.Exit(validate_llm.run(locals(), output))
     if workload.strip().lower() != "collectives":
