@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         """Store the compute scale that makes the simulated step last the measured time.
 
         The job's options and defaults are `whatif llm`'s; --gbs is required."""
-        from fabriclab.cli.whatif_llm import print_answer
+        from fabriclab.cli.whatif.llm import print_answer
         from fabriclab.fabric.cluster import save_cluster
         from fabriclab.units import parse_time
         from fabriclab.whatif.llm.run import calibrate_efficiency, with_efficiency

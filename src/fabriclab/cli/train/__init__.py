@@ -30,7 +30,7 @@ from fabriclab.bench.train.config import SYNTHETIC, TrainBenchConfig
 from fabriclab.bench.train.report import HEADER, is_display_step, step_line, total_lines
 from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output, StoreOption,
                                   check_output_path, print_error, user_errors, write_trace_file)
-from fabriclab.cli.train_options import (RUN, TRAINER, BackendOption, BaselineOption, BatchSizeOption,
+from fabriclab.cli.train.options import (RUN, TRAINER, BackendOption, BaselineOption, BatchSizeOption,
                                          BucketOption, ChannelsLastOption, CommThreadsOption, CompressionOption,
                                          CycleTimeOption, DataOption, DeviceOption, DilationOption,
                                          DisplayEveryOption, FirstBucketOption, FusionOption, ImageSizeOption,
@@ -40,7 +40,7 @@ from fabriclab.cli.train_options import (RUN, TRAINER, BackendOption, BaselineOp
                                          WarmupOption)
 from fabriclab.cli.llm_options import EpOption, MbsOption, PpOption, SeqOption, SpOption, TpOption, VpOption, ZeroOption
 from fabriclab.cli.llm_options import GbsOption as LlmGbsOption
-from fabriclab.cli.train_llm import DtypeOption, SeedOption
+from fabriclab.cli.train.llm import DtypeOption, SeedOption
 from fabriclab.runtime.environment import LaunchError, detect_launch
 
 
@@ -98,7 +98,7 @@ def train(
 ) -> None:
     """Train a model and report throughput and communication: a CNN data-parallel (tf_cnn_benchmarks style),
     a transformer (gpt-tiny, moe-tiny, a config.json) with TP x PP x DP (x EP, ZeRO)."""
-    from fabriclab.cli import train_llm
+    from fabriclab.cli.train import llm as train_llm
 
     out = Output(fmt, json_path, store)
     check_output_path(trace, "--trace")

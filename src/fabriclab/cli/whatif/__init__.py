@@ -234,7 +234,7 @@ def _range_text(r: dict) -> str:
 
 
 def register(main_app: typer.Typer) -> None:
-    from fabriclab.cli import whatif_llm, whatif_reproduce
+    from fabriclab.cli.whatif import llm as whatif_llm, reproduce as whatif_reproduce
 
     whatif_reproduce.register(app)
     whatif_llm.register(app)

@@ -9,7 +9,7 @@ With `--cluster FILE` (from `fabriclab calibrate nccl-tests ... --out FILE`) the
 cluster instead of the --fabrics x --levels x --bisection grid (`plan/cluster.py`): its GPUs per
 server, network and NCCL model; --fabrics then only names the price entry of its network.
 With `--model` naming an LLM (a built-in or a config.json) the plan searches parallel configurations on
-candidate clusters instead (`cli/plan_llm.py`, `plan/llm/__init__.py`): `--clusters`, `--nic-rates`,
+candidate clusters instead (`cli/plan/llm.py`, `plan/llm/__init__.py`): `--clusters`, `--nic-rates`,
 `--fabrics rail,fat-tree`, `--bisection`, `--gbs`, `--seq`, `--precision`, `--max-configs`, `--exhaustive`.
 
 Try it: `fabriclab plan --model resnet50 --gpus 64,256,512 --fabrics 25gbe,100g-opa,100gbe,200g-hdr,400g-ndr
@@ -29,7 +29,7 @@ from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption,
 from fabriclab.cli.options import PRESET_NAMES, load_cluster_option, parse_bisection
 from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
 from fabriclab.cli.nic_options import NicOption, NicsPerServerOption, RadixOption, RailsOption, swap_nic
-from fabriclab.cli.plan_llm import (ClustersOption, EfficiencyOption, EpBoundOption, ExhaustiveOption, GbsOption,
+from fabriclab.cli.plan.llm import (ClustersOption, EfficiencyOption, EpBoundOption, ExhaustiveOption, GbsOption,
                                     MaxConfigsOption, MemoryReserveOption, NicRatesOption, PlanGradDtypeOption,
                                     PpBoundOption, PrecisionOption, SeqOption, TpBoundOption, ZeroBoundOption,
                                     check_cnn_options, run_llm)
