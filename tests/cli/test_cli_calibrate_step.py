@@ -7,7 +7,7 @@ import click
 import pytest
 import typer
 
-from fabriclab.cli.calibrate_step import PLAUSIBLE, plausibility_warning
+from fabriclab.cli.calibrate.step import PLAUSIBLE, plausibility_warning
 from fabriclab.cli.main import app
 from tests.cli.test_cli_whatif_llm import fabriclab
 

@@ -207,7 +207,7 @@ def add_cost_cmd(
 
 def register(main_app: typer.Typer) -> None:
     """Add `profile` (with its `add-cost` and `kernels` sub-commands) to `main_app`."""
-    from fabriclab.cli import profile_kernels
+    from fabriclab.cli.profile import kernels as profile_kernels
 
     profile_kernels.register(app)
     main_app.add_typer(app, name="profile")

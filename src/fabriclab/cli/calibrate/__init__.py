@@ -46,7 +46,7 @@ def _group() -> None:
 
 def register(main_app: typer.Typer) -> None:
     """Add the `calibrate` group to the main app."""
-    from fabriclab.cli import calibrate_kernels, calibrate_step
+    from fabriclab.cli.calibrate import kernels as calibrate_kernels, step as calibrate_step
 
     calibrate_step.register(app)
     calibrate_kernels.register(app)
