@@ -55,7 +55,7 @@ class ServerSpec:
     intra_bandwidth_Bps: float
     """Per-GPU bandwidth into the internal fabric, per direction (NVLink or PCIe), bytes/s."""
     intra_latency_s: float = 0.75e-6
-    """Latency of one hop of the internal fabric (topology links), s."""
+    """Latency of one hop of the internal fabric or of the NVLink domain's switches (topology links), s."""
     memory_bandwidth_Bps: float
     """Rate at which a GPU passes its whole buffer once during a collective (reads its input, writes its
     output), bytes/s: adds size/rate to every collective (the 1-GPU copy of nccl-tests measures ~this)."""
@@ -69,6 +69,10 @@ class ServerSpec:
     """Share of the NIC line rate the library reaches (headers, GPUDirect, proxy), in (0, 1]."""
     nic_latency_s: float = 0.13e-6
     """Latency of one network hop (NIC or switch port), s."""
+    gpus_per_domain: int = 0
+    """GPUs one NVLink domain joins across servers (compute trays) through NVLink switches outside them, at
+    `intra_bandwidth_Bps` per GPU: 72 on a GB200 / GB300 NVL72 rack of 18 trays of 4 (`fabric/domains.py`);
+    0: the server is the domain (an HGX / DGX of 8)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,8 +264,8 @@ def prior_cluster(*, gpus_per_server: int, gpu_name: str = "GPU", intra: str = "
 
 
 def _nvlink_for(gpu_name: str) -> str:
-    # H200 has the H100's NVLink 4 (H200 data sheet: 900 GB/s both ways); B200 (and GB200) NVLink 5.
-    for keys, preset in ((("B200",), "NVLink-B200"), (("H100", "H200"), "NVLink-H100"), (("A100",), "NVLink-A100"),
+    # H200 has the H100's NVLink 4 (H200 data sheet: 900 GB/s both ways); B200, B300 (and GB200, GB300) NVLink 5.
+    for keys, preset in ((("B200", "B300"), "NVLink-B200"), (("H100", "H200"), "NVLink-H100"), (("A100",), "NVLink-A100"),
                          (("V100",), "NVLink-V100")):
         if any(key in gpu_name.upper() for key in keys):
             return preset
@@ -282,6 +286,8 @@ def to_dict(model: ClusterModel) -> dict:
     """The JSON form (schema first; `compute` null when the cluster gives none)."""
     data = asdict(model)
     data["library"]["algorithms"] = list(model.library.algorithms)
+    if model.server.gpus_per_domain == 0:  # the server is its NVLink domain: the file reads as before domains
+        data["server"].pop("gpus_per_domain")
     if model.network.servers_per_building == 0:  # one building: the file reads as before the third tier
         for key in ("servers_per_building", "building_bandwidth_Bps", "building_latency_s"):
             data["network"].pop(key)
@@ -390,6 +396,7 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
     if s.gpus_per_server % s.nics_per_server:
         raise ValueError(f"cluster file {where}: {s.nics_per_server} NICs cannot serve {s.gpus_per_server} GPUs "
                          f"evenly; give a NIC count that divides the GPU count")
+    check_domain(s, where)
     positive = {"server.intra_bandwidth_Bps": s.intra_bandwidth_Bps, "server.memory_bandwidth_Bps":
                 s.memory_bandwidth_Bps, "server.pcie_bandwidth_Bps": s.pcie_bandwidth_Bps,
                 "server.nic_bandwidth_Bps": s.nic_bandwidth_Bps}
@@ -444,6 +451,23 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
         missing = [p for p in lib.protocols if p not in lib.latencies[a]]
         if missing:
             raise ValueError(f"cluster file {where}: library.latencies.{a} has no {missing[0]!r} entry")
+
+
+def check_domain(s: ServerSpec, where: str) -> None:
+    """ValueError naming the user's numbers when the NVLink domain is not whole servers (trays)."""
+    d, g = s.gpus_per_domain, s.gpus_per_server
+    if not isinstance(d, int) or isinstance(d, bool) or d < 0:
+        raise ValueError(f"cluster file {where}: server.gpus_per_domain is {d!r}; give the GPUs of one NVLink "
+                         f"domain (72 for an NVL72 rack), or 0 when the server is the domain")
+    if d and (d < g or d % g):
+        fits = ", ".join(str(k * g) for k in (d // g, d // g + 1) if k)
+        raise ValueError(f"cluster file {where}: server.gpus_per_domain {d} is not whole servers of "
+                         f"server.gpus_per_server {g} GPUs: an NVLink domain joins whole compute trays; give "
+                         f"gpus_per_domain a multiple of {g} ({fits}), or gpus_per_server the GPUs of one tray "
+                         f"(an NVL72 rack: gpus_per_server 4, gpus_per_domain 72)")
+    if d and s.intra != "nvswitch":
+        raise ValueError(f"cluster file {where}: server.gpus_per_domain {d} with server.intra {s.intra!r}: a domain "
+                         f"across servers is NVLink switches; give intra \"nvswitch\" or gpus_per_domain 0")
 
 
 def with_server(model: ClusterModel, **changes) -> ClusterModel:

@@ -20,6 +20,18 @@ a precision a GPU lacks is absent (no `fp8` before Hopper). Sources, per preset:
   9 PFLOP/s, BF16/FP16 4.5, TF32 2.2 with sparsity (dense: half), FP32 75 TFLOP/s, 180 GB HBM3e at
   7.7 TB/s. The DGX B200 data sheet's 64 TB/s for 8 GPUs (8 TB/s each) is the earlier figure; 7.7 TB/s
   is what the driver's 7,680-bit bus at 3,996 MHz DDR gives (pytorch/ao PR 4002, measured on a B200).
+* `b300` (Blackwell Ultra, HGX B300): NVIDIA's HGX specifications, "HGX B300" column, for 8 GPUs: FP8 72
+  PFLOP/s, BF16/FP16 36, TF32 18 with sparsity (per GPU dense: 4.5, 2.25, 1.1 PFLOP/s, as B200), FP32 600
+  TFLOP/s (75 per GPU), "up to 2.3 TB" of HBM3e (288 GB per GPU: 8 stacks of 12-high 36 GB); 7.7 TB/s per GPU
+  (Verda, "NVIDIA GB300 NVL72: GPU Architecture & Performance", per-GPU table, which gives the dense rates
+  above too). 160 SMs (NVIDIA technical blog "Inside NVIDIA Blackwell Ultra", 2025).
+* `gb200`: a Blackwell GPU of a GB200 NVL72 (NVIDIA GB200 NVL72 page, for 72 GPUs: FP8 720 PFLOP/s, FP16/BF16
+  360, TF32 180 with sparsity, i.e. per GPU dense 5, 2.5, 1.25 PFLOP/s; "up to 13.4 TB" HBM3e at 576 TB/s,
+  i.e. 186 GB at 8 TB/s per GPU); it runs at 1.2 kW against B200's 1 kW, hence more than HGX B200's 2.25.
+  FP32 80 TFLOP/s (Verda's table). 148 SMs, as B200.
+* `gb300`: a Blackwell Ultra GPU of a GB300 NVL72 (NVIDIA GB300 NVL72 page: FP8 720 PFLOP/s, FP16/BF16 360
+  with sparsity for 72 GPUs, "up to 20 TB" HBM3e at 576 TB/s, i.e. 278 GB at 8 TB/s per GPU; Verda's per-GPU
+  table: 5 / 2.5 PFLOP/s dense, 279 GB). 160 SMs, as B300.
 
 Capacities are the data sheets' decimal gigabytes; the devices report a little more (an H100 80GB shows
 81,559 MiB in nvidia-smi), so a fit check on them errs on the safe side.
@@ -125,6 +137,24 @@ GPU_PRESETS: dict[str, GpuSpec] = {
                     source="NVIDIA HGX B200 specifications, per GPU (half the sparse tensor figures): BF16 "
                            "2.25 PFLOP/s, FP8 4.5, TF32 1.1, FP32 75 TFLOP/s, 180 GB HBM3e at 7.7 TB/s",
                     num_sms=148, generation="blackwell"),
+    "b300": GpuSpec(name="B300-SXM-288GB",
+                    peak_flops={"fp32": 75e12, "tf32": 1.1e15, "fp16": 2.25e15, "bf16": 2.25e15, "fp8": 4.5e15},
+                    memory_bytes=288e9, memory_bandwidth_Bps=7.7e12,
+                    source="NVIDIA HGX B300 specifications, per GPU (half the sparse tensor figures): BF16 2.25 "
+                           "PFLOP/s, FP8 4.5, 288 GB HBM3e (2.3 TB per 8); 7.7 TB/s (Verda's per-GPU table)",
+                    num_sms=160, generation="blackwell"),
+    "gb200": GpuSpec(name="GB200-B200-186GB",
+                     peak_flops={"fp32": 80e12, "tf32": 1.25e15, "fp16": 2.5e15, "bf16": 2.5e15, "fp8": 5e15},
+                     memory_bytes=13.4e12 / 72, memory_bandwidth_Bps=576e12 / 72,
+                     source="NVIDIA GB200 NVL72 specifications / 72 GPUs (half the sparse tensor figures): BF16 "
+                            "2.5 PFLOP/s, FP8 5, 13.4 TB HBM3e at 576 TB/s (186 GB at 8 TB/s per GPU)",
+                     num_sms=148, generation="blackwell"),
+    "gb300": GpuSpec(name="GB300-B300-278GB",
+                     peak_flops={"fp32": 80e12, "tf32": 1.25e15, "fp16": 2.5e15, "bf16": 2.5e15, "fp8": 5e15},
+                     memory_bytes=20e12 / 72, memory_bandwidth_Bps=576e12 / 72,
+                     source="NVIDIA GB300 NVL72 specifications / 72 GPUs (half the sparse tensor figures): BF16 "
+                            "2.5 PFLOP/s, FP8 5, 20 TB HBM3e at 576 TB/s (278 GB at 8 TB/s per GPU)",
+                     num_sms=160, generation="blackwell"),
 }
 _ALIASES = {"a100": "a100-80gb"}
 GPU_PRESET_NAMES = (*GPU_PRESETS, *_ALIASES)
@@ -145,8 +175,11 @@ def gpu_preset(name: str) -> GpuSpec:
 # V100-PCIE-32GB"), first match wins. A family's other form factors (H100 PCIe / NVL, H200 NVL, A100 80GB
 # PCIe, GH200 / GB200, V100S) run at other clocks or memory rates: they match nothing rather than borrow
 # the SXM part's numbers. The A100 40GB PCIe card has the SXM4 40GB's peaks and 1,555 GB/s (A100 data sheet).
-_OTHER_FORMS = re.compile(r"PCIE|NVL|(?<![A-Z0-9])G[HB]200|V100S")
+_OTHER_FORMS = re.compile(r"PCIE|NVL(?!72)|(?<![A-Z0-9])GH200|V100S")
 _NAME_RULES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p), key) for p, key in (
+    (r"(?<![A-Z0-9])GB200(?![0-9])", "gb200"),
+    (r"(?<![A-Z0-9])GB300(?![0-9])", "gb300"),
+    (r"(?<![A-Z0-9])B300(?![0-9])", "b300"),
     (r"(?<![A-Z0-9])B200(?![0-9])", "b200"),
     (r"(?<![A-Z0-9])H200(?![0-9])", "h200"),
     (r"(?<![A-Z0-9])H100(?![0-9])", "h100"),

@@ -100,6 +100,11 @@ _PRESETS: dict[str, tuple[float, float, float, str]] = {
     "800GbE": (_gbit(800), 0.5e-6, _ROCE,
                "IEEE 802.3df 800GBASE-R, RoCEv2; NVIDIA Spectrum-4 SN5600 (64 ports of 800GbE); latency "
                "assumed equal to the 400GbE preset's 0.5 us"),
+    # 1.6 Tb/s per port: IEEE 802.3dj (1.6TBASE, 200 Gb/s lanes), NVIDIA ConnectX-9 SuperNIC (1.6 Tb/s, announced
+    # for Vera Rubin NVL144, GTC 2025) on Spectrum-X / Quantum-X Photonics switches (1.6 Tb/s ports); RoCE's payload.
+    "1600GbE": (_gbit(1600), 0.5e-6, _ROCE,
+                "IEEE 802.3dj 1.6TBASE, RoCEv2; NVIDIA ConnectX-9 SuperNIC 1.6 Tb/s (announced GTC 2025); latency "
+                "assumed equal to the 800GbE preset's 0.5 us"),
     "OPA100": (_gbit(100), 0.11e-6, _OPA,
                "Intel Omni-Path 100: 100 Gb/s per port; Edge Switch 100 Series brief: 100-110 ns"),
     "EDR": (_gbit(100), 0.09e-6, _IB,
@@ -117,6 +122,9 @@ _PRESETS: dict[str, tuple[float, float, float, str]] = {
                  "PCIe 4.0 x16, 16 GT/s per lane; Broadcom PEX88000 switches: ~100 ns port-to-port"),
     "PCIe5x16": (_pcie_x16(32), 0.1e-6, _PCIE,
                  "PCIe 5.0 x16, 32 GT/s per lane; Broadcom PEX89000 switches: ~100 ns port-to-port"),
+    "PCIe6x16": (64e9 * 16 * 242 / 256 / 8, 0.1e-6, _PCIE,
+                 "PCIe 6.0 x16, 64 GT/s per lane, PAM4 with FLIT encoding (242 of 256 bytes of a flit carry "
+                 "data); ConnectX-8 SuperNIC's integrated PCIe 6.0 switch (HGX B300, GB300 NVL72)"),
     "NVLink-V100": (150e9, 0.75e-6, _NVLINK,
                     "NVLink 2.0: 6 links x 25 GB/s per direction per V100 (NVIDIA V100 data sheet: 300 GB/s "
                     "both ways); latency: half of the ~1.5 us GPU-to-GPU copy of CUDA p2pBandwidthLatencyTest"),
@@ -145,7 +153,8 @@ _BY_KEY = {_key(name): name for name in _PRESETS}
 # NVIDIA Quantum-X800 Q3400 (XDR).
 _BY_KEY.update({_key(alias): name for alias, name in (("100G-OPA", "OPA100"), ("100G-EDR", "EDR"),
                                                       ("200G-HDR", "HDR"), ("400G-NDR", "NDR"),
-                                                      ("800G-XDR", "XDR"))})
+                                                      ("800G-XDR", "XDR"), ("1.6T", "1600GbE"),
+                                                      ("1600G", "1600GbE"), ("1.6TbE", "1600GbE"))})
 
 
 def link_preset(name: str) -> Link:

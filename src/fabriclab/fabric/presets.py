@@ -30,6 +30,20 @@ Sources:
   PCIe-bound in this model (ConnectX-8 reaches 800 Gb/s on PCIe 5.0 only with two x16 links, Socket
   Direct: NVIDIA DOCA 2.9 CX8 release notes). Rail-optimised on leaves of 64 ports at 800 Gb/s (32 down,
   32 up: the radix of a Spectrum-4 SN5600; a Quantum-X800 Q3400 has 144 XDR ports, 72 down / 72 up).
+* `dgx-h200`: NVIDIA DGX H200 (data sheet): 8 H200-SXM-141GB on NVSwitch (NVLink 4, 900 GB/s both ways per
+  GPU), 8 single-port ConnectX-7 at 400 Gb/s (NDR) for compute, PCIe 5.0; rail-optimised as `dgx-h100`.
+  (`hgx-h200` is the same baseboard as an OEM server.)
+* `hgx-b300`: NVIDIA HGX B300 (HGX specifications, "HGX B300" column): 8 B300 (Blackwell Ultra, 288 GB
+  HBM3e), NVLink 5 (1.8 TB/s both ways per GPU, 14.4 TB/s per 8), "networking bandwidth 1.6 TB/s" = 8 x 800
+  Gb/s both ways: one ConnectX-8 SuperNIC per GPU, whose integrated PCIe 6.0 switch joins GPU and NIC
+  (PCIe 6.0 x16); XDR InfiniBand on Quantum-X800 Q3400 leaves (144 ports: 72 down, 72 up).
+* `gb200-nvl72`: NVIDIA GB200 NVL72 (product page): 72 Blackwell GPUs and 36 Grace CPUs in one NVLink domain
+  (NVLink 5, 130 TB/s = 72 x 1.8 TB/s both ways: one switch hop between any two GPUs, `fabric/domains.py`),
+  18 compute trays of 4 GPUs (2 GB200 superchips); per tray 4 ConnectX-7 at 400 Gb/s (NDR) for the compute
+  network over PCIe 5.0 (NVIDIA DGX GB200 user guide: 4 x OSFP ConnectX-7 per compute tray); rail-optimised
+  on Quantum-2 QM9700 leaves (32 down, 32 up), as `dgx-h100`.
+* `gb300-nvl72`: NVIDIA GB300 NVL72 (product page): 72 Blackwell Ultra GPUs, the same NVLink 5 domain and 18
+  trays of 4; 72 ConnectX-8 SuperNICs at 800 Gb/s (one per GPU, on PCIe 6.0), XDR on Quantum-X800 Q3400 leaves.
 
 Try it: `fabriclab simulate collective --cluster hgx-b200 --gpus 64 --sizes 1MB,1GB`.
 """
@@ -142,6 +156,59 @@ def hgx_b200() -> ClusterModel:
     return _current_nccl(cluster, "blackwell")
 
 
+def dgx_h200() -> ClusterModel:
+    """NVIDIA DGX H200: the HGX H200 baseboard, 8 x NDR, rail-optimised."""
+    cluster = hgx_h200()
+    return replace(cluster, name="dgx-h200", description=cluster.description.replace("HGX H200", "DGX H200"))
+
+
+def hgx_b300() -> ClusterModel:
+    """NVIDIA HGX B300: 8 B300, NVSwitch (NVLink 5), 8 x ConnectX-8 XDR on PCIe 6.0, rail-optimised."""
+    gpu = gpu_preset("b300")
+    cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-B200"),
+                            nic=link_preset("XDR"), pcie=link_preset("PCIe6x16"), name="hgx-b300",
+                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=72, nccl_version=CURRENT_NCCL,
+                            compute=ComputeSpec(gpu=gpu),
+                            description=f"preset: NVIDIA HGX B300 (8 B300-SXM-288GB, NVSwitch NVLink 5, 8 x "
+                                        f"ConnectX-8 XDR 800 Gb/s on PCIe 6.0), rail-optimised; NCCL "
+                                        f"{CURRENT_NCCL}'s own constants")
+    return _current_nccl(cluster, "blackwell")
+
+
+# An NVL72 rack: 18 compute trays of 4 GPUs in one NVLink domain of 72 (GB200 / GB300 NVL72 product pages).
+NVL72_TRAY_GPUS = 4
+NVL72_DOMAIN_GPUS = 72
+
+
+def _nvl72(name: str, gpu_key: str, nic: str, pcie: str, leaf_ports: int, what: str) -> ClusterModel:
+    gpu = gpu_preset(gpu_key)
+    cluster = prior_cluster(gpus_per_server=NVL72_TRAY_GPUS, gpu_name=gpu.name, intra_link=link_preset("NVLink-B200"),
+                            nic=link_preset(nic), pcie=link_preset(pcie), name=name,
+                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=leaf_ports,
+                            nccl_version=CURRENT_NCCL, compute=ComputeSpec(gpu=gpu),
+                            description=f"preset: {what}, one NVLink 5 domain of {NVL72_DOMAIN_GPUS} GPUs "
+                                        f"({NVL72_DOMAIN_GPUS // NVL72_TRAY_GPUS} trays of {NVL72_TRAY_GPUS}), "
+                                        f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants (multi-node NVLink)")
+    # Ring channels follow a GPU's NVLinks (18 per GPU on Hopper and Blackwell, NVIDIA/nccl#1429), not its NICs:
+    # as on an 8-GPU HGX of the same NVLink generation, 16 (the prior's 2 per NIC counts a tray's 4 NICs only).
+    cluster = replace(cluster, server=replace(cluster.server, gpus_per_domain=NVL72_DOMAIN_GPUS),
+                      library=replace(cluster.library, num_channels=16))
+    return _current_nccl(cluster, "blackwell")
+
+
+def gb200_nvl72() -> ClusterModel:
+    """NVIDIA GB200 NVL72: 72 GB200 GPUs in one NVLink domain, trays of 4 with 4 x ConnectX-7 NDR each."""
+    return _nvl72("gb200-nvl72", "gb200", "NDR", "PCIe5x16", 32,
+                  "NVIDIA GB200 NVL72 (72 Blackwell GPUs of 186 GB, 4 x ConnectX-7 NDR 400 Gb/s per tray)")
+
+
+def gb300_nvl72() -> ClusterModel:
+    """NVIDIA GB300 NVL72: 72 Blackwell Ultra GPUs in one NVLink domain, a ConnectX-8 XDR per GPU."""
+    return _nvl72("gb300-nvl72", "gb300", "XDR", "PCIe6x16", 72,
+                  "NVIDIA GB300 NVL72 (72 Blackwell Ultra GPUs of 278 GB, a ConnectX-8 XDR 800 Gb/s per GPU on "
+                  "PCIe 6.0)")
+
+
 PRESETS: dict[str, Callable[[], ClusterModel]] = {
     "tx-gaia-25gbe": lambda: tx_gaia("25GbE"),
     "tx-gaia-opa": lambda: tx_gaia("OPA100"),
@@ -150,7 +217,11 @@ PRESETS: dict[str, Callable[[], ClusterModel]] = {
     "dgx-h100": dgx_h100,
     "dgx-h100-campus": dgx_h100_campus,
     "hgx-h200": hgx_h200,
+    "dgx-h200": dgx_h200,
     "hgx-b200": hgx_b200,
+    "hgx-b300": hgx_b300,
+    "gb200-nvl72": gb200_nvl72,
+    "gb300-nvl72": gb300_nvl72,
 }
 
 

@@ -31,6 +31,7 @@ import numpy as np
 from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.fabric.buildings import tier_latency_s
 from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.fabric.domains import domain_view
 from fabriclab.nccl.choice import nccl_choices, nccl_estimates
 from fabriclab.nccl.layout import layout, steps
 from fabriclab.nccl.library import step_latencies
@@ -52,6 +53,7 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
     """(algorithm, protocol) -> time in seconds at every size, for the candidates the library may pick."""
     if collective not in MODELLED:
         raise ValueError(f"collective {collective!r}: a cluster model predicts {', '.join(MODELLED)}")
+    cluster = domain_view(cluster, num_gpus)  # an NVLink domain across trays is one node to the library
     lay = layout(cluster, num_gpus)
     lib, server = cluster.library, cluster.server
     size = np.asarray(sizes_bytes, dtype=np.float64)
@@ -153,6 +155,7 @@ def collective_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collecti
                      gpus_per_process: int = 1, in_place: bool = False) -> tuple[np.ndarray, list[str]]:
     """Time in seconds at every size and the `algorithm/protocol` the library picks there."""
     size = np.asarray(sizes_bytes, dtype=np.float64)
+    cluster = domain_view(cluster, num_gpus)
     lib = cluster.library
     if num_gpus == 1:  # one rank: a local copy out of place, nothing in place
         launches = gpus_per_process * lib.launch_s
@@ -173,6 +176,7 @@ def predict_nccl_table(cluster: ClusterModel, num_gpus: int, sizes_bytes, collec
                        gpus_per_process: int = 1, dtype: str = "float", redop: str = "sum") -> list[dict]:
     """nccl-tests rows (size, count, type, redop, root, time, algbw, busbw out of place and in place)
     predicted for `num_gpus` GPUs of `cluster`, plus the algorithm/protocol chosen at each size."""
+    cluster = domain_view(cluster, num_gpus)
     sizes = [int(s) for s in sizes_bytes]
     if not sizes or min(sizes) < 1:
         raise ValueError("give at least one size of 1 byte or more")
@@ -200,6 +204,7 @@ def predict_nccl_table(cluster: ClusterModel, num_gpus: int, sizes_bytes, collec
 def prediction_run(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective: str = "allreduce", *,
                    gpus_per_process: int = 1) -> NcclRun:
     """Predicted rows as an NcclRun (servers named `server-000`, ...) for `nccl/log_writer.py`."""
+    cluster = domain_view(cluster, num_gpus)
     lay = layout(cluster, num_gpus)
     hosts = tuple(f"server-{r // lay.per_server:03d}" for r in range(num_gpus))
     fields = set(NcclRow.__dataclass_fields__)

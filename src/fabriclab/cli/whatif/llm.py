@@ -41,6 +41,8 @@ def print_answer(out: Output, answer) -> None:
     """The step's headline, memory, split and communicators."""
     s = answer.summary()
     _note(out, f"{answer.spec.name} on {s['num_gpus']:,} x {s['gpu']} ({answer.cluster.name}): {s['parallel']}")
+    if answer.placement:
+        _note(out, f"placement: {answer.placement}; TP, CP and EP groups may span a domain")
     _note(out, f"compute: {answer.compute_line()}")
     _note(out, memory_line(answer.memory))
     from fabriclab.plan.llm.cluster import pcie_cap
@@ -69,7 +71,8 @@ def print_answer(out: Output, answer) -> None:
                      f"{e['size_bytes'] / 1e6:.4g}", f"{e['calls_per_step']:g}", f"{e['time_s'] * 1e3:.4g}",
                      e["algorithm"])
     out.table(comm)
-    _note(out, "group: servers x GPUs per server of each group; dpcp / edp: the gradient groups of the "
+    unit = "NVLink domains x GPUs per domain" if answer.placement else "servers x GPUs per server"
+    _note(out, f"group: {unit} of each group; dpcp / edp: the gradient groups of the "
                "dense and the expert parameters; shard / replica: HSDP's groups")
 
 

@@ -35,6 +35,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.fabric.domains import domain_view
 from fabriclab.plan.llm.cluster import FABRICS, pcie_cap, vary_cluster
 from fabriclab.plan.llm.cost import option_cost
 from fabriclab.plan.llm.evaluator import Evaluator
@@ -212,6 +213,8 @@ def _check_gpus(request: LlmPlanRequest, options: list[PlanOption]) -> None:
         if bad:
             raise ValueError(f"--gpus {bad[0]} is not a multiple of {g}: {option.name} has {g} GPUs per server "
                              f"and a plan fills whole servers; give e.g. --gpus {max(g, bad[0] // g * g)}")
+        for n in request.gpus:  # GPUs that fill no whole trays of each NVLink domain fail here, by name
+            domain_view(option.cluster, n)
 
 
 class LlmPlanWork:
@@ -252,7 +255,7 @@ def llm_point(work: LlmPlanWork, point: tuple[int, int]) -> dict:
     """One option at one GPU count: the configurations that fit, searched (`search`), the best priced."""
     gpus, k = point
     option, ev, request, progress = work.options[k], work.evaluator(k), work.request, work.progress
-    g = option.cluster.server.gpus_per_server
+    g = domain_view(option.cluster, gpus).server.gpus_per_server  # TP, CP and EP may span the NVLink domain
     if progress:
         progress(f"{option.label}, {gpus:,} GPUs: memory and lower bounds of the configurations")
     if (gpus, g) not in work.enumerated:

@@ -40,7 +40,7 @@ from fabriclab.workload.memory import MemoryOptions, check_fits, memory_per_gpu
 from fabriclab.workload.parallel import MAX_PIPELINE_PASSES, ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
-TP_CHOICES = (1, 2, 4, 8)
+TP_CHOICES = (1, 2, 4, 8, 16, 32, 64, 72)  # up to an NVL72 domain; the heads and the domain bound it
 CP_CHOICES = (1, 2, 4, 8)
 MAX_PP = 32
 VP_CHOICES = (2, 3, 4, 6, 8)

@@ -85,8 +85,10 @@ class CommModel:
     collective, size)."""
 
     def __init__(self, cluster: ClusterModel, par: ParallelConfig, *, shard_group: int = 0) -> None:
+        from fabriclab.fabric.domains import domain_view
         from fabriclab.whatif.llm.links import communicator_groups
 
+        cluster = domain_view(cluster, par.num_gpus)  # idempotent: the caller's view, or the domain as one node
         self.cluster = cluster
         self.par = par
         g = cluster.server.gpus_per_server

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, replace
 
 from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
+from fabriclab.fabric.domains import domain_view, placement_note
 from fabriclab.fabric.kernels import default_kernels
 from fabriclab.whatif.llm.compute import roofline, shape_rates
 from fabriclab.whatif.llm.stragglers import GPU_SPREAD, slowest_factor
@@ -65,6 +66,8 @@ class LlmAnswer:
     peak_flops: float
     result_shapes: dict
     """Communicator -> the shape of its groups (`whatif/llm/comm.GroupShape`)."""
+    placement: str = ""
+    """How the job fills NVLink domains that span trays (`fabric/domains.placement_note`); empty otherwise."""
 
     @property
     def step_time_s(self) -> float:
@@ -91,7 +94,8 @@ class LlmAnswer:
 
     def summary(self) -> dict:
         return {"model": self.spec.name, "parallel": self.par.describe(), "num_gpus": self.par.num_gpus,
-                "cluster": self.cluster.name, "gpu": self.gpu_name, "step_time_s": self.step_time_s,
+                "cluster": self.cluster.name, "gpu": self.gpu_name, "placement": self.placement,
+                "step_time_s": self.step_time_s,
                 "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
                 "efficiency": self.efficiency.value, "efficiency_source": self.efficiency.source,
                 "efficiency_measured": self.efficiency.measured, "compute_model": self.efficiency.model,
@@ -150,6 +154,8 @@ def simulate_llm(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterMod
     """The step of `spec` trained as `par` on `cluster` (a ValueError when it does not fit in memory; its
     `memory.fit.warning` says when it may not)."""
     gpu = cluster_gpu(cluster)
+    placement = placement_note(cluster, par.num_gpus)
+    cluster = domain_view(cluster, par.num_gpus)  # an NVLink domain across trays: one node to the library
     _check_servers(par, cluster)
     memory = memory_per_gpu(spec, par, shard_group=options.shard_group, options=memory_options)
     if check_memory:
@@ -158,7 +164,8 @@ def simulate_llm(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterMod
     model = build_model(spec, par, cluster, eff, options)
     result = model.run()
     return LlmAnswer(spec=spec, par=par, cluster=cluster, result=result, memory=memory, efficiency=eff,
-                     gpu_name=gpu.name, peak_flops=gpu.peak_flops[par.precision], result_shapes=model.comm.shapes)
+                     gpu_name=gpu.name, peak_flops=gpu.peak_flops[par.precision], result_shapes=model.comm.shapes,
+                     placement=placement)
 
 
 def _check_servers(par: ParallelConfig, cluster: ClusterModel) -> None:
@@ -168,9 +175,10 @@ def _check_servers(par: ParallelConfig, cluster: ClusterModel) -> None:
     if par.num_gpus > g and par.num_gpus % g:
         raise ValueError(f"--gpus {par.num_gpus} does not fill whole servers of {g} GPUs: use a multiple of {g}")
     if par.tp > g or g % par.tp:
-        raise ValueError(f"--gpus {par.num_gpus} --tp {par.tp} on servers of {g} GPUs ({cluster.name}): tensor parallelism stays inside "
-                         f"a server's NVLink, so a TP group must not straddle two servers; use a --tp that divides "
-                         f"{g} ({', '.join(str(d) for d in range(1, g + 1) if g % d == 0)}), the rest goes to DP")
+        raise ValueError(f"--gpus {par.num_gpus} --tp {par.tp} on NVLink domains of {g} GPUs ({cluster.name}): tensor "
+                         f"parallelism stays inside an NVLink domain (a server, or an NVL72 rack), so a TP group must "
+                         f"not straddle two; use a --tp that divides {g} "
+                         f"({', '.join(str(d) for d in range(1, g + 1) if g % d == 0)}), the rest goes to DP")
     uneven = par.uneven_group(g)
     if uneven is not None:
         name, group, servers, most = uneven
@@ -189,6 +197,7 @@ def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: Cl
     the cluster's kernel model (`flat`: a share of peak for every matrix, the model before kernels)."""
     if not step_time_s > 0 or not math.isfinite(step_time_s):
         raise ValueError(f"--step-time {step_time_s}: give the measured step time in seconds, > 0")
+    cluster = domain_view(cluster, par.num_gpus)
     base = efficiency_of(cluster, par.precision)
     kernels = base.kernels if base.model == "kernels" else default_kernels(cluster_gpu(cluster))
 
