@@ -86,15 +86,26 @@ NicRateOption = Annotated[Optional[str], typer.Option(
                                        "--nic-rates).")]
 
 
-def vary_cluster_options(cluster, fabric: str | None, bisection: str | None, nic_rate: str | None):
+DomainGpusOption = Annotated[Optional[str], typer.Option(
+    "--domain-gpus", metavar="N", help="GPUs the job uses of each NVLink domain that spans trays, whole trays (64 "
+                                       "of an NVL72's 72); default: whole domains where they divide --gpus.")]
+
+
+def vary_cluster_options(cluster, fabric: str | None, bisection: str | None, nic_rate: str | None,
+                         domain_gpus: str | None = None):
     """The cluster with `--fabric`, `--bisection`, `--nic-rate` applied as `plan` applies its options
-    (`plan.llm.vary_cluster`), named after what changed; the cluster itself when none is given."""
+    (`plan.llm.vary_cluster`), and `--domain-gpus`, named after what changed; the cluster itself when none
+    is given."""
     from dataclasses import replace
 
-    from fabriclab.cli.options import parse_bisection
+    from fabriclab.cli.options import parse_bisection, parse_count
+    from fabriclab.fabric.domains import with_domain_gpus
     from fabriclab.plan.llm.cluster import vary_cluster
     from fabriclab.units import parse_bandwidth
 
+    if domain_gpus is not None:
+        used = parse_count(domain_gpus, "--domain-gpus")
+        cluster = replace(with_domain_gpus(cluster, used), name=f"{cluster.name} {used}/domain")
     if fabric is None and bisection is None and nic_rate is None:
         return cluster
     word = None if fabric is None else fabric.strip().lower()

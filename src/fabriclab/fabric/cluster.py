@@ -73,6 +73,9 @@ class ServerSpec:
     """GPUs one NVLink domain joins across servers (compute trays) through NVLink switches outside them, at
     `intra_bandwidth_Bps` per GPU: 72 on a GB200 / GB300 NVL72 rack of 18 trays of 4 (`fabric/domains.py`);
     0: the server is the domain (an HGX / DGX of 8)."""
+    domain_gpus_used: int = 0
+    """GPUs a job uses of each such domain, whole trays (64 of an NVL72's 72: 16 of its 18 trays, the rest spare);
+    0: placement chooses, whole domains where they divide the job (`fabric/domains.py`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -288,6 +291,8 @@ def to_dict(model: ClusterModel) -> dict:
     data["library"]["algorithms"] = list(model.library.algorithms)
     if model.server.gpus_per_domain == 0:  # the server is its NVLink domain: the file reads as before domains
         data["server"].pop("gpus_per_domain")
+    if model.server.domain_gpus_used == 0:
+        data["server"].pop("domain_gpus_used")
     if model.network.servers_per_building == 0:  # one building: the file reads as before the third tier
         for key in ("servers_per_building", "building_bandwidth_Bps", "building_latency_s"):
             data["network"].pop(key)
@@ -465,6 +470,11 @@ def check_domain(s: ServerSpec, where: str) -> None:
                          f"server.gpus_per_server {g} GPUs: an NVLink domain joins whole compute trays; give "
                          f"gpus_per_domain a multiple of {g} ({fits}), or gpus_per_server the GPUs of one tray "
                          f"(an NVL72 rack: gpus_per_server 4, gpus_per_domain 72)")
+    u = s.domain_gpus_used
+    if not isinstance(u, int) or isinstance(u, bool) or u < 0 or (u and (u % g or u > max(d, g))):
+        raise ValueError(f"cluster file {where}: server.domain_gpus_used is {u!r}; give the GPUs a job uses of each "
+                         f"NVLink domain of {max(d, g)}, whole trays of {g} (e.g. {max(d, g) // g * g}), or 0 to let "
+                         f"placement choose")
     if d and s.intra != "nvswitch":
         raise ValueError(f"cluster file {where}: server.gpus_per_domain {d} with server.intra {s.intra!r}: a domain "
                          f"across servers is NVLink switches; give intra \"nvswitch\" or gpus_per_domain 0")

@@ -51,9 +51,18 @@ def library_spans_domain(cluster: ClusterModel) -> bool:
 
 
 def domain_gpus_used(cluster: ClusterModel, num_gpus: int | None) -> int:
-    """GPUs of each NVLink domain a job of `num_gpus` uses (module doc); a ValueError names the numbers."""
+    """GPUs of each NVLink domain a job of `num_gpus` uses (module doc; `server.domain_gpus_used` when the
+    cluster gives it); a ValueError names the numbers."""
     s = cluster.server
     d, t = domain_size(s), s.gpus_per_server
+    given = s.domain_gpus_used
+    if given and d > t:
+        if num_gpus is not None and num_gpus > given and num_gpus % given:
+            raise ValueError(f"--gpus {num_gpus} on {cluster.name} at {given} GPUs of each NVLink domain of {d}: "
+                             f"{num_gpus} is not a multiple of {given}; give --gpus {num_gpus // given * given or given}"
+                             f" or {(num_gpus // given + 1) * given}, or another --domain-gpus")
+        if num_gpus is None or num_gpus >= given:
+            return given
     if num_gpus is None or num_gpus % d == 0:
         return d
     if num_gpus < d:
@@ -80,13 +89,39 @@ def domain_view(cluster: ClusterModel, num_gpus: int | None = None) -> ClusterMo
     if not library_spans_domain(cluster):
         text = (f"{cluster.description}; NCCL {cluster.library.nccl_version} predates multi-node NVLink (2.20): each "
                 f"tray of {s.gpus_per_server} is a node to it, the network joins them")
-        return replace(cluster, description=text, server=replace(s, gpus_per_domain=0))
+        return replace(cluster, description=text, server=replace(s, gpus_per_domain=0, domain_gpus_used=0))
     used = domain_gpus_used(cluster, num_gpus)
     if used <= s.gpus_per_server:  # the job fits in one tray: the tray is all it sees
-        return replace(cluster, server=replace(s, gpus_per_domain=0))
+        return replace(cluster, server=replace(s, gpus_per_domain=0, domain_gpus_used=0))
     trays = used // s.gpus_per_server
-    server = replace(s, gpus_per_server=used, nics_per_server=s.nics_per_server * trays, gpus_per_domain=0)
+    server = replace(s, gpus_per_server=used, nics_per_server=s.nics_per_server * trays, gpus_per_domain=0,
+                     domain_gpus_used=0)
     return replace(cluster, server=server)
+
+
+def with_domain_gpus(cluster: ClusterModel, used: int | None) -> ClusterModel:
+    """The cluster with a job using `used` GPUs of each NVLink domain (`--domain-gpus`); None: unchanged. A
+    ValueError names the numbers when they are not whole trays of the domain."""
+    if used is None:
+        return cluster
+    s = cluster.server
+    d, t = domain_size(s), s.gpus_per_server
+    if d == t:
+        raise ValueError(f"--domain-gpus {used}: cluster {cluster.name}'s NVLink domain is its server of {t} GPUs; "
+                         f"the option is for domains that span trays (gb200-nvl72, gb300-nvl72)")
+    if used < t or used > d or used % t:
+        raise ValueError(f"--domain-gpus {used}: give whole trays of {t} GPUs of {cluster.name}'s NVLink domain of "
+                         f"{d} ({', '.join(str(k) for k in range(t, d + 1, t) if d % k == 0 or k & (k - 1) == 0)}, ...)")
+    return replace(cluster, server=replace(s, domain_gpus_used=used))
+
+
+def power_of_two_use(cluster: ClusterModel) -> int:
+    """The most GPUs of an NVLink domain in whole trays that is a power of two (64 of an NVL72's 72): the use
+    that keeps power-of-two TP, EP and DP groups whole; 0 when there is none, or the domain is one."""
+    s = cluster.server
+    d, t = domain_size(s), s.gpus_per_server
+    best = 1 << (d.bit_length() - 1)
+    return best if d > t and best != d and best % t == 0 else 0
 
 
 def placement_note(cluster: ClusterModel, num_gpus: int) -> str:

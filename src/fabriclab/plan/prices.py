@@ -166,6 +166,18 @@ SERVER_PRICE_PER_GPU: dict[str, Price] = {
     "B200-SXM-180GB": Price(usd=50_000, date="2026-11-24", source=(
         f"estimate: the HGX H100 server's USD 300,000 (ITCT Shop) x 40,000 / 30,000, the B200 / H100 per-GPU "
         f"street prices of {_TCO_TOOL}: USD 400,000 per 8-GPU server")),
+    # NVL72 racks are priced whole (72 GPUs, 36 Grace CPUs, 9 NVLink switch trays, liquid cooling): public estimates
+    # of USD 2-3 million per GB200 NVL72 and 3-4 million per GB300 NVL72 (awesomeagents.ai hardware pages, 2025-2026),
+    # their middles, per GPU. HGX B300: the B200 estimate x 3.5 / 2.5, the GB300 / GB200 rack ratio.
+    "GB200-B200-186GB": Price(usd=2_500_000 / 72, date="2026-11-27", source=(
+        "estimate: USD 2.5 million per GB200 NVL72 rack (the middle of 'USD 2-3 million per rack', awesomeagents.ai, "
+        "'NVIDIA GB200 NVL72'), / 72 GPUs")),
+    "GB300-B300-278GB": Price(usd=3_500_000 / 72, date="2026-11-27", source=(
+        "estimate: USD 3.5 million per GB300 NVL72 rack (the middle of 'an estimated USD 3-4 million per rack', "
+        "awesomeagents.ai, 'NVIDIA GB300 NVL72'), / 72 GPUs")),
+    "B300-SXM-288GB": Price(usd=70_000, date="2026-11-27", source=(
+        "estimate: the B200 server estimate (USD 400,000 per 8) x 3.5 / 2.5, the GB300 / GB200 NVL72 rack price "
+        "ratio: USD 560,000 per 8-GPU server")),
     "A100-SXM4-80GB": Price(usd=25_000, date="2020-05-14", source=(
         "NVIDIA DGX A100 at launch 'from USD 200,000' (geektopia.es, 'Nvidia anuncia el servidor DGX-A100', "
         "2020-05-14), i.e. 25,000 per GPU; a launch list price, not today's")),
@@ -174,6 +186,8 @@ SERVER_PRICE_PER_GPU: dict[str, Price] = {
 # (400 Gb/s) price x 2, the step the shipped table shows from HDR to NDR (NIC 1,500 -> 2,200, switch cable
 # 700 -> 1,800) rounded to the doubled line rate.
 _XDR_BASIS = "estimate: the shipped NDR (400G) price x 2 for twice the line rate"
+# 1.6 Tb/s (IEEE 802.3dj, ConnectX-9) ships with Vera Rubin: no price is public; the 800G estimate x 2, the same step.
+_TB16_BASIS = "estimate: the 800G estimate x 2 for twice the line rate (no public 1.6T price)"
 EXTRA_FABRIC_PRICES: dict[str, FabricPrices] = {
     "XDR": FabricPrices(fabric="XDR", nic=Price(usd=4_400, date="2026-11-24", source=f"{_XDR_BASIS} (ConnectX-8)"),
                         switch_port=Price(usd=656, date="2026-11-24", source=f"{_XDR_BASIS} (Quantum-X800 port)"),
@@ -184,4 +198,9 @@ EXTRA_FABRIC_PRICES: dict[str, FabricPrices] = {
                            switch_port=Price(usd=656, date="2026-11-24", source=f"{_XDR_BASIS} (Spectrum-4 SN5600 port)"),
                            host_cable=Price(usd=600, date="2026-11-24", source=f"{_XDR_BASIS} (copper, 1-3 m)"),
                            switch_cable=Price(usd=3_600, date="2026-11-24", source=f"{_XDR_BASIS} (two optics)")),
+    "1600GbE": FabricPrices(fabric="1600GbE",
+                            nic=Price(usd=8_800, date="2026-11-27", source=f"{_TB16_BASIS} (ConnectX-9 SuperNIC)"),
+                            switch_port=Price(usd=1_312, date="2026-11-27", source=f"{_TB16_BASIS} (1.6T switch port)"),
+                            host_cable=Price(usd=1_200, date="2026-11-27", source=f"{_TB16_BASIS} (copper, 1-3 m)"),
+                            switch_cable=Price(usd=7_200, date="2026-11-27", source=f"{_TB16_BASIS} (two optics)")),
 }

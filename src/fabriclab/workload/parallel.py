@@ -196,6 +196,27 @@ class ParallelConfig:
             most = int(counts.max())
             if counts.size > 1 and group.size % most:
                 return name, group.tolist(), int(counts.size), most
+        if gpus_per_server & (gpus_per_server - 1):  # servers (NVLink domains) of 72: groups may differ by offset
+            return self._unlike_groups(gpus_per_server)
+        return None
+
+    def _unlike_groups(self, gpus_per_server: int) -> tuple[str, list[int], int, int] | None:
+        """A communicator one of whose groups sits otherwise than rank 0's (a TP x PP layout whose DP groups of
+        64 fall 64 in one domain of 72 and 8 + 56 across the next): (name, that group, its servers, most)."""
+        servers = np.arange(self.num_gpus) // gpus_per_server
+        for name in COMMUNICATORS:
+            keys, _, size = self._group_keys(name)
+            if size == 1:
+                continue
+            _, gid = np.unique(np.stack(keys), axis=1, return_inverse=True)
+            pairs, counts = np.unique(gid.ravel() * (servers[-1] + 1) + servers, return_counts=True)
+            group_of = pairs // (servers[-1] + 1)
+            spans = np.bincount(group_of)
+            most = np.maximum.reduceat(counts, np.flatnonzero(np.r_[True, group_of[1:] != group_of[:-1]]))
+            bad = np.flatnonzero((spans != spans[0]) | (most != most[0]))
+            if bad.size:
+                ranks = np.flatnonzero(gid.ravel() == bad[0])
+                return name, ranks.tolist(), int(spans[bad[0]]), int(most[bad[0]])
         return None
 
     def group_size(self, communicator: str) -> int:

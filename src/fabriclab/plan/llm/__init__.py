@@ -30,12 +30,12 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 
 from fabriclab.fabric.cluster import ClusterModel
-from fabriclab.fabric.domains import domain_view
+from fabriclab.fabric.domains import domain_gpus_used, domain_view, power_of_two_use, with_domain_gpus
 from fabriclab.plan.llm.cluster import FABRICS, pcie_cap, vary_cluster
 from fabriclab.plan.llm.cost import option_cost
 from fabriclab.plan.llm.evaluator import Evaluator
@@ -98,6 +98,17 @@ class PlanOption:
     name: str
     """The cluster as the user named it."""
     cluster: ClusterModel
+    domain_variant: bool = False
+    """Added by the plan: the cluster at a power-of-two use of its NVLink domains (64 of 72), planned only at
+    the GPU counts it divides and where placement alone would use the domains otherwise."""
+
+    def runs_at(self, gpus: int) -> bool:
+        """Whether the plan takes this option at `gpus` GPUs."""
+        if not self.domain_variant:
+            return True
+        used = self.cluster.server.domain_gpus_used
+        auto = domain_gpus_used(replace(self.cluster, server=replace(self.cluster.server, domain_gpus_used=0)), gpus)
+        return gpus % used == 0 and auto != used
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,6 +210,11 @@ def build_options(request: LlmPlanRequest) -> list[PlanOption]:
                     cluster = vary_cluster(base, nic_rate_Bps=rate, fabric=fabric, bisection=ratio)
                     label = f"{name} {fabric} {_rate_label(rate)}" + ("" if ratio == 1 else f" {ratio}")
                     options.append(PlanOption(label=label, name=name, cluster=cluster))
+                    used = 0 if base.server.domain_gpus_used else power_of_two_use(base)
+                    if used and any(domain_gpus_used(cluster, n) != used for n in request.gpus if n % used == 0):
+                        # NVL72 racks are also run at 64 GPUs each, which keeps power-of-two groups whole
+                        options.append(PlanOption(label=f"{label} {used}/domain", name=name,
+                                                  cluster=with_domain_gpus(cluster, used), domain_variant=True))
     return options
 
 
@@ -214,7 +230,8 @@ def _check_gpus(request: LlmPlanRequest, options: list[PlanOption]) -> None:
             raise ValueError(f"--gpus {bad[0]} is not a multiple of {g}: {option.name} has {g} GPUs per server "
                              f"and a plan fills whole servers; give e.g. --gpus {max(g, bad[0] // g * g)}")
         for n in request.gpus:  # GPUs that fill no whole trays of each NVLink domain fail here, by name
-            domain_view(option.cluster, n)
+            if option.runs_at(n):
+                domain_view(option.cluster, n)
 
 
 class LlmPlanWork:
@@ -248,7 +265,7 @@ class LlmPlanWork:
 
 def llm_points(request: LlmPlanRequest, options: list[PlanOption]) -> list[tuple[int, int]]:
     """The plan's points: (GPU count, option index), GPU counts first."""
-    return [(gpus, k) for gpus in request.gpus for k in range(len(options))]
+    return [(gpus, k) for gpus in request.gpus for k in range(len(options)) if options[k].runs_at(gpus)]
 
 
 def llm_point(work: LlmPlanWork, point: tuple[int, int]) -> dict:

@@ -1,7 +1,8 @@
 """What an LLM plan option costs: its GPU servers and its network, priced with sources.
 
 Servers: GPUs / GPUs per server, at the per-GPU server price of the cluster's GPU (`prices.SERVER_PRICE_PER_GPU`:
-H100 from a public listing, H200 and B200 estimates with their basis, A100 its launch price), unless a
+H100 from a public listing, H200, B200, B300 and NVL72 racks estimates with their basis, A100 its launch
+price; an NVLink domain that spans trays is bought whole, an NVL72 rack's spare trays included), unless a
 `--prices FILE` gives `gpu_server_per_gpu` (then that price, for every cluster of the plan). Network: the
 parts of the cluster's rail-optimised or fat-tree network counted as `fabriclab plan --cluster` counts them
 (`plan/cluster.cluster_bill`: NICs, leaves, spines for the bisection, cables, a third level where the switch
@@ -16,6 +17,7 @@ load_prices; from fabriclab.fabric.presets import cluster_preset; print(option_c
 from __future__ import annotations
 
 from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
+from fabriclab.fabric.domains import domain_gpus_used, domain_size
 from fabriclab.fabric.links import link_preset
 from fabriclab.plan.cluster import REL_RATE, cluster_bill
 from fabriclab.plan.prices import EXTRA_FABRIC_PRICES, SERVER_PRICE_PER_GPU, FabricPrices, Price, PriceTable
@@ -54,9 +56,12 @@ def option_cost(cluster: ClusterModel, gpus: int, table: PriceTable, *, shipped:
     server = server_price(cluster, table, shipped=shipped)
     fabric, where = network_prices(cluster, table)
     bill, levels = cluster_bill(cluster, servers)
-    servers_usd = servers * g * server.usd
+    # NVLink domains that span trays are bought whole (an NVL72 rack), spare trays included (`fabric/domains.py`)
+    domain, used = domain_size(cluster.server), domain_gpus_used(cluster, gpus)
+    bought = -(-gpus // used) * domain if domain > g else servers * g
+    servers_usd = bought * server.usd
     network_usd = bill.cost_usd(fabric)
-    return {"servers": servers, "servers_usd": servers_usd, "network_usd": network_usd,
+    return {"servers": servers, "gpus_bought": bought, "servers_usd": servers_usd, "network_usd": network_usd,
             "cluster_usd": servers_usd + network_usd, "network_share": network_usd / (servers_usd + network_usd),
             **bill.breakdown_usd(fabric), "num_nics": bill.num_nics, "num_switches": bill.num_switches,
             "network_levels": levels, "switch_radix": bill.radix,

@@ -2,8 +2,9 @@
 
 For a model on N GPUs in servers of g GPUs (`enumerate_configs`):
 
-* TP in {1, 2, 4, 8}, at most g (tensor parallelism stays on NVLink), dividing the attention heads and the
-  key/value heads (Megatron's query groups);
+* TP in {1, 2, 4, 8, 16, 32, 64, 72}, at most g and dividing it (tensor parallelism stays in the NVLink
+  domain: a server of 8, or the GPUs a job uses of an NVL72 rack, `fabric/domains.py`), dividing the
+  attention heads and the key/value heads (Megatron's query groups);
 * CP in {1, 2, 4, 8} for long sequences: each rank keeps at least `MIN_TOKENS_PER_CP_RANK` tokens and the
   sequence splits into 2 x CP equal chunks (Megatron's load-balanced causal split);
 * PP in 1 .. 32 dividing N / (TP x CP), with at least `MIN_LAYERS_PER_STAGE` layers per stage; an uneven
@@ -11,6 +12,7 @@ For a model on N GPUs in servers of g GPUs (`enumerate_configs`):
 * VP (interleaved 1F1B) in 2 .. 8 only when PP > 1, the layers divide into PP x VP whole chunks and the
   micro-batches per pipeline are a multiple of PP (Megatron's conditions);
 * EP for MoE models: a divisor of the experts (at most `MAX_EP`) that divides DP x CP; 1 for dense models;
+* only configurations whose groups fill whole servers (domains) or stay in one (`ParallelConfig.uneven_group`);
 * MBS in {1, 2, 4} with the global batch a multiple of MBS x DP;
 * ZeRO-1 (Megatron's distributed optimizer), and ZeRO-3 (FSDP) too when PP = 1 and the model has at most
   `ZERO3_MAX_PARAMS` parameters;
@@ -100,7 +102,7 @@ def _divisors(n: int, most: int) -> list[int]:
 def _shapes(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, seq: int, bounds: SearchBounds):
     """(tp, cp, pp) the model, the sequence, the servers and the bounds allow."""
     for tp in bounds.keep("tp", TP_CHOICES):
-        if tp > gpus_per_server or spec.num_heads % tp or spec.num_kv_heads % tp:
+        if tp > gpus_per_server or gpus_per_server % tp or spec.num_heads % tp or spec.num_kv_heads % tp:
             continue
         for cp in CP_CHOICES:
             if seq % (2 * cp if cp > 1 else 1) or seq // cp < min(seq, MIN_TOKENS_PER_CP_RANK):
@@ -147,8 +149,17 @@ def enumerate_configs(spec: TransformerSpec, num_gpus: int, gpus_per_server: int
                             out.append(ParallelConfig(
                                 num_gpus=num_gpus, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, mbs=mbs, gbs=gbs, seq=seq,
                                 sequence_parallel=tp > 1, zero=zero, recompute=recompute, precision=precision))
-    # the job's own check, as whatif llm and the trainer make it (the choices above already keep to it)
-    return [par for par in out if job_problem(spec, par) is None]
+    # the job's own check, as whatif llm and the trainer make it (the choices above already keep to it); and groups
+    # the library model can cost server by server (on domains of 72, a DP group of 64 at 9 per domain is not)
+    even: dict[tuple, bool] = {}
+
+    def costable(par: ParallelConfig) -> bool:
+        key = (par.tp, par.cp, par.pp, par.ep)
+        if key not in even:
+            even[key] = par.uneven_group(gpus_per_server) is None
+        return even[key]
+
+    return [par for par in out if job_problem(spec, par) is None and costable(par)]
 
 
 def memory_needs(spec: TransformerSpec, configs: list[ParallelConfig],

@@ -185,9 +185,10 @@ def _check_servers(par: ParallelConfig, cluster: ClusterModel) -> None:
         shown = ", ".join(map(str, group[:4])) + (f", ..., {group[-1]}" if len(group) > 4 else "")
         raise ValueError(f"--gpus {par.num_gpus} as {par.describe().split(' (')[0]} on servers of {g} GPUs "
                          f"({cluster.name}): a {name} group of {len(group)} GPUs (ranks {shown}) spans {servers} "
-                         f"servers with up to {most} in one, and {len(group)} is not a multiple of {most}, so its "
-                         f"collectives cannot be costed server by server; choose sizes whose groups fill whole "
-                         f"servers or stay in one (e.g. powers of two on servers of {g}), or change --order")
+                         f"servers with up to {most} in one, unlike the other groups or not a multiple of {most}, so "
+                         f"its collectives cannot be costed server by server; choose sizes whose groups fill whole "
+                         f"servers or stay in one (e.g. powers of two on servers of {g}; on NVL72 racks "
+                         f"--domain-gpus 64), or change --order")
 
 
 def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, step_time_s: float,
