@@ -1,6 +1,8 @@
-"""`fabriclab cluster show|export`: a cluster preset (or file) as the simulators see it, and as a file to edit.
+"""`fabriclab cluster list|show|export`: the presets, a cluster as the simulators see it, a file to edit.
 
-`show` prints its servers (GPUs, internal fabric, NICs and the PCIe path to them, with the cap a PCIe path
+`list` prints every preset in one line each: GPU, GPUs per server (tray) and per NVLink domain, NICs per GPU
+and their rate, the network, the NCCL release and the price per GPU a plan charges (with whether it is a
+listing or an estimate). `show` prints its servers (GPUs, internal fabric, NICs and the PCIe path to them, with the cap a PCIe path
 puts on a faster NIC), network, library version and compute; `export --out FILE` writes the cluster file
 that `--cluster FILE` of whatif, plan, simulate and calibrate reads back (`fabric/cluster.load_cluster`).
 Both take `whatif llm`'s `--fabric`, `--bisection` and `--nic-rate`, so an edited preset is one command.
@@ -43,10 +45,16 @@ def cluster_rows(cluster) -> list[dict]:
 
     s, n, lib, gpu = cluster.server, cluster.network, cluster.library, cluster_gpu(cluster)
     peaks = ", ".join(f"{k} {v / 1e12:,.0f}" for k, v in gpu.peak_flops.items())
+    domain = s.gpus_per_domain or s.gpus_per_server
     rows = [("servers", f"{s.gpus_per_server} x {gpu.name} ({gpu.memory_bytes / 1e9:.1f} GB, "
                         f"{gpu.memory_bandwidth_Bps / 1e12:.2f} TB/s)"),
             ("peak TFLOP/s", peaks),
-            ("inside a server", f"{s.intra}, {s.intra_bandwidth_Bps / 1e9:.4g} GB/s per GPU a direction"),
+            ("NVLink domain", f"{domain} GPUs" + (f" ({domain // s.gpus_per_server} servers of {s.gpus_per_server}, "
+                                                  f"one node to NCCL from 2.20)" if domain > s.gpus_per_server
+                                                  else " (the server)")
+             + (f", a job uses {s.domain_gpus_used} of each" if s.domain_gpus_used else "")),
+            ("inside a domain", f"{s.intra}, {s.intra_bandwidth_Bps / 1e9:.4g} GB/s per GPU a direction, "
+                                f"{s.intra_latency_s * 1e6:g} us a hop"),
             ("NICs", f"{s.nics_per_server} x {s.nic_bandwidth_Bps * 8 / 1e9:g} Gb/s per server, "
                      f"{s.nic_efficiency:.3g} of line rate reached"),
             ("GPU-NIC PCIe", f"{s.pcie_bandwidth_Bps / 1e9:.1f} GB/s ({s.pcie_bandwidth_Bps * 8 / 1e9:.0f} Gb/s) "
@@ -58,6 +66,54 @@ def cluster_rows(cluster) -> list[dict]:
     if cap:
         rows.insert(5, ("PCIe cap", cap.split(": ", 1)[1]))
     return [{"part": p, "value": v} for p, v in rows]
+
+
+def preset_rows() -> list[dict]:
+    """One row per cluster preset: what it is built of and what a plan charges per GPU."""
+    from fabriclab.fabric.cluster import cluster_gpu
+    from fabriclab.fabric.presets import PRESETS
+    from fabriclab.plan.llm.cost import server_price
+    from fabriclab.plan.prices import load_prices
+
+    table, rows = load_prices(), []
+    for name, build in PRESETS.items():
+        c = build()
+        s, gpu = c.server, cluster_gpu(c)
+        try:
+            price = server_price(c, table, shipped=True)
+            usd, kind = price.usd, ("estimate" if price.source.startswith("estimate") else "listing")
+        except ValueError:
+            usd, kind = None, "-"
+        rows.append({"preset": name, "gpu": gpu.name, "gpus_per_server": s.gpus_per_server,
+                     "gpus_per_domain": s.gpus_per_domain or s.gpus_per_server,
+                     "nics_per_gpu": s.nics_per_server / s.gpus_per_server, "nic_Gbps": s.nic_bandwidth_Bps * 8 / 1e9,
+                     "network": c.network.fabric, "nccl": c.library.nccl_version, "usd_per_gpu": usd,
+                     "price_kind": kind})
+    return rows
+
+
+@app.command("list")
+@user_errors
+def list_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
+    """Every cluster preset: GPU, GPUs per server and per NVLink domain, NICs, network, NCCL, price per GPU."""
+    from rich.table import Table
+
+    out = Output(fmt, json_path, store)
+    rows = preset_rows()
+    table = Table(title="cluster presets (fabriclab cluster show NAME: every number and its source)",
+                  title_justify="left")
+    for col in ("preset", "GPU", "srv", "NVL", "NICs/GPU", "NIC Gb/s", "NCCL", "$/GPU"):
+        table.add_column(col, justify="left" if col in ("preset", "GPU", "NCCL") else "right")
+    for r in rows:
+        usd = "-" if r["usd_per_gpu"] is None else f"{r['usd_per_gpu']:,.0f}" + ("*" if r["price_kind"] == "estimate"
+                                                                                   else "")
+        table.add_row(r["preset"], r["gpu"], str(r["gpus_per_server"]), str(r["gpus_per_domain"]),
+                      f"{r['nics_per_gpu']:g}", f"{r['nic_Gbps']:g}", r["nccl"], usd)
+    out.table(table)
+    out.note(textwrap.fill("srv: GPUs per server (compute tray); NVL: GPUs per NVLink domain; $/GPU: the server (an "
+                           "NVL72: the rack) per GPU that plan charges, * an estimate (plan/prices.py gives each "
+                           "basis)", width=80, subsequent_indent="  "))
+    out.record("cluster.list", {}, rows)
 
 
 @app.command("show")
