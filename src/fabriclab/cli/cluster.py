@@ -41,6 +41,7 @@ def _load(name: str, fabric: str | None, bisection: str | None, nic_rate: str | 
 def cluster_rows(cluster) -> list[dict]:
     """What a prediction takes from the cluster, one {"part", "value"} each."""
     from fabriclab.fabric.cluster import cluster_gpu
+    from fabriclab.nccl.features import feature_lines
     from fabriclab.plan.llm.cluster import pcie_cap
 
     s, n, lib, gpu = cluster.server, cluster.network, cluster.library, cluster_gpu(cluster)
@@ -61,6 +62,7 @@ def cluster_rows(cluster) -> list[dict]:
                              f"a direction"),
             ("network", f"{n.fabric}, bisection {n.bisection:g}, {n.leaf_ports} ports per leaf"),
             ("library", f"{lib.name} {lib.nccl_version}, {lib.num_channels} channels"),
+            *(("", line) for line in feature_lines(cluster)),
             ("source", cluster.description or "-")]
     cap = pcie_cap(cluster)
     if cap:
