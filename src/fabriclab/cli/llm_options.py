@@ -23,7 +23,7 @@ ModelOption = Annotated[str, typer.Option(
     help="A built-in LLM (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3; "
          "`fabriclab models` lists them) or a HuggingFace-style config.json.")]
 GpusOption = Annotated[str, typer.Option("--gpus", metavar="N", help="GPUs of the job (= TP x PP x CP x DP).")]
-TpOption = Annotated[str, typer.Option("--tp", metavar="N", help="Tensor-parallel ranks (inside a server).")]
+TpOption = Annotated[str, typer.Option("--tp", metavar="N", help="Tensor-parallel ranks (inside an NVLink domain: a server, or an NVL72 rack).")]
 PpOption = Annotated[str, typer.Option("--pp", metavar="N", help="Pipeline stages.")]
 VpOption = Annotated[str, typer.Option("--vp", metavar="N", help="Virtual stages per pipeline rank "
                                                                  "(interleaved 1F1B when > 1).")]
@@ -89,6 +89,22 @@ NicRateOption = Annotated[Optional[str], typer.Option(
 DomainGpusOption = Annotated[Optional[str], typer.Option(
     "--domain-gpus", metavar="N", help="GPUs the job uses of each NVLink domain that spans trays, whole trays (64 "
                                        "of an NVL72's 72); default: whole domains where they divide --gpus.")]
+
+
+CalibratedOption = Annotated[Optional[str], typer.Option(
+    "--calibrated", metavar="FILE", help="A cluster file `calibrate step` wrote on another machine kind: its "
+                                         "scale on the kernel model carries to these GPUs (cross-machine "
+                                         "prediction).")]
+
+
+def calibrated_cluster(cluster, calibrated: str | None):
+    """The cluster with the compute scale of the `--calibrated` file (`whatif.llm.run.carry_calibration`)."""
+    if calibrated is None:
+        return cluster
+    from fabriclab.cli.options import load_cluster_option
+    from fabriclab.whatif.llm.run import carry_calibration
+
+    return carry_calibration(cluster, load_cluster_option(calibrated, "--calibrated"))
 
 
 def vary_cluster_options(cluster, fabric: str | None, bisection: str | None, nic_rate: str | None,

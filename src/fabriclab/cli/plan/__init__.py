@@ -30,7 +30,7 @@ from fabriclab.cli.options import PRESET_NAMES, load_cluster_option, parse_bisec
 from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
 from fabriclab.cli.nic_options import NicOption, NicsPerServerOption, RadixOption, RailsOption, swap_nic
 from fabriclab.cli.plan.llm import (ClustersOption, EfficiencyOption, EpBoundOption, ExhaustiveOption, GbsOption,
-                                    MaxConfigsOption, MemoryReserveOption, NicRatesOption, PlanGradDtypeOption,
+                                    MaxConfigsOption, MemoryReserveOption, NicRatesOption, PlanCalibratedOption, PlanGradDtypeOption,
                                     PpBoundOption, PrecisionOption, SeqOption, TpBoundOption, ZeroBoundOption,
                                     check_cnn_options, run_llm)
 from fabriclab.units import parse_int_list, parse_time
@@ -143,7 +143,7 @@ def plan(
     exhaustive: ExhaustiveOption = False, tp: TpBoundOption = None, pp: PpBoundOption = None,
     ep: EpBoundOption = None, zero: ZeroBoundOption = None, efficiency: EfficiencyOption = None,
     grad_dtype: PlanGradDtypeOption = None, memory_reserve: MemoryReserveOption = None,
-    scheduler: SchedulerOption = None, processes: ProcessesOption = None, resume: ResumeOption = False,
+    calibrated: PlanCalibratedOption = None, scheduler: SchedulerOption = None, processes: ProcessesOption = None, resume: ResumeOption = False,
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR",
                                        help="Write the plot (scaling factor vs cost) and the rows here (LLM: the "
                                             "record and every simulated configuration)."),

@@ -25,7 +25,8 @@ import typer
 from rich.table import Table
 
 from fabriclab.cli.common import Output, split_list
-from fabriclab.cli.llm_options import GradDtypeOption, MemoryReserveOption, memory_options, parse_share
+from fabriclab.cli.llm_options import (CalibratedOption, GradDtypeOption, MemoryReserveOption, calibrated_cluster,
+                                       memory_options, parse_share)
 from fabriclab.cli.options import load_cluster_option, parse_bisection, parse_count
 
 ClustersOption = Annotated[Optional[str], typer.Option(
@@ -59,12 +60,13 @@ PpBoundOption = _bound_option("pp", "pipeline stages")
 EpBoundOption = _bound_option("ep", "expert-parallel sizes")
 ZeroBoundOption = _bound_option("zero", "ZeRO stages (0-3)")
 PlanGradDtypeOption = Annotated[Optional[str], GradDtypeOption.__metadata__[0]]
+PlanCalibratedOption = CalibratedOption
 EfficiencyOption = Annotated[Optional[str], typer.Option(
     "--efficiency", metavar="SHARE", help="With an LLM: share of peak every matrix reaches, e.g. 0.45 (default: "
     "each cluster's calibration, else its kernel model).")]
 
 LLM_ONLY = ("clusters", "nic_rates", "gbs", "seq", "precision", "max_configs", "tp", "pp", "ep", "zero",
-            "efficiency", "grad_dtype", "memory_reserve")
+            "efficiency", "grad_dtype", "memory_reserve", "calibrated")
 # CNN-only options and their defaults: given otherwise with an LLM, they are an error, not silently ignored
 CNN_ONLY = {"gpus_per_server": None, "levels": None, "algo": None, "hosts_per_leaf": None, "placement": "linear",
             "fusion": "time-or-size", "target": None, "iteration_time": None, "radix": None,
@@ -108,7 +110,8 @@ def llm_request(o: dict):
                        "--clusters")
     return LlmPlanRequest(
         model=o["model"].strip(),
-        clusters=tuple((n, load_cluster_option(n, "--clusters")) for n in dict.fromkeys(names)),
+        clusters=tuple((n, calibrated_cluster(load_cluster_option(n, "--clusters"), o["calibrated"]))
+                       for n in dict.fromkeys(names)),
         gpus=tuple(parse_int_list(o["gpus"] or "1024", minimum=1, maximum=MAX_LLM_GPUS, what="GPU counts")),
         nic_rates_Bps=_rates(o["nic_rates"]),
         fabrics=() if o["fabrics"] is None else tuple(dict.fromkeys(split_list(o["fabrics"], "--fabrics"))),

@@ -21,7 +21,8 @@ from rich.table import Table
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_path,
                                   check_trace_prefix, user_errors)
 from fabriclab.cli.llm_options import (AttentionOption, BisectionOption, CpOption, EpOption, EpOverlapOption,
-                                       DomainGpusOption, FabricOption, GpuSpreadOption,
+                                       CalibratedOption, DomainGpusOption, FabricOption, GpuSpreadOption,
+                                       calibrated_cluster,
                                        FsdpUnitOption, GbsOption, GpusOption, NicRateOption, vary_cluster_options,
                                        LlmJob, MbsOption, ModelOption, OrderOption, PpOption, PrecisionOption,
                                        RecomputeOption, SeqOption, ShardGroupOption, SpOption, TpOption,
@@ -145,7 +146,7 @@ def register(app: typer.Typer) -> None:
                 attention: AttentionOption = "flash", gpu_spread: GpuSpreadOption = None,
                 grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None,
                 fabric: FabricOption = None, bisection: BisectionOption = None, nic_rate: NicRateOption = None,
-                domain_gpus: DomainGpusOption = None,
+                domain_gpus: DomainGpusOption = None, calibrated: CalibratedOption = None,
                 per_stage: bool = typer.Option(False, "--per-stage", help="Also every pipeline stage's split."),
                 efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Run every matrix at this "
                                                          "share of peak, e.g. 0.45 (default: each kernel by "
@@ -172,8 +173,8 @@ def register(app: typer.Typer) -> None:
         check_trace_prefix(chakra, "--chakra")
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
                                   recompute, precision, order, attention)
-        the_cluster = vary_cluster_options(load_cluster_option(cluster or "dgx-h100"), fabric, bisection, nic_rate,
-                                           domain_gpus)
+        the_cluster = calibrated_cluster(vary_cluster_options(load_cluster_option(cluster or "dgx-h100"), fabric,
+                                                              bisection, nic_rate, domain_gpus), calibrated)
         options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap, gpu_spread)
         kwargs = {"options": options, "efficiency": _share(efficiency),
                   "memory_options": memory_options(grad_dtype, memory_reserve)}
@@ -189,7 +190,7 @@ def register(app: typer.Typer) -> None:
         config = {"cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap, "fsdp_unit": options.fsdp_unit,
                   "shard_group": options.shard_group, "ep_overlap": ep_overlap, "gpu_spread": options.gpu_spread,
                   "grad_dtype": grad_dtype, "fabric": fabric, "bisection": bisection, "nic_rate": nic_rate,
-                  "domain_gpus": domain_gpus, "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes}
+                  "domain_gpus": domain_gpus, "calibrated": calibrated, "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes}
         _save(out, job, config, answer, {"stages": per, "bandwidth_sweep": sweep, "busiest_links": links,
                                          "trace": events})
 

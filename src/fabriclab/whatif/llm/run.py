@@ -246,3 +246,19 @@ def with_efficiency(cluster: ClusterModel, precision: str, value: float, source:
     efficiency = {k: v for k, v in compute.efficiency.items() if k != precision}  # the scale supersedes it
     return replace(cluster, compute=replace(compute, scale={**compute.scale, precision: value},
                                             efficiency=efficiency, efficiency_source=source))
+
+
+def carry_calibration(cluster: ClusterModel, calibrated: ClusterModel) -> ClusterModel:
+    """`cluster` with the compute scales `calibrate step` stored in `calibrated`, a cluster file of another
+    machine kind: the share of its kernels' own speed a framework's step keeps is taken to carry to this
+    cluster's GPUs, whose kernels keep their own model (`fabric/kernels.py`). A ValueError when `calibrated`
+    holds no such scale."""
+    compute = calibrated.compute
+    if compute is None or not compute.scale:
+        raise ValueError(f"--calibrated {calibrated.name}: the file holds no compute scale; write one with "
+                         f"`fabriclab calibrate step --cluster ... --out FILE` (a flat --efficiency does not carry "
+                         f"across GPUs)")
+    where = f"carried from {calibrated.name} ({compute.efficiency_source or 'its cluster file'})"
+    for precision, value in compute.scale.items():
+        cluster = with_efficiency(cluster, precision, value, where)
+    return cluster
