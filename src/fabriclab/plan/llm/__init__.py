@@ -405,7 +405,7 @@ def _no_rows(rows: list, unfit: list, model: str, bounds: SearchBounds) -> None:
         return
     if bounds.describe() and not any(u["num_enumerated"] for u in unfit):
         raise ValueError(f"{model}: no parallel configuration the frameworks allow has {bounds.describe()} at "
-                         f"these GPU counts (TP 1, 2, 4 or 8 within a server, PP up to 32, EP dividing the "
+                         f"these GPU counts (TP 1, 2, 4, 8 (up to 72 in an NVLink domain) dividing the heads, PP up to 32, EP dividing the "
                          f"experts): widen them")
     if not any(u["smallest_parallel"] for u in unfit):
         raise ValueError(f"{model}: no parallel configuration divides these GPU counts with this global batch: "

@@ -178,13 +178,15 @@ def _check_servers(par: ParallelConfig, cluster: ClusterModel) -> None:
         raise ValueError(f"--gpus {par.num_gpus} --tp {par.tp} on NVLink domains of {g} GPUs ({cluster.name}): tensor "
                          f"parallelism stays inside an NVLink domain (a server, or an NVL72 rack), so a TP group must "
                          f"not straddle two; use a --tp that divides {g} "
-                         f"({', '.join(str(d) for d in range(1, g + 1) if g % d == 0)}), the rest goes to DP")
+                         f"({', '.join(str(d) for d in range(1, g + 1) if g % d == 0)}), the rest goes to DP"
+                         + ("; or --domain-gpus 64, 64 of each NVL72 rack's 72, for powers of two" if g == 72 else ""))
     uneven = par.uneven_group(g)
     if uneven is not None:
         name, group, servers, most = uneven
         shown = ", ".join(map(str, group[:4])) + (f", ..., {group[-1]}" if len(group) > 4 else "")
+        article = "an" if name[0] in "aeiou" else "a"
         raise ValueError(f"--gpus {par.num_gpus} as {par.describe().split(' (')[0]} on servers of {g} GPUs "
-                         f"({cluster.name}): a {name} group of {len(group)} GPUs (ranks {shown}) spans {servers} "
+                         f"({cluster.name}): {article} {name} group of {len(group)} GPUs (ranks {shown}) spans {servers} "
                          f"servers with up to {most} in one, unlike the other groups or not a multiple of {most}, so "
                          f"its collectives cannot be costed server by server; choose sizes whose groups fill whole "
                          f"servers or stay in one (e.g. powers of two on servers of {g}; on NVL72 racks "
