@@ -46,13 +46,21 @@ def test_names_as_nccl_tests_prints_them(gpu_name, preset):
     assert gpu_for_name(gpu_name) == gpu_preset(preset)
 
 
+def test_blackwell_names_each_find_their_own_part():
+    # GB200 / GB300 run at 1.2-1.4 kW: 2.5 PFLOP/s dense BF16 against HGX B200 / B300's 2.25 (data sheets)
+    assert gpu_for_name("NVIDIA GB200").name == "GB200-B200-186GB"
+    assert gpu_for_name("NVIDIA GB300").peak_flops["bf16"] == 2.5e15
+    assert gpu_for_name("NVIDIA B300 SXM6 AC").memory_bytes == 288e9
+    assert gpu_for_name("NVIDIA B200").peak_flops["bf16"] == 2.25e15
+
+
 def test_v100_16gb_and_unknown_names():
     v100 = gpu_for_name("Tesla V100-SXM2-16GB")
     assert v100.memory_bytes == 16e9 and v100.peak_flops == gpu_preset("v100").peak_flops
     # bf16 on a V100 is its fp16 tensor rate (Volta has no bf16): a bf16 roofline still runs there
     assert gpu_for_name("Tesla V100-PCIE-32GB").peak_flops["bf16"] == 112e12
     for name in ("GPU", "CPU", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA GH200 480GB",
-                 "NVIDIA GB200", "NVIDIA A100 80GB PCIe", "Tesla V100S-PCIE-32GB", "NVIDIA L40S", ""):
+                 "NVIDIA A100 80GB PCIe", "Tesla V100S-PCIE-32GB", "NVIDIA L40S", ""):
         assert gpu_for_name(name) is None, name
 
 

@@ -70,7 +70,7 @@ def test_whatif_names_the_users_numbers_when_tp_straddles_servers():
     from fabriclab.whatif.llm.run import simulate_llm
 
     spec, cluster = load_model("gpt3-175b"), cluster_preset("dgx-h100")
-    with pytest.raises(ValueError, match=r"--gpus 24 --tp 3 on servers of 8 GPUs \(dgx-h100\).*divides 8"):
+    with pytest.raises(ValueError, match=r"--gpus 24 --tp 3 on NVLink domains of 8 GPUs \(dgx-h100\).*divides 8"):
         simulate_llm(spec, ParallelConfig(num_gpus=24, tp=3, gbs=24, seq=2049, sequence_parallel=False), cluster)
     with pytest.raises(ValueError, match="--gpus 96 as TP2 PP8 CP1 DP6 on servers of 8 GPUs .* a dp group of 6"):
         simulate_llm(spec, ParallelConfig(num_gpus=96, tp=2, pp=8, gbs=96, seq=2048), cluster)

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from fabriclab.fabric.presets import cluster_preset
-from fabriclab.whatif.llm.run import calibrate_efficiency, carry_calibration, simulate_llm, with_efficiency
+from fabriclab.whatif.llm.run import (calibrate_efficiency, carry_calibration, domain_worth, simulate_llm,
+                                      with_efficiency)
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import load_model
 
@@ -20,6 +21,8 @@ def test_tp_up_to_the_domain_on_nvl72_and_refused_past_a_server_on_hgx():
                           cluster_preset("gb200-nvl72"))
     assert answer.result_shapes["tp"].num_servers == 1  # the TP group of 24 is inside one domain
     assert "fill 2 NVLink domains of 72" in answer.placement
+    worth = domain_worth(spec, answer.par, cluster_preset("gb200-nvl72"), answer)
+    assert worth["step_time_s"] is None and "--tp 24" in worth["why"]  # no such layout with domains of 8
     with pytest.raises(ValueError, match=r"--tp 16 on NVLink domains of 72 .*--domain-gpus 64"):
         simulate_llm(spec, ParallelConfig(num_gpus=144, tp=16, pp=9, gbs=288, seq=2048), cluster_preset("gb200-nvl72"))
     from fabriclab.fabric.domains import with_domain_gpus
@@ -41,6 +44,9 @@ def test_expert_parallel_all_to_all_stays_on_nvlink_inside_a_rack():
     assert rack.result_shapes["ep"].num_servers == 1 and hgx.result_shapes["ep"].num_servers == 8
     assert hgx.result.split_s["ep"] > 5 * rack.result.split_s["ep"]
     assert rack.step_time_s < hgx.step_time_s
+    # the same racks with the NVLink cut at 8 GPUs: the domain, not the GPU, buys the difference
+    worth = domain_worth(spec, par, cluster_preset("gb200-nvl72"), rack)
+    assert worth["gain"] > 0.5 and worth["split_s"]["ep"] > 5 * rack.result.split_s["ep"]
 
 
 def test_groups_unlike_rank_0_s_on_domains_of_72_are_refused_with_the_way_out():

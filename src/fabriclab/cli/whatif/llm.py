@@ -105,6 +105,25 @@ def print_stages(out: Output, answer) -> list[dict]:
     return rows
 
 
+def _domain_worth(out: Output, job: LlmJob, cluster, answer, kwargs: dict) -> dict | None:
+    """One line on what the NVLink domain across trays buys: the same job with domains of 8, as HGX."""
+    from fabriclab.whatif.llm.run import domain_worth
+
+    worth = domain_worth(job.spec, job.par, cluster, answer, **kwargs)
+    if worth is None:
+        return None
+    if worth["step_time_s"] is None:
+        _note(out, f"NVLink domain: this layout needs it; with domains of {worth['domain_gpus']} GPUs (as HGX) "
+                   f"it cannot run: {worth['why']}")
+        return worth
+    exposed = {k: worth["split_s"][k] - answer.result.split_s[k] for k in ("tp", "cp", "ep", "pp", "dp")}
+    most = max(exposed, key=lambda k: abs(exposed[k]))
+    _note(out, f"NVLink domain: the same job with domains of {worth['domain_gpus']} GPUs (as HGX, same GPUs and "
+               f"NICs) takes {worth['step_time_s']:.4g} s, {worth['gain']:+.1%}: the domain buys that, most in "
+               f"{most.upper()} ({exposed[most]:+.3g} s exposed)")
+    return worth
+
+
 def _sweep(out: Output, job: LlmJob, cluster, bandwidths: list[float], kwargs: dict) -> list[dict]:
     from dataclasses import replace
 
@@ -182,6 +201,7 @@ def register(app: typer.Typer) -> None:
         answer = simulate_llm(job.spec, job.par, the_cluster, **kwargs)
         graphs = _export(answer) if chakra is not None else None  # refused before anything is printed
         print_answer(out, answer)
+        worth = _domain_worth(out, job, the_cluster, answer, kwargs)
         per = print_stages(out, answer) if per_stage else [
             {"stage": s, **split} for s, split in enumerate(answer.result.split_by_stage)]
         sweep = _sweep(out, job, the_cluster, _rates(bandwidth), kwargs) if bandwidth else []
@@ -192,7 +212,7 @@ def register(app: typer.Typer) -> None:
                   "grad_dtype": grad_dtype, "fabric": fabric, "bisection": bisection, "nic_rate": nic_rate,
                   "domain_gpus": domain_gpus, "calibrated": calibrated, "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes}
         _save(out, job, config, answer, {"stages": per, "bandwidth_sweep": sweep, "busiest_links": links,
-                                         "trace": events})
+                                         "trace": events, "domain_worth": worth})
 
 
 def _save(out: Output, job, config: dict, answer, extra: dict) -> None:

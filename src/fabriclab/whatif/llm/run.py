@@ -264,3 +264,23 @@ def carry_calibration(cluster: ClusterModel, calibrated: ClusterModel) -> Cluste
     for precision, value in compute.scale.items():
         cluster = with_efficiency(cluster, precision, value, where)
     return cluster
+
+
+def domain_worth(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, answer: LlmAnswer, *,
+                 options: StepOptions = StepOptions(), efficiency: float | None = None,
+                 memory_options: MemoryOptions = MemoryOptions(), hgx_gpus: int = 8) -> dict | None:
+    """What a cluster's NVLink domain across trays buys this job: the same job on the same GPUs, NICs and
+    network with the domain cut to `hgx_gpus` (an HGX server's 8), beside `answer`. None when the cluster's
+    domain is its server; `step_time_s` None with `why` when the job cannot run on the smaller domains."""
+    from fabriclab.fabric.domains import spans_servers
+
+    if not spans_servers(cluster) or cluster.server.gpus_per_server > hgx_gpus:
+        return None
+    cut = replace(cluster, name=f"{cluster.name} cut to {hgx_gpus}",
+                  server=replace(cluster.server, gpus_per_domain=hgx_gpus, domain_gpus_used=0))
+    try:
+        other = simulate_llm(spec, par, cut, options=options, efficiency=efficiency, memory_options=memory_options)
+    except ValueError as exc:
+        return {"domain_gpus": hgx_gpus, "step_time_s": None, "why": str(exc)}
+    return {"domain_gpus": hgx_gpus, "step_time_s": other.step_time_s,
+            "gain": other.step_time_s / answer.step_time_s - 1, "split_s": other.result.split_s}
