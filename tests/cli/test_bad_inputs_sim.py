@@ -167,7 +167,7 @@ CASES = [
      "20 attention heads and 20 key/value heads must split over --tp 8", 2),
     (("whatif", "llm", "--model", "{tmp}/moe-keys.json"), "no expert count is given", 2),
     (("whatif", "llm", "--model", "gpt3-175b", "--gpus", "24", "--tp", "3", "--seq", "2049", "--no-sequence-parallel"),
-     "--gpus 24 --tp 3 on servers of 8 GPUs", 2),
+     "--gpus 24 --tp 3 on NVLink domains of 8 GPUs", 2),
     (("whatif", "llm", "--gpus", "96", "--tp", "2", "--pp", "8"), "a dp group of 6 GPUs", 2),
     (("calibrate", "step", "--model", "llama3-70b", "--gpus", "8", "--tp", "8", "--gbs", "8", "--step-time", "10s",
       "--out", "{tmp}/c.json"), "does not fit: needs", 2),

@@ -33,6 +33,7 @@ RUNS: list[tuple[str, list[str]]] = [
                         "--seq", "2048", "--step-time", "2.5s", "--out", "{tmp}/h100-step.json"]),
     ("calibrate kernels", ["--out", "{tmp}/h100-kernels.json"]),
     ("cluster show", ["dgx-h100", "--nic-rate", "800Gbps"]),
+    ("cluster list", []),
     ("cluster export", ["dgx-h100", "--out", "{tmp}/dgx-h100.json"]),
     ("models", []),
     ("models", ["resnet50", "--format", "csv"]),

@@ -28,7 +28,8 @@ from typing import Annotated
 import typer
 
 from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, check_output_path, user_errors
-from fabriclab.cli.llm_options import (AttentionOption, CpOption, EpOption, EpOverlapOption, FsdpUnitOption,
+from fabriclab.cli.llm_options import (AttentionOption, CpOption, DomainGpusOption, EpOption, EpOverlapOption,
+                                       FsdpUnitOption, vary_cluster_options,
                                        GpuSpreadOption, GpusOption, GradDtypeOption, LlmJob, MbsOption, MemoryReserveOption, ModelOption,
                                        OrderOption, PpOption, PrecisionOption, RecomputeOption, SeqOption,
                                        ShardGroupOption, SpOption, TpOption, TpOverlapOption, VpOption, ZeroOption,
@@ -69,7 +70,7 @@ def register(app: typer.Typer) -> None:
                  shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False,
                  attention: AttentionOption = "flash", gpu_spread: GpuSpreadOption = None,
                  grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None,
-                 fmt: FormatOption = None, json_path: JsonOption = None,
+                 domain_gpus: DomainGpusOption = None, fmt: FormatOption = None, json_path: JsonOption = None,
                  store: StoreOption = None) -> None:
         """Store the compute scale that makes the simulated step last the measured time.
 
@@ -84,7 +85,7 @@ def register(app: typer.Typer) -> None:
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
                                   recompute, precision, order, attention)
         seconds = parse_time(step_time)
-        the_cluster = load_cluster_option(cluster or "dgx-h100")
+        the_cluster = vary_cluster_options(load_cluster_option(cluster or "dgx-h100"), None, None, None, domain_gpus)
         options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap, gpu_spread)
         mem_options = memory_options(grad_dtype, memory_reserve)
         fit = job.check_memory(the_cluster, options.shard_group, mem_options)

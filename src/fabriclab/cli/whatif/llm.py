@@ -207,12 +207,16 @@ def register(app: typer.Typer) -> None:
         sweep = _sweep(out, job, the_cluster, _rates(bandwidth), kwargs) if bandwidth else []
         links = print_links(out, answer)
         events = _write_files(out, answer, trace, (chakra, graphs), stages)
-        config = {"cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap, "fsdp_unit": options.fsdp_unit,
-                  "shard_group": options.shard_group, "ep_overlap": ep_overlap, "gpu_spread": options.gpu_spread,
-                  "grad_dtype": grad_dtype, "fabric": fabric, "bisection": bisection, "nic_rate": nic_rate,
-                  "domain_gpus": domain_gpus, "calibrated": calibrated, "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes}
+        config = {"cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap, "ep_overlap": ep_overlap,
+                  **_options_config(options), "grad_dtype": grad_dtype, "fabric": fabric, "bisection": bisection,
+                  "nic_rate": nic_rate, "domain_gpus": domain_gpus, "calibrated": calibrated, "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes}
         _save(out, job, config, answer, {"stages": per, "bandwidth_sweep": sweep, "busiest_links": links,
                                          "trace": events, "domain_worth": worth})
+
+
+def _options_config(options) -> dict:
+    """The step options a record keeps."""
+    return {"fsdp_unit": options.fsdp_unit, "shard_group": options.shard_group, "gpu_spread": options.gpu_spread}
 
 
 def _save(out: Output, job, config: dict, answer, extra: dict) -> None:
