@@ -131,29 +131,28 @@ def dgx_h100_campus() -> ClusterModel:
                                f"{CAMPUS_LATENCY_S * 1e6:.0f} us")
 
 
+def _nvswitch_preset(name: str, gpu_key: str, gpus: int, nvlink: str, nic: str, pcie: str, leaf_ports: int,
+                     generation: str, what: str, suffix: str = "") -> ClusterModel:
+    """A server of `gpus` GPUs on NVSwitch with a NIC per GPU, rail-optimised, with CURRENT_NCCL's constants."""
+    gpu = gpu_preset(gpu_key)
+    cluster = prior_cluster(gpus_per_server=gpus, gpu_name=gpu.name, intra_link=link_preset(nvlink),
+                            nic=link_preset(nic), pcie=link_preset(pcie), name=name,
+                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=leaf_ports,
+                            nccl_version=CURRENT_NCCL, compute=ComputeSpec(gpu=gpu),
+                            description=f"preset: {what}, rail-optimised; NCCL {CURRENT_NCCL}'s own constants{suffix}")
+    return _current_nccl(cluster, generation)
+
+
 def hgx_h200() -> ClusterModel:
     """NVIDIA HGX H200: 8 H200-SXM-141GB, NVSwitch (NVLink 4), 8 x NDR, rail-optimised."""
-    gpu = gpu_preset("h200")
-    cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-H100"),
-                            nic=link_preset("NDR"), pcie=link_preset("PCIe5x16"), name="hgx-h200",
-                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
-                            compute=ComputeSpec(gpu=gpu),
-                            description=f"preset: NVIDIA HGX H200 (8 H200-SXM-141GB, NVSwitch NVLink 4, 8 x NDR), "
-                                        f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
-    return _current_nccl(cluster, "hopper")
+    return _nvswitch_preset("hgx-h200", "h200", 8, "NVLink-H100", "NDR", "PCIe5x16", 32, "hopper",
+                            "NVIDIA HGX H200 (8 H200-SXM-141GB, NVSwitch NVLink 4, 8 x NDR)")
 
 
 def hgx_b200() -> ClusterModel:
     """NVIDIA HGX B200 with 800G NICs: 8 B200, NVSwitch (NVLink 5), 8 x XDR, PCIe 5.0, rail-optimised."""
-    gpu = gpu_preset("b200")
-    cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-B200"),
-                            nic=link_preset("XDR"), pcie=link_preset("PCIe5x16"), name="hgx-b200",
-                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=32, nccl_version=CURRENT_NCCL,
-                            compute=ComputeSpec(gpu=gpu),
-                            description=f"preset: NVIDIA HGX B200 (8 B200-SXM-180GB, NVSwitch NVLink 5, 8 x XDR "
-                                        f"800 Gb/s behind PCIe 5.0), rail-optimised; NCCL {CURRENT_NCCL}'s own "
-                                        f"constants")
-    return _current_nccl(cluster, "blackwell")
+    return _nvswitch_preset("hgx-b200", "b200", 8, "NVLink-B200", "XDR", "PCIe5x16", 32, "blackwell",
+                            "NVIDIA HGX B200 (8 B200-SXM-180GB, NVSwitch NVLink 5, 8 x XDR 800 Gb/s behind PCIe 5.0)")
 
 
 def dgx_h200() -> ClusterModel:
@@ -164,15 +163,9 @@ def dgx_h200() -> ClusterModel:
 
 def hgx_b300() -> ClusterModel:
     """NVIDIA HGX B300: 8 B300, NVSwitch (NVLink 5), 8 x ConnectX-8 XDR on PCIe 6.0, rail-optimised."""
-    gpu = gpu_preset("b300")
-    cluster = prior_cluster(gpus_per_server=8, gpu_name=gpu.name, intra_link=link_preset("NVLink-B200"),
-                            nic=link_preset("XDR"), pcie=link_preset("PCIe6x16"), name="hgx-b300",
-                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=72, nccl_version=CURRENT_NCCL,
-                            compute=ComputeSpec(gpu=gpu),
-                            description=f"preset: NVIDIA HGX B300 (8 B300-SXM-288GB, NVSwitch NVLink 5, 8 x "
-                                        f"ConnectX-8 XDR 800 Gb/s on PCIe 6.0), rail-optimised; NCCL "
-                                        f"{CURRENT_NCCL}'s own constants")
-    return _current_nccl(cluster, "blackwell")
+    return _nvswitch_preset("hgx-b300", "b300", 8, "NVLink-B200", "XDR", "PCIe6x16", 72, "blackwell",
+                            "NVIDIA HGX B300 (8 B300-SXM-288GB, NVSwitch NVLink 5, 8 x ConnectX-8 XDR 800 Gb/s on "
+                            "PCIe 6.0)")
 
 
 # An NVL72 rack: 18 compute trays of 4 GPUs in one NVLink domain of 72 (GB200 / GB300 NVL72 product pages).
@@ -181,14 +174,10 @@ NVL72_DOMAIN_GPUS = 72
 
 
 def _nvl72(name: str, gpu_key: str, nic: str, pcie: str, leaf_ports: int, what: str) -> ClusterModel:
-    gpu = gpu_preset(gpu_key)
-    cluster = prior_cluster(gpus_per_server=NVL72_TRAY_GPUS, gpu_name=gpu.name, intra_link=link_preset("NVLink-B200"),
-                            nic=link_preset(nic), pcie=link_preset(pcie), name=name,
-                            memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, leaf_ports=leaf_ports,
-                            nccl_version=CURRENT_NCCL, compute=ComputeSpec(gpu=gpu),
-                            description=f"preset: {what}, one NVLink 5 domain of {NVL72_DOMAIN_GPUS} GPUs "
-                                        f"({NVL72_DOMAIN_GPUS // NVL72_TRAY_GPUS} trays of {NVL72_TRAY_GPUS}), "
-                                        f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants (multi-node NVLink)")
+    cluster = _nvswitch_preset(name, gpu_key, NVL72_TRAY_GPUS, "NVLink-B200", nic, pcie, leaf_ports, "blackwell",
+                               f"{what}, one NVLink 5 domain of {NVL72_DOMAIN_GPUS} GPUs "
+                               f"({NVL72_DOMAIN_GPUS // NVL72_TRAY_GPUS} trays of {NVL72_TRAY_GPUS})",
+                               " (multi-node NVLink)")
     # Ring channels follow a GPU's NVLinks (18 per GPU on Hopper and Blackwell, NVIDIA/nccl#1429), not its NICs:
     # as on an 8-GPU HGX of the same NVLink generation, 16 (the prior's 2 per NIC counts a tray's 4 NICs only).
     cluster = replace(cluster, server=replace(cluster.server, gpus_per_domain=NVL72_DOMAIN_GPUS),
