@@ -59,3 +59,19 @@ def test_the_bandwidth_sweep_marks_the_rates_pcie_caps(tmp_path):
     assert "800*" in done.stdout and "* 800 Gb/s: the GPU-to-NIC PCIe path" in done.stdout
     sweep = json.loads((tmp_path / "r.json").read_text())["results"]["bandwidth_sweep"]
     assert [r["pcie_cap"] is not None for r in sweep] == [False, True]
+
+
+def test_list_shows_every_preset_with_its_domain_nics_and_price(tmp_path):
+    out = tmp_path / "list.json"
+    done = fabriclab("cluster", "list", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80
+    rows = {r["preset"]: r for r in json.loads(out.read_text())["results"]}
+    from fabriclab.fabric.presets import PRESETS
+
+    assert set(rows) == set(PRESETS)
+    nvl = rows["gb300-nvl72"]
+    assert (nvl["gpus_per_server"], nvl["gpus_per_domain"], nvl["nic_Gbps"], nvl["price_kind"]) == (4, 72, 800, "estimate")
+    assert rows["dgx-h100"]["price_kind"] == "listing" and rows["tx-gaia-opa"]["usd_per_gpu"] is None
+    shown = fabriclab("cluster", "show", "gb200-nvl72")
+    assert "72 GPUs (18 servers of 4, one node to NCCL from 2.20)" in " ".join(shown.stdout.split())

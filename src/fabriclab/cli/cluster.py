@@ -104,7 +104,7 @@ def list_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: Stor
     rows = preset_rows()
     table = Table(title="cluster presets (fabriclab cluster show NAME: every number and its source)",
                   title_justify="left")
-    for col in ("preset", "GPU", "srv", "NVL", "NICs/GPU", "NIC Gb/s", "NCCL", "$/GPU"):
+    for col in ("preset", "GPU", "srv", "NVL", "NIC/GPU", "Gb/s", "NCCL", "$/GPU"):
         table.add_column(col, justify="left" if col in ("preset", "GPU", "NCCL") else "right")
     for r in rows:
         usd = "-" if r["usd_per_gpu"] is None else f"{r['usd_per_gpu']:,.0f}" + ("*" if r["price_kind"] == "estimate"
@@ -112,7 +112,8 @@ def list_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: Stor
         table.add_row(r["preset"], r["gpu"], str(r["gpus_per_server"]), str(r["gpus_per_domain"]),
                       f"{r['nics_per_gpu']:g}", f"{r['nic_Gbps']:g}", r["nccl"], usd)
     out.table(table)
-    out.note(textwrap.fill("srv: GPUs per server (compute tray); NVL: GPUs per NVLink domain; $/GPU: the server (an "
+    out.note(textwrap.fill("srv: GPUs per server (compute tray); NVL: GPUs per NVLink domain; Gb/s: per NIC; "
+                           "$/GPU: the server (an "
                            "NVL72: the rack) per GPU that plan charges, * an estimate (plan/prices.py gives each "
                            "basis)", width=80, subsequent_indent="  "))
     out.record("cluster.list", {}, rows)
