@@ -66,7 +66,11 @@ def test_list_shows_every_preset_with_its_domain_nics_and_price(tmp_path):
     done = fabriclab("cluster", "list", "--json", str(out))
     assert done.returncode == 0, done.stderr
     assert max(len(line) for line in done.stdout.splitlines()) <= 80
-    rows = {r["preset"]: r for r in json.loads(out.read_text())["results"]}
+    results = json.loads(out.read_text())["results"]
+    rows = {r["preset"]: r for r in results["presets"]}
+    nics = {r["fabric"]: r for r in results["nics"]}
+    assert {"NDR", "400GbE", "XDR", "800GbE", "1600GbE"} <= set(nics) and nics["1600GbE"]["estimate"]
+    assert nics["1600GbE"]["Gbps"] == 1600 and nics["1600GbE"]["nic"] > nics["XDR"]["nic"] > nics["NDR"]["nic"]
     from fabriclab.fabric.presets import PRESETS
 
     assert set(rows) == set(PRESETS)

@@ -116,7 +116,32 @@ def list_cmd(fmt: FormatOption = None, json_path: JsonOption = None, store: Stor
                            "$/GPU: the server (an "
                            "NVL72: the rack) per GPU that plan charges, * an estimate (plan/prices.py gives each "
                            "basis)", width=80, subsequent_indent="  "))
-    out.record("cluster.list", {}, rows)
+    nics = nic_rows()
+    table = Table(title="NICs a plan prices (--nic-rates; plan/prices.py: each price's source)", title_justify="left")
+    for col in ("fabric", "Gb/s", "NIC $", "port $", "cable $", "optics $"):
+        table.add_column(col, justify="left" if col == "fabric" else "right")
+    for r in nics:
+        star = "*" if r["estimate"] else ""
+        table.add_row(r["fabric"], f"{r['Gbps']:g}", *(f"{r[k]:,.0f}{star}" for k in ("nic", "switch_port", "host_cable",
+                                                                                     "switch_cable")))
+    out.table(table)
+    out.note("* an estimate; the others are the shipped table's own round figures or listings")
+    out.record("cluster.list", {}, {"presets": rows, "nics": nics})
+
+
+def nic_rows() -> list[dict]:
+    """The priced fabrics from 400 Gb/s up (the shipped table and its 800G and 1.6T estimates)."""
+    from fabriclab.fabric.links import link_preset
+    from fabriclab.plan.prices import EXTRA_FABRIC_PRICES, load_prices
+
+    priced = {**load_prices().fabrics, **EXTRA_FABRIC_PRICES}
+    rows = []
+    for name, prices in priced.items():
+        rate = link_preset(name).bandwidth_Bps * 8 / 1e9
+        if rate >= 400:
+            rows.append({"fabric": name, "Gbps": rate, "estimate": prices.nic.source.startswith("estimate"),
+                         **{k: getattr(prices, k).usd for k in ("nic", "switch_port", "host_cable", "switch_cable")}})
+    return sorted(rows, key=lambda r: (r["Gbps"], r["fabric"]))
 
 
 @app.command("show")
