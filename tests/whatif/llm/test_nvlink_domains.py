@@ -83,3 +83,17 @@ def test_plan_compares_hgx_and_nvl72_with_whole_racks_priced(tmp_path):
     assert rows["gb200-nvl72 rail 400G 64/domain"]["gpus_bought"] == 648  # 9 racks at 64 of 72
     rack = rows["gb200-nvl72 rail 400G"]
     assert rack["servers_usd"] == pytest.approx(8 * 2.5e6)
+
+
+def test_a_72_gpu_server_with_a_nic_per_4_gpus_costs_groups_of_9_without_inventing_numbers():
+    """A rack written as one server (gpus_per_server 72, 18 NICs): a DP group of 18 holds 9 GPUs per server, which
+    own 2.25 NICs; they are costed as one NIC of 2.25 x the rate, not refused with numbers nobody gave."""
+    from dataclasses import replace
+
+    c = cluster_preset("hgx-b200")
+    rack = replace(c, name="rack72", server=replace(c.server, gpus_per_server=72, nics_per_server=18))
+    spec = load_model("llama3-8b")
+    answer = simulate_llm(spec, ParallelConfig(num_gpus=144, tp=8, pp=2, gbs=144, seq=8192), rack)
+    assert answer.result_shapes["dp"].per_server == 9 and answer.step_time_s > 0
+    with pytest.raises(ValueError, match=r"--gpus 128 does not fill whole servers of 72 GPUs.*gpus_per_domain 72"):
+        simulate_llm(spec, ParallelConfig(num_gpus=128, tp=8, gbs=128, seq=8192), rack)

@@ -22,7 +22,6 @@ m = CommModel(c('dgx-h100'), P(num_gpus=128, tp=4, pp=8, gbs=256, seq=2048)); pr
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -70,7 +69,9 @@ def group_cluster(cluster: ClusterModel, shape: GroupShape) -> ClusterModel:
     if shape.per_server == g:
         return cluster
     share = server.nics_per_server * shape.per_server / g  # NICs the group's GPUs own in one server
-    nics = max(1, math.floor(share))
+    # as many NICs as they own, at most, that serve their GPUs evenly (9 GPUs owning 2.25 NICs of a 72-GPU
+    # server with 18: one NIC at 2.25 times the rate); the group's NIC bandwidth is kept either way
+    nics = max(d for d in range(1, shape.per_server + 1) if shape.per_server % d == 0 and d <= max(1.0, share))
     sub_server = replace(server, gpus_per_server=shape.per_server, nics_per_server=nics,
                          nic_bandwidth_Bps=server.nic_bandwidth_Bps * share / nics)
     network = cluster.network

@@ -173,7 +173,9 @@ def _check_servers(par: ParallelConfig, cluster: ClusterModel) -> None:
     GPUs in each server a group spans); each message names the user's numbers and what to change."""
     g = cluster.server.gpus_per_server
     if par.num_gpus > g and par.num_gpus % g:
-        raise ValueError(f"--gpus {par.num_gpus} does not fill whole servers of {g} GPUs: use a multiple of {g}")
+        raise ValueError(f"--gpus {par.num_gpus} does not fill whole servers of {g} GPUs: use a multiple of {g}"
+                         + (f"; a rack of {g} GPUs in trays is server.gpus_per_server (the tray) with "
+                            f"server.gpus_per_domain {g}, and --domain-gpus then runs part of each" if g > 8 else ""))
     if par.tp > g or g % par.tp:
         raise ValueError(f"--gpus {par.num_gpus} --tp {par.tp} on NVLink domains of {g} GPUs ({cluster.name}): tensor "
                          f"parallelism stays inside an NVLink domain (a server, or an NVL72 rack), so a TP group must "
