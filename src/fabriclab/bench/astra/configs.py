@@ -66,7 +66,11 @@ class Dimension:
 
 
 def network_config(cluster: ClusterModel, num_gpus: int) -> list[Dimension]:
-    """The dimensions of `num_gpus` GPUs of `cluster`: its servers' internal fabric, then the network."""
+    """The dimensions of `num_gpus` GPUs of `cluster`: its servers' internal fabric (an NVLink domain across
+    trays as one dimension, `fabric/domains.py`), then the network."""
+    from fabriclab.fabric.domains import domain_view
+
+    cluster = domain_view(cluster, num_gpus)
     s = cluster.server
     gps = s.gpus_per_server
     if num_gpus < 2:

@@ -94,6 +94,7 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
                           "algorithms": sorted({e.get("algorithm", "") for e in answer.result.comm})},
             "astra_sim": {"step_s": run.step_s if run.finish_ns else None, "wall_s": run.wall_s,
                           "finished": len(run.finish_ns), "num_ranks": run.num_ranks, "unfinished": run.unfinished,
+                          "note": run.note,
                           "collectives_wall_s": case_wall, "folder": str(run.folder), "binary": str(binary),
                           "compute": "roofline" if roofline else "replayed"},
             "ratio": run.step_s / step if run.finish_ns and step > 0 else None,

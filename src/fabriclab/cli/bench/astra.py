@@ -132,6 +132,8 @@ def _print(out: Output, r: dict, cluster_name: str) -> None:
              f"{compute}; wall: export {ours['export_wall_s']:.3f} s{alone}")
     if astra["unfinished"]:
         out.note(f"ASTRA-sim never finished ranks {astra['unfinished'][:12]}; traces kept in {astra['folder']}")
+    if astra.get("note"):
+        out.note(astra["note"])
 
 
 def _collectives(rows: list[dict]) -> Table:
