@@ -75,15 +75,19 @@ def _ring_pairs(lay: Layout, num_channels: int, g: int) -> tuple[np.ndarray, np.
 
 def _tree_pairs(lay: Layout, num_channels: int, g: int) -> tuple[np.ndarray, np.ndarray]:
     """Each channel: a chain inside every server from head GPU c % g, and between the heads one of
-    NCCL's two binary trees (heap order, or heap order mirrored); every edge both ways."""
+    NCCL's two binary trees (heap order, or heap order mirrored); every edge both ways. As NCCL builds them
+    (`connectTrees` in src/graph/connect.cc: channel c + nChannels duplicates channel c, its GPU and NIC, with
+    the dual tree), the first half of the channels runs the first tree and the second half the mirrored one
+    on the same heads, so each NIC carries one channel of each and no server is an inner node of both."""
     src, dst = [], []
     n_s, base = lay.num_servers, np.arange(lay.num_servers)[:, None] * g
     i = np.arange(1, n_s)
+    half = max(1, num_channels // 2)
     for c in range(num_channels):
         head = c % lay.per_server
         chain = (head + np.arange(lay.per_server)) % lay.per_server
         a, b = base + chain[:-1], base + chain[1:]
-        child, parent = (i, (i - 1) // 2) if c % 2 == 0 else (n_s - 1 - i, n_s - 1 - (i - 1) // 2)
+        child, parent = (i, (i - 1) // 2) if (c // half) % 2 == 0 else (n_s - 1 - i, n_s - 1 - (i - 1) // 2)
         up, down = child * g + head, parent * g + head
         src += [np.stack([a, b], axis=2).ravel(), np.stack([up, down], axis=1).ravel()]
         dst += [np.stack([b, a], axis=2).ravel(), np.stack([down, up], axis=1).ravel()]
