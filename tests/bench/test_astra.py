@@ -245,8 +245,8 @@ def test_an_nvl72_domain_is_one_dimension_of_its_gpus_then_the_racks():
 
 @needs_astra
 def test_a_step_inside_one_nvl72_domain_runs_in_both_tools(tmp_path):
-    """16 GPUs of one GB200 NVL72 (4 trays, one NVLink dimension): the shipped ASTRA-sim build aborts in its
-    teardown on such a dimension after every rank finished; the run is read and says so."""
+    """16 GPUs of one GB200 NVL72 (4 trays, one NVLink dimension): the shipped ASTRA-sim build crashes at its end
+    on such a dimension (SIGABRT or SIGSEGV) after every rank finished; the run is read and says so."""
     from fabriclab.bench.astra.step import compare_step
     from fabriclab.workload.parallel import ParallelConfig
     from fabriclab.workload.transformer import load_model

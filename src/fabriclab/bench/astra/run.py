@@ -150,15 +150,15 @@ def run_graphs_in_astra(graphs: list[RankGraph], cluster: ClusterModel, binary: 
     wall_s = time.perf_counter() - start
     output = done.stdout + done.stderr
     finish = {int(r): int(c) for r, c in FINISHED.findall(done.stdout)}
-    # The shipped build aborts in its teardown (glibc "malloc_consolidate(): unaligned fastbin chunk") on one
-    # network dimension of more than 8 NPUs, e.g. an NVL72 domain of 16 GPUs, after every rank has finished and
-    # printed its statistics: those runs are read, and say so; any other failure is one.
-    teardown = done.returncode == -6 and "malloc" in done.stderr and len(finish) == num_ranks \
-        and "Post statistics processing end" in done.stdout.rsplit("finished", 1)[-1]
+    # The shipped build crashes at its end (SIGABRT from glibc's "malloc_consolidate(): unaligned fastbin chunk",
+    # or SIGSEGV) on one network dimension of more than 8 NPUs, e.g. an NVL72 domain of 16 GPUs, after every rank
+    # has printed its finished line (the same cycles on every try): those runs are read, and say so; a crash
+    # that leaves a rank unfinished, or any other failure, is one.
+    teardown = done.returncode in (-6, -11) and len(finish) == num_ranks
     if done.returncode != 0 and not teardown:
         raise AstraSimError(f"ASTRA-sim exited with {done.returncode} on {folder}: {output.strip()[-600:]}")
-    note = ("ASTRA-sim aborted in its teardown after every rank finished (glibc: malloc_consolidate); its finished "
-            "lines are read" if teardown else "")
+    note = (f"ASTRA-sim crashed at its end (signal {-done.returncode}) after every rank finished; its finished "
+            f"lines are read" if teardown else "")
     return AstraRun(finish_ns=finish, num_ranks=num_ranks, wall_s=wall_s, folder=folder, output_tail=output[-2000:],
                     note=note)
 
