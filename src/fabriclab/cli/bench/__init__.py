@@ -36,7 +36,16 @@ def register(main_app: typer.Typer) -> None:
 
     app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None)
     for module in (speed, train, train_llm, fabrics, astra):
-        module.register(app)
-    for info in app.registered_commands:
-        info.short_help = info.short_help or SHORT.get(info.name or "")
+        module.register(_ShortHelp(app))
     main_app.add_typer(app, name="bench")
+
+
+class _ShortHelp:
+    """The bench app as its modules see it: `command(name)` adds the command with its line of SHORT, through
+    typer's public `short_help` (no reading back of typer's registered commands)."""
+
+    def __init__(self, app: typer.Typer) -> None:
+        self.app = app
+
+    def command(self, name: str, **kwargs):
+        return self.app.command(name, **{"short_help": SHORT.get(name), **kwargs})

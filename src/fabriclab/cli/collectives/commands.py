@@ -283,13 +283,18 @@ def _print_failures(out: Output, failures: list[dict], num_cases: int) -> None:
             out.note(f"    {error}")
 
 
+# Whether `show` and `bench` (their own modules) are on `app` yet: remembered here rather than read back from
+# typer's undocumented `registered_commands`.
+_LATE_COMMANDS_ADDED: list[bool] = []
+
+
 def register(main_app: typer.Typer) -> None:
     """Add the `collectives` group (list, verify, `show` and `bench`) to `main_app`."""
     from fabriclab.cli.collectives import bench as collectives_bench
     from fabriclab.cli.collectives import show as collectives_show
 
-    if "show" not in {c.name for c in app.registered_commands}:
+    if not _LATE_COMMANDS_ADDED:  # `register` runs once per process that builds the app, or again in tests
         collectives_show.register(app)
-    if "bench" not in {c.name for c in app.registered_commands}:
         collectives_bench.register(app)
+        _LATE_COMMANDS_ADDED.append(True)
     main_app.add_typer(app, name="collectives")
