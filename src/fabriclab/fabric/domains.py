@@ -38,16 +38,20 @@ def spans_servers(cluster: ClusterModel) -> bool:
     return domain_size(cluster.server) > cluster.server.gpus_per_server
 
 
+def nccl_release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of an NCCL version such as `2.27.7`; None when the text is not one."""
+    try:
+        major, minor = (int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return None
+    return major, minor
+
+
 def library_spans_domain(cluster: ClusterModel) -> bool:
     """Whether the library uses NVLink across trays: NCCL from 2.20 (MNNVL); another library is taken to."""
     lib = cluster.library
-    if lib.name != "nccl":
-        return True
-    try:
-        version = tuple(int(p) for p in lib.nccl_version.split(".")[:2])
-    except ValueError:
-        return True
-    return version >= MNNVL_NCCL
+    release = nccl_release(lib.nccl_version) if lib.name == "nccl" else None
+    return release is None or release >= MNNVL_NCCL
 
 
 def domain_gpus_used(cluster: ClusterModel, num_gpus: int | None) -> int:

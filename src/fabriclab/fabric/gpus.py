@@ -108,6 +108,10 @@ _VOLTA = {"num_sms": 80, "generation": "volta"}
 _AMPERE_SMS = {"num_sms": 108, "generation": "ampere"}
 _HOPPER_SMS = {"num_sms": 132, "generation": "hopper"}
 _AMPERE = {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12}
+# Blackwell's dense rates: B200 and B300 in HGX boards (1-1.1 kW), and GB200 / GB300 in NVL72 racks (1.2-1.4 kW)
+# run the same tensor rates within each pair (sources below, per preset).
+_BLACKWELL_HGX = {"fp32": 75e12, "tf32": 1.1e15, "fp16": 2.25e15, "bf16": 2.25e15, "fp8": 4.5e15}
+_BLACKWELL_NVL72 = {"fp32": 80e12, "tf32": 1.25e15, "fp16": 2.5e15, "bf16": 2.5e15, "fp8": 5e15}
 
 GPU_PRESETS: dict[str, GpuSpec] = {
     "v100": GpuSpec(name="V100-SXM2-32GB", peak_flops=_VOLTA_SXM2, memory_bytes=32e9, memory_bandwidth_Bps=900e9,
@@ -132,25 +136,25 @@ GPU_PRESETS: dict[str, GpuSpec] = {
                     source=f"NVIDIA H200 Tensor Core GPU data sheet (SXM): the H100's compute ({_H100}), "
                            f"141 GB HBM3e at 4.8 TB/s", **_HOPPER_SMS),
     "b200": GpuSpec(name="B200-SXM-180GB",
-                    peak_flops={"fp32": 75e12, "tf32": 1.1e15, "fp16": 2.25e15, "bf16": 2.25e15, "fp8": 4.5e15},
+                    peak_flops=_BLACKWELL_HGX,
                     memory_bytes=180e9, memory_bandwidth_Bps=7.7e12,
                     source="NVIDIA HGX B200 specifications, per GPU (half the sparse tensor figures): BF16 "
                            "2.25 PFLOP/s, FP8 4.5, TF32 1.1, FP32 75 TFLOP/s, 180 GB HBM3e at 7.7 TB/s",
                     num_sms=148, generation="blackwell"),
     "b300": GpuSpec(name="B300-SXM-288GB",
-                    peak_flops={"fp32": 75e12, "tf32": 1.1e15, "fp16": 2.25e15, "bf16": 2.25e15, "fp8": 4.5e15},
+                    peak_flops=_BLACKWELL_HGX,
                     memory_bytes=288e9, memory_bandwidth_Bps=7.7e12,
                     source="NVIDIA HGX B300 specifications, per GPU (half the sparse tensor figures): BF16 2.25 "
                            "PFLOP/s, FP8 4.5, 288 GB HBM3e (2.3 TB per 8); 7.7 TB/s (Verda's per-GPU table)",
                     num_sms=160, generation="blackwell"),
     "gb200": GpuSpec(name="GB200-B200-186GB",
-                     peak_flops={"fp32": 80e12, "tf32": 1.25e15, "fp16": 2.5e15, "bf16": 2.5e15, "fp8": 5e15},
+                     peak_flops=_BLACKWELL_NVL72,
                      memory_bytes=13.4e12 / 72, memory_bandwidth_Bps=576e12 / 72,
                      source="NVIDIA GB200 NVL72 specifications / 72 GPUs (half the sparse tensor figures): BF16 "
                             "2.5 PFLOP/s, FP8 5, 13.4 TB HBM3e at 576 TB/s (186 GB at 8 TB/s per GPU)",
                      num_sms=148, generation="blackwell"),
     "gb300": GpuSpec(name="GB300-B300-278GB",
-                     peak_flops={"fp32": 80e12, "tf32": 1.25e15, "fp16": 2.5e15, "bf16": 2.5e15, "fp8": 5e15},
+                     peak_flops=_BLACKWELL_NVL72,
                      memory_bytes=20e12 / 72, memory_bandwidth_Bps=576e12 / 72,
                      source="NVIDIA GB300 NVL72 specifications / 72 GPUs (half the sparse tensor figures): BF16 "
                             "2.5 PFLOP/s, FP8 5, 20 TB HBM3e at 576 TB/s (278 GB at 8 TB/s per GPU)",

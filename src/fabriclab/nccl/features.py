@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fabriclab.fabric.cluster import ClusterModel
-from fabriclab.fabric.domains import MNNVL_NCCL, domain_size, library_spans_domain, spans_servers
+from fabriclab.fabric.domains import MNNVL_NCCL, domain_size, library_spans_domain, nccl_release, spans_servers
 from fabriclab.nccl.versions import compute_capability
 
 
@@ -55,17 +55,9 @@ FEATURES = (
 )
 
 
-def _version(text: str) -> tuple[int, int]:
-    try:
-        major, minor = (int(p) for p in text.split(".")[:2])
-    except ValueError:
-        return (0, 0)
-    return (major, minor)
-
-
 def features_of(version: str) -> tuple[Feature, ...]:
     """The features NCCL `version` has (`2.18.3` has ring, tree, collnet, nvls, nvls_tree)."""
-    v = _version(version)
+    v = nccl_release(version) or (0, 0)
     return tuple(f for f in FEATURES if f.since <= v)
 
 

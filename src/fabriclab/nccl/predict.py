@@ -176,7 +176,6 @@ def predict_nccl_table(cluster: ClusterModel, num_gpus: int, sizes_bytes, collec
                        gpus_per_process: int = 1, dtype: str = "float", redop: str = "sum") -> list[dict]:
     """nccl-tests rows (size, count, type, redop, root, time, algbw, busbw out of place and in place)
     predicted for `num_gpus` GPUs of `cluster`, plus the algorithm/protocol chosen at each size."""
-    cluster = domain_view(cluster, num_gpus)
     sizes = [int(s) for s in sizes_bytes]
     if not sizes or min(sizes) < 1:
         raise ValueError("give at least one size of 1 byte or more")

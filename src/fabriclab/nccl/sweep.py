@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fabriclab.fabric.cluster import ClusterModel
-from fabriclab.fabric.domains import domain_view
 from fabriclab.nccl.band import row_bands, spread_factors
 from fabriclab.nccl.log_writer import format_nccl_tests
 from fabriclab.nccl.layout import Layout, check_cluster_gpus
@@ -57,7 +56,6 @@ def predict_sweep(cluster: ClusterModel, num_gpus: int, sizes: list[int], collec
     if collective not in MODELLED:
         raise ValueError(f"--collective {collective!r}: a cluster predicts {', '.join(MODELLED)}")
     lay = check_cluster_gpus(cluster, num_gpus)
-    domain_view(cluster, num_gpus)  # GPUs that fill no whole trays of an NVLink domain fail here, by name
     rows = predict_nccl_table(cluster, num_gpus, sizes, collective)
     for row, band in zip(rows, row_bands(cluster, num_gpus, rows, collective)):
         row.update(busbw_low_GBps=band.busbw_low_GBps, busbw_high_GBps=band.busbw_high_GBps,
