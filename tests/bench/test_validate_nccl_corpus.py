@@ -101,3 +101,25 @@ def test_larger_runs_are_predicted_from_the_smaller_and_the_mechanisms_change_th
     # the data sheet's PCIe 5.0 and HBM3 lift the large rings the A100 defaults held at about half
     assert sum(abs(r.error_pct) for r in big) < sum(abs(r.error_pct) for r in old)
     assert band_of(32 << 10) is None and band_of(1 << 30) == ">= 64 MB"
+
+
+def test_degraded_clusters_stay_in_the_tables_and_out_of_the_all_row(corpus):
+    picked = [c for c in corpus if c.name in ("h100-ndr-node005", "azure-ndv4-a100-hdr")]
+    results = [validate_cluster(c) for c in picked]
+    assert [bool(r.degraded) for r in results] == [False, True] and "46-48 GB/s" in results[1].degraded
+    rows = [row for row in band_summary(results) if row["band"] == ">= 64 MB"]
+    by = {row["cluster"]: row for row in rows}
+    assert by["h100-ndr-node005"]["degraded"] and not by["azure-ndv4-a100-hdr"]["degraded"]
+    # `all` counts the healthy cluster only; `all+degraded` both
+    assert by["all"]["rows"] == by["azure-ndv4-a100-hdr"]["rows"] and by["all"]["clusters"] == 1
+    assert by["all+degraded"]["rows"] == by["all"]["rows"] + by["h100-ndr-node005"]["rows"]
+    assert "all+degraded" not in {row["cluster"] for row in band_summary(results[:1])}
+
+
+def test_the_corpus_carries_each_runs_nccl_settings_into_its_prior(corpus):
+    mega = next(c for c in corpus if c.name == "gcp-a3mega-h100")
+    prior = corpus_prior(mega)
+    assert prior.library.nccl_env == {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"}
+    assert prior.library.tuner and all(r.nodes == (2, 3) for r in prior.library.tuner)
+    res = validate_cluster(mega)
+    assert res.rows and {r.choice for r in res.rows} == {"tree/Simple"}  # the TCPXO tuner's 2-node rule

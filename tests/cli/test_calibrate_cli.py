@@ -130,3 +130,27 @@ def _calibrated(tmp_path):
     out = tmp_path / "plain.json"
     assert CliRunner().invoke(app, ["nccl-tests", *_logs(2, 16), "--out", str(out)]).exit_code == 0
     return out
+
+
+@needs_logs
+def test_the_runs_nccl_settings_and_tuner_reach_the_cluster_file(tmp_path):
+    tuner = tmp_path / "tuner.textproto"
+    tuner.write_text("communicator_configs {\n node_range: { min: 2 max: 3 }\n rank_per_node_range: { min: 8 }\n"
+                     " coll_configs {\n  coll_type: COLL_ALL_REDUCE\n  msg_size_tuning_rules {\n"
+                     "   per_rank_message_size: { min: 0 }\n"
+                     "   coll_tuning_spec: { algorithm: ALGO_RING protocol: PROTO_SIMPLE num_channel: 4 }\n"
+                     "  }\n }\n}\n")
+    out = tmp_path / "c.json"
+    result = CliRunner().invoke(app, ["nccl-tests", *_logs(2, 8), "--check", _logs(16)[0], "--out", str(out),
+                                      "--nccl-env", "NCCL_PROTO=^LL", "--nccl-tuner", str(tuner),
+                                      "--nccl-version", "2.18.3", "--format", "plain"])
+    assert result.exit_code == 0, result.output
+    cluster = load_cluster(out)
+    assert cluster.library.nccl_env == {"NCCL_PROTO": "^LL"} and len(cluster.library.tuner) == 1
+    picks = {line.split()[3] for line in result.output.splitlines() if line.startswith("  nccl_16.log")}
+    assert picks == {"ring/Simple"}, picks  # the tuner's one rule on 2 servers of 8
+    bad = CliRunner().invoke(app, ["nccl-tests", *_logs(2), "--out", str(out), "--nccl-env", "NCCL_ALGO=Ring,Bus"])
+    assert bad.exit_code != 0 and "'Bus' is not one of Ring, Tree" in bad.output and "Traceback" not in bad.output
+    missing = CliRunner().invoke(app, ["nccl-tests", *_logs(2), "--out", str(out), "--nccl-tuner",
+                                       str(tmp_path / "none.textproto")])
+    assert missing.exit_code != 0 and "cannot read it" in missing.output

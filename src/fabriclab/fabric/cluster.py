@@ -31,6 +31,8 @@ from pathlib import Path
 from fabriclab.fabric.gpus import GPU_PRESET_NAMES, GpuSpec, gpu_for_name, gpu_preset
 from fabriclab.fabric.kernels import KernelModel, kernel_model_from_dict
 from fabriclab.fabric.links import Link, link_preset
+from fabriclab.fabric.nccl_env import check_nccl_env
+from fabriclab.fabric.nccl_tuner import TunerRule, rules_from_json
 
 SCHEMA = "fabriclab.cluster/1"
 ALGORITHMS = ("ring", "tree")
@@ -160,6 +162,13 @@ class LibrarySpec:
     latencies: dict[str, dict[str, StepLatency]] | None = None
     """Algorithm -> protocol -> latency; None: NCCL's own constants of `nccl_version` (baseLat, hwLat of
     `src/graph/tuning.cc`; `nccl/library.py` writes them out). A calibrated file holds its fitted ones."""
+    nccl_env: dict[str, str] = field(default_factory=dict)
+    """NCCL variables the runs were made with that restrict its algorithms and protocols (`NCCL_ALGO`,
+    `NCCL_PROTO`, `NCCL_NVLS_ENABLE`: `fabric/nccl_env.py`); empty: NCCL's defaults. Left out of the
+    JSON when empty."""
+    tuner: tuple[TunerRule, ...] = ()
+    """A tuner plugin's rules that override NCCL's choice per communicator and size (`fabric/nccl_tuner.py`:
+    Google's gIB / TCPXO tuner configs); empty: NCCL's own choice. Left out of the JSON when empty."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -293,6 +302,10 @@ def to_dict(model: ClusterModel) -> dict:
         data["server"].pop("gpus_per_domain")
     if model.server.domain_gpus_used == 0:
         data["server"].pop("domain_gpus_used")
+    if not model.library.nccl_env:  # NCCL's defaults: the file reads as before the variables were modelled
+        data["library"].pop("nccl_env")
+    if not model.library.tuner:
+        data["library"].pop("tuner")
     if model.network.servers_per_building == 0:  # one building: the file reads as before the third tier
         for key in ("servers_per_building", "building_bandwidth_Bps", "building_latency_s"):
             data["network"].pop(key)
@@ -341,6 +354,7 @@ def from_dict(data: object, where: str = "<cluster>") -> ClusterModel:
                 for p, v in _mapping(row, f"{where}: library.latencies.{a}").items()}
             for a, row in _mapping(given, f"{where}: library.latencies").items()}
         lib["algorithms"] = tuple(lib.get("algorithms", ALGORITHMS))
+        lib["tuner"] = rules_from_json(lib.get("tuner", []), f"cluster file {where}")
         if lib.get("selection") == "nccl-2.9":  # files written before the version was recorded (2.7.8's model)
             lib["selection"], lib["nccl_version"] = "nccl", LEGACY_NCCL_VERSION
         library = _build(LibrarySpec, {**lib, "protocols": protocols, "latencies": latencies},
@@ -402,6 +416,7 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
         raise ValueError(f"cluster file {where}: {s.nics_per_server} NICs cannot serve {s.gpus_per_server} GPUs "
                          f"evenly; give a NIC count that divides the GPU count")
     check_domain(s, where)
+    check_nccl_env(lib.nccl_env, f"cluster file {where}")
     positive = {"server.intra_bandwidth_Bps": s.intra_bandwidth_Bps, "server.memory_bandwidth_Bps":
                 s.memory_bandwidth_Bps, "server.pcie_bandwidth_Bps": s.pcie_bandwidth_Bps,
                 "server.nic_bandwidth_Bps": s.nic_bandwidth_Bps}

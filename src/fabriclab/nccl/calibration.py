@@ -19,6 +19,7 @@ from pathlib import Path
 from fabriclab.fabric.cluster import LEGACY_NCCL_VERSION, ClusterModel, prior_cluster
 from fabriclab.fabric.gpus import gpu_for_name
 from fabriclab.fabric.links import Link, link_preset
+from fabriclab.fabric.nccl_env import check_nccl_env
 from fabriclab.nccl.band import row_bands
 from fabriclab.nccl.fit import calibrate, check, summary
 from fabriclab.nccl.predict import COSTED, predict_nccl_table
@@ -47,6 +48,12 @@ class CalibrationRequest:
     """rail or fat-tree."""
     sharp: bool = False
     """The switches reduce in the network (SHARP): NCCL may run CollNet (`--sharp`)."""
+    nccl_env: dict = field(default_factory=dict)
+    """NCCL variables the logs were measured with that restrict its algorithms and protocols (`--nccl-env
+    NCCL_PROTO=Simple`; `fabric/nccl_env.py`): the prior's `library.nccl_env`."""
+    tuner: tuple = ()
+    """The tuner plugin's rules the logs ran under (`--nccl-tuner FILE`; `fabric/nccl_tuner.py`): the prior's
+    `library.tuner`."""
     check_nic: bool = True
     """Refuse a fit whose large multi-server rows contradict `nic` (`check_nic`). False where the NIC is known
     by construction (an emulated cluster's links, shaped by fabriclab): a shortfall there is the library's."""
@@ -133,6 +140,11 @@ def prior_for(runs: list[NcclRun], request: CalibrationRequest) -> ClusterModel:
                           nics_per_server=request.nics_per_server, fabric=request.fabric,
                           library="gloo" if bench else "nccl", nccl_version=version,
                           **(datasheet_for(gpu_name) if request.datasheet else {}))
+    if request.nccl_env:
+        check_nccl_env(request.nccl_env, "--nccl-env")
+        prior = replace(prior, library=replace(prior.library, nccl_env=dict(request.nccl_env)))
+    if request.tuner:
+        prior = replace(prior, library=replace(prior.library, tuner=tuple(request.tuner)))
     if not request.sharp:
         return prior
     if version == LEGACY_NCCL_VERSION:

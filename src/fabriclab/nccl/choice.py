@@ -43,6 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.fabric.nccl_env import permitted
+from fabriclab.fabric.nccl_tuner import per_rank_bytes, tuner_rule
 from fabriclab.nccl.versions import LEGACY_TABLE, PROTOCOLS, TuningTable, compute_capability, table_of
 
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
@@ -317,7 +319,8 @@ def nccl_estimates(cluster: ClusterModel, num_gpus: int, num_servers: int, sizes
     size = np.asarray(sizes_bytes, dtype=np.float64)
     table = table_of(lib.nccl_version)
     if table is LEGACY_TABLE:
-        return _legacy_estimates(cluster, num_gpus, num_servers, size, collective)
+        return _under_env(cluster, num_gpus, num_servers, collective,
+                          _legacy_estimates(cluster, num_gpus, num_servers, size, collective))
     m = _machine(cluster, table, num_gpus, num_servers, cluster.network.sharp if collnet is None else collnet)
     out = {}
     for algo in table.algorithms:
@@ -329,6 +332,22 @@ def nccl_estimates(cluster: ClusterModel, num_gpus: int, num_servers: int, sizes
             algbw = _bandwidth(table, m, collective, algo, proto)
             if algbw > 0:  # NCCL: a zero bandwidth disables the pair
                 out[(algo, proto)] = _times(table, m, collective, algo, proto, algbw, size)
+    return _under_env(cluster, num_gpus, num_servers, collective, out)
+
+
+def _under_env(cluster: ClusterModel, num_gpus: int, num_servers: int, collective: str,
+               estimates: dict[tuple[str, str], np.ndarray]) -> dict[tuple[str, str], np.ndarray]:
+    """The estimates of the pairs `library.nccl_env` (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE) leaves on;
+    a ValueError, as NCCL's "no algorithm/protocol available", when it leaves none."""
+    env = cluster.library.nccl_env
+    if not env:
+        return estimates
+    out = {k: v for k, v in estimates.items() if permitted(env, collective, *k)}
+    if estimates and not out:
+        said = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+        raise ValueError(f"{said} leaves no algorithm and protocol NCCL {cluster.library.nccl_version} runs "
+                         f"{collective} with on {num_gpus} GPUs of {num_servers} servers (it could run "
+                         f"{', '.join(f'{a}/{p}' for a, p in estimates)}): change library.nccl_env")
     return out
 
 
@@ -343,7 +362,19 @@ def nccl_choices(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: 
     est = nccl_estimates(cluster, num_gpus, nodes, sizes_bytes, collective, collnet=collnet)
     keys = list(est)
     best = np.stack([est[k] for k in keys]).argmin(axis=0)
-    return [keys[i] for i in np.atleast_1d(best)]
+    out = [keys[i] for i in np.atleast_1d(best)]
+    if cluster.library.tuner:  # a tuner plugin's rule replaces the choice where NCCL can run its pair
+        for i, size in enumerate(np.atleast_1d(np.asarray(sizes_bytes))):
+            rule = tuned(cluster, num_gpus, nodes, collective, int(size))
+            if rule is not None and (rule.algorithm, rule.protocol) in est:
+                out[i] = (rule.algorithm, rule.protocol)
+    return out
+
+
+def tuned(cluster: ClusterModel, num_gpus: int, nodes: int, collective: str, size_bytes: int):
+    """The cluster's tuner rule (`fabric/nccl_tuner.py`) for one call, None where NCCL's choice stands."""
+    return tuner_rule(cluster.library.tuner, nodes, max(1, num_gpus // nodes), collective,
+                      per_rank_bytes(collective, size_bytes, num_gpus))
 
 
 

@@ -50,15 +50,27 @@ from fabriclab.nccl.versions import channels_used, tree_chunk_bytes, table_of
 _LL_UNIT_BYTES = 512 * 8
 
 
-def active_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protocol: str, sizes_bytes) -> np.ndarray:
-    """Channels NCCL runs at each size (all of them for a library that is not NCCL)."""
+def active_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protocol: str, sizes_bytes,
+                    collective: str | None = None) -> np.ndarray:
+    """Channels NCCL runs at each size (all of them for a library that is not NCCL). Where the cluster's
+    tuner plugin picks this pair for `collective` with a channel count, that count (at most the library's)."""
     lib = cluster.library
     size = np.asarray(sizes_bytes, dtype=np.float64)
     if lib.selection != "nccl":
         return np.full(size.shape, lib.num_channels, dtype=int)
     table = table_of(lib.nccl_version)
-    return np.array([channels_used(table, algorithm, protocol, int(s), lib.num_channels, num_gpus) for s in size],
-                    dtype=int)
+    counted = "ring" if algorithm == "pat" else algorithm  # PAT's channels are costed as its ring's
+    out = np.array([channels_used(table, counted, protocol, int(s), lib.num_channels, num_gpus) for s in size],
+                   dtype=int)
+    if lib.tuner and collective is not None:
+        from fabriclab.nccl.choice import tuned
+
+        nodes = layout(cluster, num_gpus).num_servers
+        for i, s in enumerate(size):
+            rule = tuned(cluster, num_gpus, nodes, collective, int(s))
+            if rule is not None and rule.channels and (rule.algorithm, rule.protocol) == (algorithm, protocol):
+                out[i] = min(rule.channels, lib.num_channels)
+    return out
 
 
 def _hop_rates(cluster: ClusterModel, protocol: str, channels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +98,7 @@ def tree_fill_s(cluster: ClusterModel, num_gpus: int, protocol: str, sizes_bytes
     if lay.num_servers == 1 or lib.selection != "nccl" or protocol == "Simple":
         return np.zeros(size.shape)
     table = table_of(lib.nccl_version)
-    channels = active_channels(cluster, num_gpus, "tree", protocol, size)
+    channels = active_channels(cluster, num_gpus, "tree", protocol, size, "allreduce")
     net_hops = int(math.log2(lay.num_servers))
     intra_hops = lay.per_server - 1
     depth = intra_hops + net_hops

@@ -32,6 +32,7 @@ from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.fabric.buildings import tier_latency_s
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.domains import domain_view
+from fabriclab.fabric.nccl_env import permitted
 from fabriclab.nccl.choice import nccl_choices, nccl_estimates
 from fabriclab.nccl.layout import layout, steps
 from fabriclab.nccl.library import step_latencies
@@ -44,6 +45,11 @@ P2P = ("alltoall", "sendrecv")
 MODELLED = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", *P2P)
 # Algorithms this module costs on the topology; NCCL's others cost its own estimate.
 COSTED = ("ring", "tree", "p2p", "pat")
+# A ring with LL128 where every step crosses the network (one GPU per server) moves 0.7 of what NCCL's
+# model gives LL128 elsewhere (0.92): NCCL's tuning model said so up to 2.22 (`ring_ll128_ppn1_factor`,
+# src/graph/tuning.cc `ppn < 2 ? 0.7 : 0.92`). 2.23 dropped the factor from its choice; the cost stays
+# (Google's 2-GPU B200 all_gather and H200 all_reduce, NCCL 2.26 / 2.25, run LL128 at 0.70-0.87 of 0.92).
+LL128_ONE_PER_SERVER = 0.7 / 0.92
 DTYPE_SIZES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int32": 4,
                "int8": 1, "uint8": 1, "int64": 8}
 
@@ -66,7 +72,9 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
         return {("p2p", "Simple"): _p2p_times(cluster, lay, size, collective, latencies["ring"]["Simple"], launches)}
     out = {}
     for algo in lib.algorithms:
-        if algo == "tree" and (lay.num_servers == 1 or collective != "allreduce"):
+        # a tree runs allreduce only; on one server it is a chain NCCL's own model may pick (with LL turned
+        # off, NCCL_PROTO=^LL, tree/Simple beats the rings at small sizes), costed as one
+        if algo == "tree" and (collective != "allreduce" or (lay.num_servers == 1 and lib.selection != "nccl")):
             continue
         efficiency = lib.tree_efficiency if algo == "tree" else 1.0
         for proto, spec in lib.protocols.items():
@@ -77,8 +85,11 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
                 latency = lat.base_s + 2 * ((lay.per_server - 1) * lat.intra_step_s
                                             + int(math.log2(lay.num_servers)) * lat.net_step_s)
             latency += tier_latency_s(cluster.network, lay.num_servers, algo, collective)  # across buildings
-            channels = active_channels(cluster, num_gpus, algo, proto, size)
-            data = _link_time(cluster, num_gpus, algo, collective, channels) * size / (spec.link_factor * efficiency)
+            channels = active_channels(cluster, num_gpus, algo, proto, size, collective)
+            wire = spec.link_factor
+            if algo == "ring" and proto == "LL128" and lay.per_server == 1 and lay.num_servers > 1:
+                wire *= LL128_ONE_PER_SERVER  # every step of the ring crosses the network
+            data = _link_time(cluster, num_gpus, algo, collective, channels) * size / (wire * efficiency)
             if spec.busbw_cap_Bps is not None:  # a per-channel ceiling: the channels NCCL runs at this size
                 data = np.maximum(data, bus / (spec.busbw_cap_Bps * channels / lib.num_channels))
             if algo == "tree":
@@ -99,6 +110,8 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
         if ("pat", "Simple") in estimates:
             out[("pat", "Simple")] = _pat_times(cluster, num_gpus, lay, size, collective, latencies["ring"]["Simple"],
                                                 launches, memory)
+    if lib.nccl_env:  # what NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE turn off, the library cannot pick
+        out = {k: v for k, v in out.items() if permitted(lib.nccl_env, collective, *k)} or out
     return out
 
 
@@ -115,7 +128,7 @@ def _pat_times(cluster: ClusterModel, num_gpus: int, lay, size: np.ndarray, coll
     lib, table = cluster.library, table_of(cluster.library.nccl_version)
     _, divisor, per_rank_us = table.pat_latency_us  # the base is the ring Simple base, fitted
     latency = lat.base_s + int(math.log2(lay.num_servers)) * lat.net_step_s / divisor + lay.num_gpus * per_rank_us * 1e-6
-    channels = active_channels(cluster, num_gpus, "ring", "Simple", size)
+    channels = active_channels(cluster, num_gpus, "pat", "Simple", size, collective)
     spec = lib.protocols["Simple"]
     data = _link_time(cluster, num_gpus, "ring", collective, channels) * size / (spec.link_factor * (table.pat_factor or 1.0))
     return np.maximum(launches, latency + data + memory) + lib.host_overhead_s

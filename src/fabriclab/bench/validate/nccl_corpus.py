@@ -26,6 +26,7 @@ from pathlib import Path
 
 from fabriclab.fabric.cluster import ClusterModel, save_cluster
 from fabriclab.fabric.links import parse_link
+from fabriclab.fabric.nccl_tuner import rules_from_json
 from fabriclab.nccl.calibration import CalibrationRequest, prior_for
 from fabriclab.nccl.logs import NcclRun, parse_nccl_tests
 
@@ -92,6 +93,9 @@ class CorpusCluster:
                                   gpus_per_server=hw["gpus_per_server"], intra=hw.get("intra", "nvswitch"),
                                   fabric=hw.get("fabric", "rail"), check_nic=False, name=self.name,
                                   nccl_version=hw.get("nccl_version") or hw.get("model_nccl_version"),
+                                  nccl_env=dict(hw.get("nccl_env", {})),
+                                  tuner=rules_from_json((hw.get("nccl_tuner") or {}).get("rules", []),
+                                                        f"{self.folder / MANIFEST}: hardware.nccl_tuner"),
                                   log_names=tuple(r.file for r in self.runs))
 
 

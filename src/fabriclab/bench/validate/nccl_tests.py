@@ -46,10 +46,13 @@ class ClusterResult:
     """Which NCCL version the model ran."""
     error: str = ""
     """Why the cluster could not be judged (empty when it was)."""
+    degraded: str = ""
+    """Why the cluster was measured degraded (`health.degraded` of its manifest: the poster's or the
+    maintainers' words); empty for a healthy one. Its rows stay in the tables, out of the `all` counts."""
 
     def as_dict(self) -> dict:
         return {"cluster": self.name, "model": self.model, "split": self.split, "version": self.version_note,
-                "error": self.error, "rows": [{
+                "error": self.error, "degraded": self.degraded, "rows": [{
                     "gpus": r.num_gpus, "servers": r.num_gpus // self.gpus_per_server, "size_bytes": r.size_bytes,
                     "collective": r.collective, "choice": r.choice, "measured_busbw_GBps": r.measured_busbw_GBps,
                     "predicted_busbw_GBps": r.predicted_busbw_GBps, "error_pct": r.error_pct,
@@ -75,7 +78,8 @@ def validate_cluster(cluster: CorpusCluster, model: str = "mechanisms") -> Clust
     if model == "baseline":
         request = replace(request, datasheet=False, estimates_fit=True)
     base = ClusterResult(name=cluster.name, model=model, split=split_words(cluster),
-                         gpus_per_server=cluster.hardware["gpus_per_server"])
+                         gpus_per_server=cluster.hardware["gpus_per_server"],
+                         degraded=str((cluster.manifest.get("health") or {}).get("degraded", "")))
     try:
         calibration = calibrate_cluster(request)
     except ValueError as exc:
@@ -94,30 +98,41 @@ def band_of(size_bytes: int) -> str | None:
 
 
 def band_summary(results: list[ClusterResult], *, min_servers: int = 1) -> list[dict]:
-    """Per band and cluster (and all clusters together, `cluster` "all"): predicted rows on at least
-    `min_servers` servers, mean, median and max |error| %, whether the median and the max are within the
-    band's goal, and how many rows the printed range holds."""
+    """Per band and cluster (and the healthy clusters together, `cluster` "all"; with the degraded ones
+    too, "all+degraded", where there are any): predicted rows on at least `min_servers` servers, mean,
+    median and max |error| %, whether the median and the max are within the band's goal, and how many
+    rows the printed range holds."""
     out = []
     for band, _, _, goal in BANDS:
-        every = []
+        healthy, every, rows = [], [], []
         for res in results:
             sel = [r for r in res.rows if band_of(r.size_bytes) == band
                    and r.num_gpus // res.gpus_per_server >= min_servers]
             if sel:
-                out.append(_band_row(band, goal, res.name, res.model, sel))
+                row = _band_row(band, goal, res.name, res.model, sel)
+                row["degraded"] = bool(res.degraded)
+                rows.append(row)
                 every += sel
-        if every:
-            per_cluster = [row for row in out if row["band"] == band and row["cluster"] != "all"]
-            total = _band_row(band, goal, "all", results[0].model, every, clusters=len(per_cluster))
-            total["clusters_within_goal"] = sum(row["within_goal"] for row in per_cluster)
-            total["clusters_median_within_goal"] = sum(row["median_within_goal"] for row in per_cluster)
+                healthy += [] if res.degraded else sel
+        out += rows
+        for name, sel, members in (("all", healthy, [r for r in rows if not r["degraded"]]),
+                                   ("all+degraded", every, rows)):
+            if not sel or (name == "all+degraded" and len(members) == len([r for r in rows if not r["degraded"]])):
+                continue
+            total = _band_row(band, goal, name, results[0].model, sel, clusters=len(members))
+            total["clusters_within_goal"] = sum(row["within_goal"] for row in members)
+            total["clusters_median_within_goal"] = sum(row["median_within_goal"] for row in members)
             out.append(total)
     return out
 
 
-def band_words(row: dict) -> tuple[str, str]:
-    """Two lines for a band's `all` row: clusters within the goal, rows inside their ranges."""
+def band_words(row: dict) -> tuple[str, ...]:
+    """Lines for a band's `all` row (clusters within the goal, rows inside their ranges); for its
+    `all+degraded` row, the share of rows with the degraded clusters counted."""
     share = row["inside"] / row["ranged"] if row["ranged"] else 0.0
+    if row["cluster"] == "all+degraded":
+        return (f"  counting degraded clusters: {row['inside']} of {row['ranged']} rows ({share:.0%}), "
+                f"{row['clusters_median_within_goal']}/{row['clusters']} (median row)",)
     return (f"{row['band']}, {row['model']}: within {row['goal_pct']:g} % in {row['clusters_median_within_goal']}/"
             f"{row['clusters']} clusters (median row), {row['clusters_within_goal']} (every row);",
             f"  the ranges hold {row['inside']} of {row['ranged']} rows ({share:.0%})")

@@ -30,6 +30,8 @@ from fabriclab.cli.common import (
 )
 from fabriclab.fabric.cluster import save_cluster
 from fabriclab.fabric.links import parse_link
+from fabriclab.fabric.nccl_env import parse_assignments
+from fabriclab.fabric.nccl_tuner import read_tuner_file
 from fabriclab.nccl.logs import read_runs
 from fabriclab.nccl.fit import source_word
 from fabriclab.units import format_size, parse_size_range
@@ -77,6 +79,12 @@ def nccl_tests_cmd(
         "The switches reduce in the network (NVIDIA SHARP): NCCL may run CollNet across servers."))] = False,
     nccl_version: Annotated[str | None, typer.Option("--nccl-version", metavar="X.Y.Z", help=(
         "NCCL version the logs were measured with, when they do not say (2.9 to the current 2.2x)."))] = None,
+    nccl_env: Annotated[list[str] | None, typer.Option("--nccl-env", metavar="VAR=VALUE", help=(
+        "An NCCL variable the logs were measured with that limits its algorithms or protocols: NCCL_ALGO, "
+        "NCCL_PROTO or NCCL_NVLS_ENABLE (repeat for several; e.g. NCCL_PROTO=Simple)."))] = None,
+    nccl_tuner: Annotated[Path | None, typer.Option("--nccl-tuner", metavar="FILE", dir_okay=False, help=(
+        "The tuner plugin's config the logs ran under (NCCL_TUNER_CONFIG_PATH: a tuner_config.textproto of "
+        "communicator_configs, as Google's GPUDirect plugins ship): its rules replace NCCL's choice."))] = None,
     fmt: FormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
@@ -92,7 +100,8 @@ def nccl_tests_cmd(
         runs=runs, held=tuple(run for path in (check or []) for run in read_runs(path)),
         hold_out_range=None if sizes is None else (min(sizes), max(sizes)), nic=parse_link(nic),
         nics_per_server=nics_per_server, gpus_per_server=gpus_per_server, intra=intra, fabric=fabric,
-        sharp=sharp, nccl_version=nccl_version, name=out.stem, log_names=tuple(p.name for p in logs),
+        sharp=sharp, nccl_version=nccl_version, nccl_env=parse_assignments(nccl_env or []),
+        tuner=() if nccl_tuner is None else read_tuner_file(nccl_tuner), name=out.stem, log_names=tuple(p.name for p in logs),
         record={"logs": [str(p) for p in logs], "checked_logs": [str(p) for p in check or []],
                 "hold_out_sizes": hold_out_sizes})
     cal = calibrate_cluster(request)
@@ -100,7 +109,9 @@ def nccl_tests_cmd(
     _print_calibration(output, cal, request)
     output.note(f"cluster written to {out}")
     output.record("calibrate.nccl-tests", {"logs": [str(p) for p in logs], "check": [str(p) for p in check or []],
-                                           "hold_out_sizes": hold_out_sizes, "nic": nic, "out": str(out)},
+                                           "hold_out_sizes": hold_out_sizes, "nic": nic, "out": str(out),
+                                           **({"nccl_env": request.nccl_env} if request.nccl_env else {}),
+                                           **({"nccl_tuner": str(nccl_tuner)} if nccl_tuner else {})},
                   {"parameters": cal.cluster.fit["parameters"], "residuals": [asdict(r) for r in cal.residuals],
                    "fitted_rows": cal.fitted_summary, "held_out_rows": cal.held_summary,
                    "held_out_coverage": cal.coverage, "nccl_version": cal.cluster.library.nccl_version})

@@ -4,7 +4,9 @@ For every cluster of the corpus (`examples/nccl-corpus`: published logs with the
 said and a cluster file; `bench/validate/nccl_corpus.py`) it calibrates on the smaller runs and predicts
 the larger ones (`bench/validate/nccl_tests.py`), then prints one table per size band (>= 64 MB, 1-16 MB,
 64-512 KB): per cluster the predicted rows, mean and max |error| against the band's goal, and how many
-rows the printed busbw range holds. `--models both` adds the model without the corpus's mechanisms.
+rows the printed busbw range holds (`!`: a cluster measured degraded, as its poster or NCCL's maintainers
+said: in the tables, out of the `all` row, whose share of rows in range is also printed with them).
+`--models both` adds the model without the corpus's mechanisms.
 The record (kind `validate.nccl-tests`) keeps every predicted row.
 
 Try it: `fabriclab validate nccl-tests --models both`.
@@ -12,6 +14,7 @@ Try it: `fabriclab validate nccl-tests --models both`.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -78,9 +81,15 @@ def nccl_tests(
         if band_rows:
             out.table(band_table(band, band_rows, min_servers))
             for row in band_rows:
-                if row["cluster"] == "all":
+                if row["cluster"] in ("all", "all+degraded"):
                     for line in band_words(row):
                         out.note(line)
+    degraded = [res for res in results[MODEL_CHOICES[models][-1]] if res.degraded]
+    if degraded:
+        out.note("measured degraded (`!`: in the tables, out of `all`):")
+        for res in degraded:
+            for line in textwrap.wrap(f"{res.name}: {res.degraded}", 78, subsequent_indent="    "):
+                out.note("  " + line)
     if show_rows:
         for m in results:
             for res in results[m]:
@@ -120,7 +129,8 @@ def band_table(band: str, rows: list[dict], min_servers: int) -> Table:
     for col in ("cluster", "model", "GPUs", "rows", "median", "max", "goal", "in range"):
         table.add_column(col, justify="left" if col in ("cluster", "model", "GPUs") else "right")
     for r in rows:
-        name = f"all ({r['clusters']})" if r["cluster"] == "all" else r["cluster"]
+        name = (f"all ({r['clusters']})" if r["cluster"] == "all" else f"+degraded ({r['clusters']})"
+                if r["cluster"] == "all+degraded" else r["cluster"] + (" !" if r.get("degraded") else ""))
         gpus = ",".join(map(str, r["servers"])) if len(r["servers"]) <= 3 else f"{r['servers'][0]}-{r['servers'][-1]}"
         in_range = f"{r['inside']}/{r['ranged']}" if r["ranged"] else "-"
         goal_word = "yes" if r["within_goal"] else "median" if r["median_within_goal"] else "no"

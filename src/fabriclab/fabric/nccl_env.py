@@ -1,0 +1,129 @@
+"""NCCL's environment variables that decide which algorithms and protocols it may run.
+
+A cluster's `library.nccl_env` holds the variables its runs were made with, as NCCL reads them
+(`src/graph/tuning.cc`, `parseList` / `ncclTopoTuneModel`; `src/transport/nvls.cc`):
+
+* `NCCL_ALGO`: a comma list of Ring, Tree, CollnetDirect, CollnetChain, NVLS, NVLSTree, PAT (any case);
+  a leading `^` turns the listed ones off instead. From 2.24 also per collective:
+  `allreduce:tree,ring;allgather:ring` (collectives not named keep every algorithm).
+* `NCCL_PROTO`: a comma list of LL, LL128, Simple, or `^` and the ones turned off.
+* `NCCL_NVLS_ENABLE=0`: no NVLS and no NVLS-tree.
+
+Clouds set them for their transports: Google's GPUDirect-TCPXO (A3 Mega) enforces `NCCL_ALGO=Ring,Tree`,
+`NCCL_PROTO=Simple` and `NCCL_NVLS_ENABLE=0` (its guest-config checker; "TCPX only supports Simple
+protocol"). Other variables are not modelled: a file naming one is refused, so that no run is taken to
+have been made with settings the model ignores.
+
+Try it: `fabriclab simulate collective --cluster examples/nccl-corpus/gcp-a3mega-h100/cluster.json --gpus 16`.
+"""
+
+from __future__ import annotations
+
+ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "collnetdirect": "collnet_direct",
+                   "collnetchain": "collnet_chain", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
+"""NCCL's spelling (lower case) -> fabriclab's algorithm name."""
+PROTOCOL_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+"""NCCL's spelling (lower case) -> fabriclab's protocol name."""
+COLLECTIVE_NAMES = {"allreduce": "allreduce", "allgather": "allgather", "reducescatter": "reduce_scatter",
+                    "broadcast": "broadcast", "reduce": "reduce"}
+"""NCCL_ALGO's per-collective keys -> fabriclab's collective names."""
+MODELLED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE")
+
+
+def _names(value: str, table: dict[str, str], variable: str) -> tuple[bool, set[str]]:
+    """(exclude, names) of one comma list, `^` first to exclude."""
+    text = value.strip()
+    exclude = text.startswith("^")
+    items = [w.strip() for w in text.removeprefix("^").split(",") if w.strip()]
+    if not items:
+        raise ValueError(f"{variable}={value!r}: give a comma list of {', '.join(_spelled(table))}")
+    out = set()
+    for item in items:
+        name = table.get(item.lower())
+        if name is None:
+            raise ValueError(f"{variable}={value!r}: {item!r} is not one of {', '.join(_spelled(table))}")
+        out.add(name)
+    return exclude, out
+
+
+def _spelled(table: dict[str, str]) -> list[str]:
+    spelling = {"ring": "Ring", "tree": "Tree", "collnetdirect": "CollnetDirect", "collnetchain": "CollnetChain",
+                "nvls": "NVLS", "nvlstree": "NVLSTree", "pat": "PAT", "ll": "LL", "ll128": "LL128",
+                "simple": "Simple"}
+    return [spelling[k] for k in table]
+
+
+def _chosen(value: str, table: dict[str, str], variable: str) -> frozenset[str]:
+    exclude, names = _names(value, table, variable)
+    return frozenset(set(table.values()) - names if exclude else names)
+
+
+def allowed_algorithms(env: dict[str, str], collective: str) -> frozenset[str]:
+    """The algorithms NCCL may run `collective` with under `env` (every one when nothing restricts it)."""
+    out = frozenset(ALGORITHM_NAMES.values())
+    value = env.get("NCCL_ALGO")
+    if value is not None:
+        if ":" in value:  # per collective (2.24+)
+            for part in value.split(";"):
+                if not part.strip():
+                    continue
+                coll, _, names = part.partition(":")
+                key = COLLECTIVE_NAMES.get(coll.strip().lower())
+                if key is None or not _:
+                    raise ValueError(f"NCCL_ALGO={value!r}: {part.strip()!r} is not COLLECTIVE:ALGORITHMS with a "
+                                     f"collective of {', '.join(COLLECTIVE_NAMES)}")
+                if key == collective:
+                    out = _chosen(names, ALGORITHM_NAMES, "NCCL_ALGO")
+        else:
+            out = _chosen(value, ALGORITHM_NAMES, "NCCL_ALGO")
+    if str(env.get("NCCL_NVLS_ENABLE", "")).strip() == "0":
+        out = out - {"nvls", "nvls_tree"}
+    return out
+
+
+def allowed_protocols(env: dict[str, str]) -> frozenset[str]:
+    """The protocols NCCL may use under `env`."""
+    value = env.get("NCCL_PROTO")
+    return frozenset(PROTOCOL_NAMES.values()) if value is None else _chosen(value, PROTOCOL_NAMES, "NCCL_PROTO")
+
+
+def permitted(env: dict[str, str], collective: str, algorithm: str, protocol: str) -> bool:
+    """Whether `env` lets NCCL run `collective` with `algorithm` / `protocol` (point-to-point always)."""
+    if not env or algorithm == "p2p":
+        return True
+    return algorithm in allowed_algorithms(env, collective) and protocol in allowed_protocols(env)
+
+
+def check_nccl_env(env: object, where: str) -> None:
+    """ValueError naming the variable and what to give when `env` is not a mapping of modelled variables
+    with values NCCL accepts."""
+    if not isinstance(env, dict):
+        raise ValueError(f"{where}: library.nccl_env is {env!r}: give an object like "  # noqa: TRY004
+                         f'{{"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple"}}')
+    for key, value in env.items():
+        if key not in MODELLED:
+            raise ValueError(f"{where}: library.nccl_env has {key}: the model reads only {', '.join(MODELLED)}; "
+                             f"leave the others out (say them in the cluster's description)")
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: library.nccl_env {key} is {value!r}: give the value as NCCL reads it, "
+                             f"a string")
+    if "NCCL_NVLS_ENABLE" in env and env["NCCL_NVLS_ENABLE"].strip() not in ("0", "1", "2"):
+        raise ValueError(f"{where}: NCCL_NVLS_ENABLE={env['NCCL_NVLS_ENABLE']!r}: give 0 (off), 1 or 2")
+    try:
+        for coll in COLLECTIVE_NAMES.values():
+            allowed_algorithms(env, coll)
+        allowed_protocols(env)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """`["NCCL_ALGO=Ring,Tree", ...]` (a CLI's repeated option) -> the mapping, checked."""
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"--nccl-env {item!r}: give VARIABLE=VALUE, e.g. NCCL_PROTO=Simple")
+        out[key.strip()] = value.strip()
+    check_nccl_env(out, "--nccl-env")
+    return out

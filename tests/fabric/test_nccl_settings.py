@@ -1,0 +1,129 @@
+"""NCCL's own variables (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE) and a tuner plugin's rules decide what the
+model's NCCL may run (fabric/nccl_env.py, fabric/nccl_tuner.py, nccl/choice.py)."""
+
+from dataclasses import replace
+
+import pytest
+
+from fabriclab.fabric.cluster import dumps, from_dict, load_cluster
+from fabriclab.fabric.nccl_env import allowed_algorithms, allowed_protocols, parse_assignments, permitted
+from fabriclab.fabric.nccl_tuner import TunerRule, per_rank_bytes, read_textproto, tuner_rule
+from fabriclab.nccl.choice import nccl_choices
+from fabriclab.nccl.predict import collective_times
+
+import json
+from pathlib import Path
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "nccl-corpus"
+
+TEXTPROTO = """
+# proto-file: config_proto/tuner_config.proto
+communicator_configs {
+  node_range: { min: 2 max: 3 }   # exclusive
+  rank_per_node_range: { min: 1 max: 2 }
+  coll_configs {
+    coll_type: COLL_ALL_REDUCE
+    msg_size_tuning_rules {
+      per_rank_message_size: { min: 0 max: 65536 }
+      coll_tuning_spec: { algorithm: ALGO_TREE protocol: PROTO_LL num_channel: 2 }
+    }
+    msg_size_tuning_rules {
+      per_rank_message_size: { min: 65536 }
+      coll_tuning_spec: { algorithm: ALGO_RING protocol: PROTO_SIMPLE num_channel: 4 }
+    }
+  }
+  coll_configs {
+    coll_type: COLL_DEFAULT
+    msg_size_tuning_rules {
+      per_rank_message_size: { min: 0 }
+      coll_tuning_spec: { algorithm: ALGO_NVLS_TREE protocol: PROTO_LL128 }
+    }
+  }
+}
+"""
+
+
+def test_nccl_algo_and_proto_read_as_nccl_reads_them():
+    assert allowed_algorithms({"NCCL_ALGO": "Ring,tree"}, "allreduce") == {"ring", "tree"}
+    assert allowed_algorithms({"NCCL_ALGO": "^NVLS,NVLSTree"}, "allreduce") == {
+        "ring", "tree", "collnet_direct", "collnet_chain", "pat"}
+    per = {"NCCL_ALGO": "allreduce:tree;allgather:ring"}
+    assert allowed_algorithms(per, "allreduce") == {"tree"} and allowed_algorithms(per, "allgather") == {"ring"}
+    assert "nvls" in allowed_algorithms(per, "broadcast")  # a collective not named keeps every algorithm
+    assert "nvls_tree" not in allowed_algorithms({"NCCL_NVLS_ENABLE": "0"}, "allreduce")
+    assert allowed_protocols({"NCCL_PROTO": "^LL"}) == {"LL128", "Simple"}
+    assert permitted({}, "allreduce", "nvls", "Simple") and not permitted({"NCCL_PROTO": "Simple"}, "allreduce",
+                                                                        "ring", "LL")
+
+
+def test_bad_variables_say_what_to_give():
+    with pytest.raises(ValueError, match="'Bus' is not one of Ring, Tree"):
+        parse_assignments(["NCCL_ALGO=Ring,Bus"])
+    with pytest.raises(ValueError, match="reads only NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE"):
+        parse_assignments(["NCCL_BUFFSIZE=8388608"])
+    with pytest.raises(ValueError, match="VARIABLE=VALUE"):
+        parse_assignments(["NCCL_PROTO"])
+    with pytest.raises(ValueError, match="COLLECTIVE:ALGORITHMS"):
+        parse_assignments(["NCCL_ALGO=alltoall:ring"])
+
+
+def test_the_variables_restrict_the_choice_and_refuse_an_empty_one():
+    h100 = load_cluster(CORPUS / "h100-ndr-8node" / "cluster.json")  # NCCL 2.26.2, 8 x H100 and NDR
+    sizes = [1 << 10, 1 << 20, 64 << 20]
+    free = nccl_choices(h100, 32, sizes, "allreduce")
+    assert {a for a, _ in free} - {"ring", "tree"}  # NVLS-tree somewhere without the variables
+    tcpxo = replace(h100, library=replace(h100.library, nccl_env={"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple",
+                                                                  "NCCL_NVLS_ENABLE": "0"}))
+    assert {c for c in nccl_choices(tcpxo, 32, sizes, "allreduce")} <= {("ring", "Simple"), ("tree", "Simple")}
+    times, picks = collective_times(tcpxo, 32, sizes, "allreduce")
+    assert all(p.endswith("/Simple") for p in picks) and (times > 0).all()
+    none = replace(h100, library=replace(h100.library, nccl_env={"NCCL_ALGO": "Tree"}))
+    with pytest.raises(ValueError, match="NCCL_ALGO=Tree leaves no algorithm .* allgather"):
+        nccl_choices(none, 32, sizes, "allgather")
+    # the file keeps them, and a cluster without them writes no key
+    assert from_dict(json.loads(dumps(tcpxo))).library.nccl_env == tcpxo.library.nccl_env
+    assert "nccl_env" not in dumps(h100) and "tuner" not in dumps(h100)
+    bad = json.loads(dumps(tcpxo))
+    bad["library"]["nccl_env"]["NCCL_MIN_NCHANNELS"] = "4"
+    with pytest.raises(ValueError, match="library.nccl_env has NCCL_MIN_NCHANNELS"):
+        from_dict(bad, "x.json")
+
+
+def test_a_tuner_config_reads_into_rules_and_overrides_the_choice():
+    rules = read_textproto(TEXTPROTO)
+    assert len(rules) == 3 and rules[0] == TunerRule(nodes=(2, 3), ranks_per_node=(1, 2), collective="allreduce",
+                                                     per_rank_bytes=(0, 65536), algorithm="tree", protocol="LL",
+                                                     channels=2)
+    assert rules[2].algorithm == "nvls_tree" and rules[2].channels == 0
+    assert tuner_rule(rules, 2, 1, "allreduce", 1 << 20).algorithm == "ring"
+    assert tuner_rule(rules, 2, 1, "allgather", 1).collective == "default"  # the default rules
+    assert tuner_rule(rules, 4, 1, "allreduce", 1) is None and tuner_rule(rules, 2, 8, "allreduce", 1) is None
+    assert per_rank_bytes("allgather", 1 << 20, 4) == 1 << 18 == per_rank_bytes("allreduce", 1 << 20, 4)
+    one = replace(load_cluster(CORPUS / "h100-ndr-8node" / "cluster.json"), name="one")
+    one = replace(one, server=replace(one.server, gpus_per_server=1, nics_per_server=1))
+    sizes = [4 << 10, 4 << 20]
+    tuned = replace(one, library=replace(one.library, tuner=rules))
+    assert nccl_choices(tuned, 2, sizes, "allreduce") == [("tree", "LL"), ("ring", "Simple")]
+    # the rule's channel count is what the pair runs on: 4 channels of ring/Simple take longer than 16
+    free_t, _ = collective_times(replace(one, library=replace(one.library, algorithms=("ring",),
+                                                              nccl_env={"NCCL_PROTO": "Simple"})), 2, [64 << 20])
+    tuned_t, picks = collective_times(tuned, 2, [64 << 20])
+    assert picks == ["ring/Simple"] and tuned_t[0] >= free_t[0]
+    # NVLS-tree is not possible on one GPU per server: NCCL's own choice stands
+    assert nccl_choices(tuned, 2, [1 << 20], "allgather")[0][0] != "nvls_tree"
+
+
+def test_bad_tuner_input_says_what_to_change(tmp_path):
+    with pytest.raises(ValueError, match="no communicator_configs"):
+        read_textproto("# nothing\n")
+    with pytest.raises(ValueError, match="an ALGO_ and a PROTO_"):
+        read_textproto(TEXTPROTO.replace("ALGO_TREE", "ALGO_STAR"))
+    with pytest.raises(ValueError, match="is not closed"):
+        read_textproto("communicator_configs { node_range: { min: 2 ")
+    data = json.loads(dumps(load_cluster(CORPUS / "h100-ndr-8node" / "cluster.json")))
+    data["library"]["tuner"] = [{"nodes": [3, 2], "ranks_per_node": [1, 0], "collective": "allreduce",
+                                 "per_rank_bytes": [0, 0], "algorithm": "ring", "protocol": "LL"}]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"tuner\[0\]: tuner rule nodes"):
+        load_cluster(path)
