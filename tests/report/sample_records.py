@@ -225,10 +225,28 @@ def _validate_llm():
                         "calibration": {"one_rank_step_s": 0.21, "loopback_step_s": 168e-6}})
 
 
+def _nccl_corpus():
+    def band(name, goal, cluster, median, worst, inside, ranged, degraded=False, clusters=None):
+        row = {"band": name, "goal_pct": goal, "cluster": cluster, "model": "mechanisms", "rows": ranged,
+               "mean_abs_error_pct": median, "median_abs_error_pct": median, "max_abs_error_pct": worst,
+               "within_goal": worst <= goal, "median_within_goal": median <= goal, "ranged": ranged,
+               "inside": inside, "servers": [16], "degraded": degraded}
+        if clusters:
+            row.update(clusters=clusters, clusters_within_goal=int(worst <= goal),
+                       clusters_median_within_goal=int(median <= goal))
+        return row
+    bands = [band("1-16 MB", 25.0, "small-roce", 7.0, 15.0, 5, 5), band("1-16 MB", 25.0, "slow !", 140.0, 160.0, 0, 2,
+                                                                     True),
+             band("1-16 MB", 25.0, "all", 7.0, 15.0, 5, 5, clusters=1),
+             band("1-16 MB", 25.0, "all+degraded", 9.0, 160.0, 5, 7, clusters=2)]
+    return make_record("validate.nccl-tests", {"corpus": "examples/nccl-corpus", "models": ["mechanisms"]},
+                       {"bands": bands, "clusters": []})
+
+
 def sample_records() -> list[dict]:
     """One or more records of every kind the report has a section for, plus one it has none for."""
     return [_fatness(), _whatif(), _whatif("whatif.reproduce"), _fabrics(), _train(2), _train(4), _modes(),
-            _stencil("stencil.scale"), _stencil("stencil.simulate"), _stencil_run(), _validate(), _validate_llm(),
+            _stencil("stencil.scale"), _stencil("stencil.simulate"), _stencil_run(), _validate(), _validate_llm(), _nccl_corpus(),
             collectives_check(), _published(), _plan(), _bench(), _calibrate(), _llm(), _plan_llm(), _predicted(),
             _predicted("allgather"), _no_section()]
 

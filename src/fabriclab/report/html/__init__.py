@@ -17,17 +17,18 @@ from pathlib import Path
 
 import fabriclab
 from fabriclab.report.html import (calibrate, collectives, hpc, llm, llm_plan, plan, predict, sim, train,
-                                   validate_llm)
+                                   validate_llm, validate_nccl)
 from fabriclab.report.html.parts import Section, anchor, esc, rows_table, source
 from fabriclab.report.html.summary import summary
 from fabriclab.report.store_views import Stored, command_of
 
 _BY_KEY = {s.key: s for s in sim.SECTIONS + train.SECTIONS + hpc.SECTIONS + plan.SECTIONS + collectives.SECTIONS
-           + calibrate.SECTIONS + llm.SECTIONS + llm_plan.SECTIONS + predict.SECTIONS + validate_llm.SECTIONS}
+           + calibrate.SECTIONS + llm.SECTIONS + llm_plan.SECTIONS + predict.SECTIONS + validate_llm.SECTIONS
+           + validate_nccl.SECTIONS}
 # Reading order: the answers first (what to buy for an LLM, then for a CNN), the steps and collectives they
 # rest on, the cluster fitted, then the studies as the papers present them, then the checks.
 ORDER = ("llm-plan", "plan", "llm", "predictions", "calibrate", "main-job", "fatness", "whatif", "throughput",
-         "scaffe", "stencil", "validate", "llm-check", "collectives-check", "published")
+         "scaffe", "stencil", "validate", "llm-check", "collectives-check", "nccl-corpus", "published")
 SECTIONS: tuple[Section, ...] = tuple(_BY_KEY[k] for k in ORDER)
 
 CSS = """

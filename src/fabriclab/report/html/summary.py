@@ -21,7 +21,8 @@ MEASURED = ("train.bench", "train.llm", "bench.train", "bench.train_llm", "bench
             "collectives.bench", "stencil.run", "stencil.scale", "calibrate.nccl-tests", "calibrate.step",
             "validate.emulated", "validate.collectives", "validate.llm")
 PREDICTED = ("plan", "plan.llm", "whatif", "whatif.llm", "whatif.reproduce", "simulate.sweep", "simulate.collective",
-             "simulate.cluster", "stencil.simulate", "chakra.run", "bench.astra_sim", "validate.published")
+             "simulate.cluster", "stencil.simulate", "chakra.run", "bench.astra_sim", "validate.published",
+             "validate.nccl-tests")
 # The section each plan kind's answer is drawn in.
 PLAN_SECTIONS = {"plan": "plan", "plan.llm": "llm-plan"}
 WORST = 3
@@ -71,8 +72,16 @@ def _fabrics_worst(stored: Stored) -> list[str]:
             f"record {stored.id}</a>): worst {worst}"] if errs else []
 
 
+def _corpus_coverage(stored: Stored) -> list[str]:
+    rows = [b for b in stored.record["results"]["bands"] if b["cluster"] == "all" and b["ranged"]]
+    held = "; ".join(f"{esc(b['band'])} {b['inside']}/{b['ranged']} rows in range, {b['clusters_median_within_goal']}/"
+                     f"{b['clusters']} clusters within {b['goal_pct']:g} %" for b in rows)
+    return [f'NCCL model on the nccl-tests corpus (<a href="#nccl-corpus">section</a>, <a href="#rec-{stored.id}">'
+            f"record {stored.id}</a>): {held}"] if rows else []
+
+
 WORST_OF = {"validate.published": _published_worst, "calibrate.nccl-tests": _calibrate_worst,
-            "bench.fabrics": _fabrics_worst}
+            "bench.fabrics": _fabrics_worst, "validate.nccl-tests": _corpus_coverage}
 
 
 def _answer(plans: list[Stored]) -> list[str]:
