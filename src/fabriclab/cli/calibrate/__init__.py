@@ -13,7 +13,7 @@ Try it: `fabriclab calibrate nccl-tests examples/nccl-tests-a100/nccl_{1,2,4,8,1
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
