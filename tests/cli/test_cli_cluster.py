@@ -79,3 +79,18 @@ def test_list_shows_every_preset_with_its_domain_nics_and_price(tmp_path):
     assert rows["dgx-h100"]["price_kind"] == "listing" and rows["tx-gaia-opa"]["usd_per_gpu"] is None
     shown = fabriclab("cluster", "show", "gb200-nvl72")
     assert "72 GPUs (18 servers of 4, one node to NCCL from 2.20)" in " ".join(shown.stdout.split())
+
+
+def test_show_says_the_runs_nccl_settings_and_tuner_rules():
+    from pathlib import Path
+
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "nccl-corpus"
+    done = fabriclab("cluster", "show", str(corpus / "gcp-a3mega-h100" / "cluster.json"), "--format", "plain")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "NCCL settings NCCL_ALGO=Ring,Tree NCCL_NVLS_ENABLE=0 NCCL_PROTO=Simple" in text
+    assert ("tuner plugin 2 rules override NCCL's choice: 2 servers of 8+ GPUs: allreduce 0B+ tree/Simple, "
+            "default 0B+ ring/Simple") in text
+    assert all(len(line) <= 80 for line in done.stdout.splitlines())
+    plain = fabriclab("cluster", "show", "dgx-h100", "--format", "plain")
+    assert "tuner plugin" not in plain.stdout and "NCCL settings" not in plain.stdout

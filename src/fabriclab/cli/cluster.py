@@ -63,11 +63,33 @@ def cluster_rows(cluster) -> list[dict]:
             ("network", f"{n.fabric}, bisection {n.bisection:g}, {n.leaf_ports} ports per leaf"),
             ("library", f"{lib.name} {lib.nccl_version}, {lib.num_channels} channels"),
             *(("", line) for line in feature_lines(cluster)),
+            *((("NCCL settings", " ".join(f"{k}={v}" for k, v in sorted(lib.nccl_env.items()))),)
+              if lib.nccl_env else ()),
+            *((("tuner plugin", f"{len(lib.tuner)} rules override NCCL's choice: {_tuner_words(lib.tuner)}"),)
+              if lib.tuner else ()),
             ("source", cluster.description or "-")]
     cap = pcie_cap(cluster)
     if cap:
         rows.insert(5, ("PCIe cap", cap.split(": ", 1)[1]))
     return [{"part": p, "value": v} for p, v in rows]
+
+
+def _tuner_words(rules) -> str:
+    """`2 servers of 1: allgather ring/LL128 from 64 KiB per rank, ...` for the first communicator range."""
+    from fabriclab.units import format_size
+
+    first = [r for r in rules if (r.nodes, r.ranks_per_node) == (rules[0].nodes, rules[0].ranks_per_node)]
+
+    def count(lo: int, hi: int) -> str:  # [lo, hi) of whole numbers
+        return f"{lo}+" if not hi else str(lo) if hi == lo + 1 else f"{lo}-{hi - 1}"
+
+    def size(lo: int, hi: int) -> str:  # [lo, hi) bytes per rank
+        return (f"{format_size(lo)}+" if not hi else f"<{format_size(hi)}" if not lo
+                else f"{format_size(lo)}-{format_size(hi)}")
+
+    head = f"{count(*rules[0].nodes)} servers of {count(*rules[0].ranks_per_node)} GPUs"
+    picks = ", ".join(f"{r.collective} {size(*r.per_rank_bytes)} {r.algorithm}/{r.protocol}" for r in first)
+    return f"{head}: {picks}" + ("; other communicator ranges in the file" if len(first) < len(rules) else "")
 
 
 @app.command("list")
