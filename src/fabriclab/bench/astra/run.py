@@ -139,6 +139,11 @@ def run_graphs_in_astra(graphs: list[RankGraph], cluster: ClusterModel, binary: 
             f"--network-configuration={files.network}", f"--remote-memory-configuration={files.memory}"]
     if comm_groups_path(prefix).exists():
         argv.append(f"--comm-group-configuration={comm_groups_path(prefix)}")
+    # Into a pipe its log is block-buffered, and the crash at its end (below) loses what was not flushed: a
+    # rank's finished line, at random with the buffer's boundary. Line-buffered (coreutils' stdbuf), every
+    # line printed is kept.
+    if shutil.which("stdbuf") and os.access(binary, os.X_OK):  # (a missing binary: the OSError below)
+        argv = ["stdbuf", "-oL", "-eL", *argv]
     start = time.perf_counter()
     try:  # its logs go to ./log: run it in the folder
         done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=timeout_s)
