@@ -1,7 +1,9 @@
 """NCCL's own variables (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE) and a tuner plugin's rules decide what the
 model's NCCL may run (fabric/nccl_env.py, fabric/nccl_tuner.py, nccl/choice.py)."""
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -10,9 +12,6 @@ from fabriclab.fabric.nccl_env import allowed_algorithms, allowed_protocols, par
 from fabriclab.fabric.nccl_tuner import TunerRule, per_rank_bytes, read_textproto, tuner_rule
 from fabriclab.nccl.choice import nccl_choices
 from fabriclab.nccl.predict import collective_times
-
-import json
-from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "nccl-corpus"
 
