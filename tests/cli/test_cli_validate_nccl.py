@@ -32,3 +32,15 @@ def test_bands_record_and_bad_input(make_group_app, monkeypatch, tmp_path):
                         (["--min-servers", "0"], "--min-servers"), (["--corpus", str(tmp_path)], "no cluster")):
         bad = runner.invoke(app, ["nccl-tests", *args])
         assert bad.exit_code == 2 and words in bad.output, bad.output
+
+
+def test_a_degraded_cluster_is_marked_and_named_where_it_has_rows(make_group_app, monkeypatch):
+    monkeypatch.setenv("FABRICLAB_STORE", "off")
+    app, runner = make_group_app(validate_nccl), CliRunner()
+    shown = runner.invoke(app, ["nccl-tests", "--clusters", "h100-ndr-node005,oci-a100-roce", "--format", "plain"])
+    assert shown.exit_code == 0, shown.output
+    assert "h100-ndr-node005 !" in shown.output and "measured degraded" in shown.output
+    assert "counting degraded clusters:" in shown.output and "46-48 GB/s" in shown.output
+    assert all(len(line) <= 80 for line in shown.output.splitlines() if not line.startswith("record"))
+    none = runner.invoke(app, ["nccl-tests", "--clusters", "h100-ndr-node005", "--min-servers", "4"])
+    assert none.exit_code == 0 and "measured degraded" not in none.output

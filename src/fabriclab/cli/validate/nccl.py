@@ -84,7 +84,8 @@ def nccl_tests(
                 if row["cluster"] in ("all", "all+degraded"):
                     for line in band_words(row):
                         out.note(line)
-    degraded = [res for res in results[MODEL_CHOICES[models][-1]] if res.degraded]
+    shown = {row["cluster"] for m in summaries for row in summaries[m]}
+    degraded = [res for res in results[MODEL_CHOICES[models][-1]] if res.degraded and res.name in shown]
     if degraded:
         out.note("measured degraded (`!`: in the tables, out of `all`):")
         for res in degraded:
