@@ -119,7 +119,8 @@ def test_degraded_clusters_stay_in_the_tables_and_out_of_the_all_row(corpus):
 def test_the_corpus_carries_each_runs_nccl_settings_into_its_prior(corpus):
     mega = next(c for c in corpus if c.name == "gcp-a3mega-h100")
     prior = corpus_prior(mega)
-    assert prior.library.nccl_env == {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"}
+    assert prior.library.nccl_env == {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0",
+                                      "NCCL_BUFFSIZE": "8388608"}
     assert prior.library.tuner and all(r.nodes == (2, 3) for r in prior.library.tuner)
     res = validate_cluster(mega)
     assert res.rows and {r.choice for r in res.rows} == {"tree/Simple"}  # the TCPXO tuner's 2-node rule

@@ -58,8 +58,11 @@ def test_nccl_algo_and_proto_read_as_nccl_reads_them():
 def test_bad_variables_say_what_to_give():
     with pytest.raises(ValueError, match="'Bus' is not one of Ring, Tree"):
         parse_assignments(["NCCL_ALGO=Ring,Bus"])
-    with pytest.raises(ValueError, match="reads only NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE"):
-        parse_assignments(["NCCL_BUFFSIZE=8388608"])
+    with pytest.raises(ValueError, match="reads only NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE, NCCL_BUFFSIZE"):
+        parse_assignments(["NCCL_MIN_NCHANNELS=4"])
+    with pytest.raises(ValueError, match="NCCL_BUFFSIZE='8M': give bytes as a whole number"):
+        parse_assignments(["NCCL_BUFFSIZE=8M"])
+    assert parse_assignments(["NCCL_BUFFSIZE=8388608"]) == {"NCCL_BUFFSIZE": "8388608"}
     with pytest.raises(ValueError, match="VARIABLE=VALUE"):
         parse_assignments(["NCCL_PROTO"])
     with pytest.raises(ValueError, match="COLLECTIVE:ALGORITHMS"):

@@ -25,14 +25,22 @@ def test_nccl_runs_fewer_channels_on_small_buffers():
     assert ch[0] == 1 and 1 < ch[1] < c.library.num_channels and ch[2] == c.library.num_channels
 
 
-def test_tree_pipeline_fill_grows_with_depth_and_is_not_counted_twice():
+def test_tree_pipeline_fill_grows_with_depth():
     c = a100_hdr_prior()
     fill = {g: tree_fill_s(c, g, "LL128", [MB])[0] for g in (16, 32, 64, 128)}
     assert 0 < fill[16] < fill[32] < fill[64] < fill[128]  # 1, 2, 3, 4 network levels up and down
     # a level more adds a hop up and a hop down, each moving two children's chunks through one NIC share
     assert fill[128] - fill[64] == pytest.approx(fill[64] - fill[32], rel=1e-9)
     assert tree_fill_s(c, 8, "LL128", [MB])[0] == 0  # one server: no tree
-    assert tree_fill_s(c, 128, "Simple", [MB])[0] == 0  # already in NCCL's tree/Simple hop latency
+    # Simple fills too: with the channel's share of the buffer up to a chunk (an eighth of NCCL_BUFFSIZE),
+    # then no more; a buffer twice as large moves the plateau to twice the size
+    # (NCCL 2.20 on: no halving of Simple's tree chunk)
+    c21 = replace(c, library=replace(c.library, nccl_version="2.21.5"))
+    simple = tree_fill_s(c21, 16, "Simple", [64 << 10, MB, 8 * MB, 16 * MB, 64 * MB])
+    assert 0 < simple[0] < simple[1] < simple[2] == simple[3] == simple[4]
+    big = replace(c21, library=replace(c21.library, nccl_env={"NCCL_BUFFSIZE": str(8 * MB)}))
+    doubled = tree_fill_s(big, 16, "Simple", [8 * MB, 16 * MB, 64 * MB])
+    assert doubled[0] == pytest.approx(simple[2]) and doubled[1] == doubled[2] == pytest.approx(2 * simple[2])
     # the fill is part of the tree's time: without it the tree would be faster by exactly that much
     times, picks = collective_times(c, 128, [MB])
     assert picks == ["tree/LL128"] and times[0] > fill[128]

@@ -163,8 +163,9 @@ class LibrarySpec:
     """Algorithm -> protocol -> latency; None: NCCL's own constants of `nccl_version` (baseLat, hwLat of
     `src/graph/tuning.cc`; `nccl/library.py` writes them out). A calibrated file holds its fitted ones."""
     nccl_env: dict[str, str] = field(default_factory=dict)
-    """NCCL variables the runs were made with that restrict its algorithms and protocols (`NCCL_ALGO`,
-    `NCCL_PROTO`, `NCCL_NVLS_ENABLE`: `fabric/nccl_env.py`); empty: NCCL's defaults. Left out of the
+    """NCCL variables the runs were made with that the model reads (`NCCL_ALGO`, `NCCL_PROTO`,
+    `NCCL_NVLS_ENABLE` restrict the algorithms and protocols, `NCCL_BUFFSIZE` sizes a tree's Simple chunk:
+    `fabric/nccl_env.py`); empty: NCCL's defaults. Left out of the
     JSON when empty."""
     tuner: tuple[TunerRule, ...] = ()
     """A tuner plugin's rules that override NCCL's choice per communicator and size (`fabric/nccl_tuner.py`:

@@ -8,9 +8,11 @@ A cluster's `library.nccl_env` holds the variables its runs were made with, as N
   `allreduce:tree,ring;allgather:ring` (collectives not named keep every algorithm).
 * `NCCL_PROTO`: a comma list of LL, LL128, Simple, or `^` and the ones turned off.
 * `NCCL_NVLS_ENABLE=0`: no NVLS and no NVLS-tree.
+* `NCCL_BUFFSIZE`: the Simple protocol's buffer per connection (default 4 MiB): a tree's chunk is an eighth
+  of it (NCCL_STEPS), which decides how long its pipeline takes to fill (`nccl/pipeline.py`).
 
 Clouds set them for their transports: Google's GPUDirect-TCPXO (A3 Mega) enforces `NCCL_ALGO=Ring,Tree`,
-`NCCL_PROTO=Simple` and `NCCL_NVLS_ENABLE=0` (its guest-config checker; "TCPX only supports Simple
+`NCCL_PROTO=Simple`, `NCCL_NVLS_ENABLE=0` and `NCCL_BUFFSIZE=8388608` (its guest-config checker; "TCPX only supports Simple
 protocol"). Other variables are not modelled: a file naming one is refused, so that no run is taken to
 have been made with settings the model ignores.
 
@@ -27,7 +29,7 @@ PROTOCOL_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 COLLECTIVE_NAMES = {"allreduce": "allreduce", "allgather": "allgather", "reducescatter": "reduce_scatter",
                     "broadcast": "broadcast", "reduce": "reduce"}
 """NCCL_ALGO's per-collective keys -> fabriclab's collective names."""
-MODELLED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE")
+MODELLED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_BUFFSIZE")
 
 
 def _names(value: str, table: dict[str, str], variable: str) -> tuple[bool, set[str]]:
@@ -87,6 +89,12 @@ def allowed_protocols(env: dict[str, str]) -> frozenset[str]:
     return frozenset(PROTOCOL_NAMES.values()) if value is None else _chosen(value, PROTOCOL_NAMES, "NCCL_PROTO")
 
 
+def simple_buffer_bytes(env: dict[str, str]) -> int | None:
+    """Simple's buffer per connection NCCL_BUFFSIZE sets, bytes; None: NCCL's default."""
+    value = env.get("NCCL_BUFFSIZE")
+    return None if value is None else int(value.strip())
+
+
 def permitted(env: dict[str, str], collective: str, algorithm: str, protocol: str) -> bool:
     """Whether `env` lets NCCL run `collective` with `algorithm` / `protocol` (point-to-point always)."""
     if not env or algorithm == "p2p":
@@ -107,6 +115,11 @@ def check_nccl_env(env: object, where: str) -> None:
         if not isinstance(value, str):
             raise ValueError(f"{where}: library.nccl_env {key} is {value!r}: give the value as NCCL reads it, "
                              f"a string")
+    if "NCCL_BUFFSIZE" in env:
+        text = env["NCCL_BUFFSIZE"].strip()
+        if not text.isdigit() or not 65536 <= int(text) <= 1 << 30:
+            raise ValueError(f"{where}: NCCL_BUFFSIZE={env['NCCL_BUFFSIZE']!r}: give bytes as a whole number from "
+                             f"65536 to 1073741824 (NCCL's default is 4194304)")
     if "NCCL_NVLS_ENABLE" in env and env["NCCL_NVLS_ENABLE"].strip() not in ("0", "1", "2"):
         raise ValueError(f"{where}: NCCL_NVLS_ENABLE={env['NCCL_NVLS_ENABLE']!r}: give 0 (off), 1 or 2")
     try:

@@ -6,6 +6,9 @@ row rests on the prior when its algorithm/protocol uses such a parameter: e.g. 3
 trees with LL128 at 256 KB - 32 MB, while a log of 16 GPUs shows trees only with LL below 64 KB, so the
 tree/LL128 latencies and the tree's efficiency are NCCL's constants, not this cluster's.
 
+A parameter the fit pushed to one of its bounds (`at_bound`: an efficiency of 1 where the rows ask for
+more) counts as undetermined too.
+
 The band moves every prior parameter of a row by the factor the *fitted* parameters of its kind moved away
 from their priors on this cluster (RMS of log(fitted / prior): latencies one factor, bandwidths and
 efficiencies another): the unknown constants are taken to be as wrong as the known ones turned out to be.
@@ -105,7 +108,10 @@ def prior_names(cluster: ClusterModel, params: list[Param]) -> set[str]:
     fit = (cluster.fit or {}).get("parameters")
     if fit is None:
         return {p.name for p in params}
-    return {p.name for p in params if not fit.get(p.name, {}).get("fitted", False)}
+    # a parameter the fit pushed to its bound is not determined either: the rows want it past the model's
+    # range (an efficiency of 1 where the rows ask for more), so it is as unknown as a prior
+    return {p.name for p in params if not fit.get(p.name, {}).get("fitted", False)
+            or fit.get(p.name, {}).get("at_bound", False)}
 
 
 def _moved(cluster: ClusterModel, params: list[Param], names: set[str], lat: float, rate: float,

@@ -27,9 +27,13 @@ model's `protocols.LL.per_byte_s`) and then moves it over the NIC; the receiving
 last byte lands. That cost is paid once per network hop, up and down, and grows with the tree's depth,
 where a steady-state bandwidth sees none of it (16-64 KB on 32+ GPUs).
 
-Simple's fill is already in NCCL's own hop latency
-of a tree ("Tree/Simple is the latency a 256kB chunk", v2.9.9 `src/graph/tuning.cc` above hwLat), which
-the cost model's tree/Simple step latency starts from: it is not added twice.
+Simple fills its pipeline too: a chunk (an eighth of the buffer, NCCL_BUFFSIZE: 512 KiB by default,
+1 MiB on A3 Mega's TCPXO; no halving from 2.20) climbs the chain hop by hop at the channel's share of each
+link. NCCL's own tree/Simple hop latency prices "a 256kB chunk" (v2.9.9 `src/graph/tuning.cc`), but a
+fitted latency is fitted on rows of a few KiB, where the fill is nothing; from there the fill grows with
+the channel's share of the buffer up to a chunk, then stays. A3 Mega's 16-GPU all-reduce (tree/Simple,
+forced) shows both: 51 us per MiB from 1 to 16 MiB, where the share grows to the 1 MiB chunk, and 5.6 us per
+MiB above (16 MiB 978 us, 32 MiB 1060 us).
 
 Try it: `python -c "from fabriclab.fabric.presets import cluster_preset as c;
 from fabriclab.nccl.pipeline import tree_fill_s; print(tree_fill_s(c('a100-hdr'), 128, 'LL128', [1 << 20]))"`.
@@ -42,6 +46,7 @@ import math
 import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.fabric.nccl_env import simple_buffer_bytes
 from fabriclab.nccl.layout import layout
 from fabriclab.nccl.versions import channels_used, tree_chunk_bytes, table_of
 
@@ -95,14 +100,15 @@ def tree_fill_s(cluster: ClusterModel, num_gpus: int, protocol: str, sizes_bytes
     size = np.asarray(sizes_bytes, dtype=np.float64)
     lay = layout(cluster, num_gpus)
     lib = cluster.library
-    if lay.num_servers == 1 or lib.selection != "nccl" or protocol == "Simple":
+    if lay.num_servers == 1 or lib.selection != "nccl":
         return np.zeros(size.shape)
     table = table_of(lib.nccl_version)
     channels = active_channels(cluster, num_gpus, "tree", protocol, size, "allreduce")
     net_hops = int(math.log2(lay.num_servers))
     intra_hops = lay.per_server - 1
     depth = intra_hops + net_hops
-    chunk = np.array([tree_chunk_bytes(table, protocol, int(s), int(c), lay.num_servers, num_gpus, depth)
+    buffer = simple_buffer_bytes(lib.nccl_env)
+    chunk = np.array([tree_chunk_bytes(table, protocol, int(s), int(c), lay.num_servers, num_gpus, depth, buffer)
                       for s, c in zip(size, channels)], dtype=np.float64)
     unit = np.minimum(size / channels, chunk)
     intra_ch, net_ch = _hop_rates(cluster, protocol, channels)

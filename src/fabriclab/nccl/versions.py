@@ -468,15 +468,17 @@ def tree_depth(num_ranks: int, num_nodes: int) -> int:
 
 
 def tree_chunk_bytes(table: TuningTable, protocol: str, size_bytes, num_channels: int, num_nodes: int,
-                     num_ranks: int, tree_depth: int):
+                     num_ranks: int, tree_depth: int, simple_buffer: int | None = None):
     """Data bytes a tree step moves (NCCL's chunkSize, enqueue.cc computeColl / calcCollChunking):
     Simple: stepSize = buffSize/NCCL_STEPS halved while nBytes/(nChannels x chunk) < depth x 8 (> 128 KiB),
     x 4 (> 64 KiB), x 1 (> 32 KiB), up to 2.19; LL: half its step (8 data bytes per 16-byte line);
     LL128: halved while below nstepsLL128 x 64/ppn (> 128 KiB) and x 16/ppn (> 32 KiB),
     nstepsLL128 = 1 + log2i(nNodes) + 0.1 ppn, then x 120/128 (counted in data bytes from 2.20).
-    A channel's share smaller than the chunk moves in one step."""
+    A channel's share smaller than the chunk moves in one step. `simple_buffer`: Simple's buffer when
+    NCCL_BUFFSIZE sets it (it sets Simple's only; LL and LL128 keep theirs)."""
     size = np.asarray(size_bytes, dtype=np.float64)
-    step = table.buff_sizes[protocol] // table.nccl_steps
+    buffer = simple_buffer if protocol == "Simple" and simple_buffer else table.buff_sizes[protocol]
+    step = buffer // table.nccl_steps
     if protocol == "LL":
         return _shaped(np.full(size.shape, step // 2), size_bytes)
     chunk = np.full(size.shape, float(step))

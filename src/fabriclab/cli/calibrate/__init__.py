@@ -80,8 +80,8 @@ def nccl_tests_cmd(
     nccl_version: Annotated[str | None, typer.Option("--nccl-version", metavar="X.Y.Z", help=(
         "NCCL version the logs were measured with, when they do not say (2.9 to the current 2.2x)."))] = None,
     nccl_env: Annotated[list[str] | None, typer.Option("--nccl-env", metavar="VAR=VALUE", help=(
-        "An NCCL variable the logs were measured with that limits its algorithms or protocols: NCCL_ALGO, "
-        "NCCL_PROTO or NCCL_NVLS_ENABLE (repeat for several; e.g. NCCL_PROTO=Simple)."))] = None,
+        "An NCCL variable the logs were measured with that the model reads: NCCL_ALGO, NCCL_PROTO, "
+        "NCCL_NVLS_ENABLE or NCCL_BUFFSIZE (repeat for several; e.g. NCCL_PROTO=Simple)."))] = None,
     nccl_tuner: Annotated[Path | None, typer.Option("--nccl-tuner", metavar="FILE", dir_okay=False, help=(
         "The tuner plugin's config the logs ran under (NCCL_TUNER_CONFIG_PATH: a tuner_config.textproto of "
         "communicator_configs, as Google's GPUDirect plugins ship): its rules replace NCCL's choice."))] = None,
