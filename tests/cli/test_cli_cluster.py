@@ -88,7 +88,8 @@ def test_show_says_the_runs_nccl_settings_and_tuner_rules():
     done = fabriclab("cluster", "show", str(corpus / "gcp-a3mega-h100" / "cluster.json"), "--format", "plain")
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
-    assert "NCCL settings NCCL_ALGO=Ring,Tree NCCL_NVLS_ENABLE=0 NCCL_PROTO=Simple" in text
+    assert ("NCCL settings NCCL_ALGO=Ring,Tree NCCL_BUFFSIZE=8388608 NCCL_NVLS_ENABLE=0 NCCL_PROTO=Simple"
+            in text)
     assert ("tuner plugin 2 rules override NCCL's choice: 2 servers of 8+ GPUs: allreduce 0B+ tree/Simple, "
             "default 0B+ ring/Simple") in text
     assert all(len(line) <= 80 for line in done.stdout.splitlines())
