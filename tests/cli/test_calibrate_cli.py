@@ -141,7 +141,7 @@ def test_the_runs_nccl_settings_and_tuner_reach_the_cluster_file(tmp_path):
                      "   coll_tuning_spec: { algorithm: ALGO_RING protocol: PROTO_SIMPLE num_channel: 4 }\n"
                      "  }\n }\n}\n")
     out = tmp_path / "c.json"
-    result = CliRunner().invoke(app, ["nccl-tests", *_logs(2, 8), "--check", _logs(16)[0], "--out", str(out),
+    result = CliRunner().invoke(app, ["nccl-tests", *_logs(2), "--check", _logs(16)[0], "--out", str(out),
                                       "--nccl-env", "NCCL_PROTO=^LL", "--nccl-tuner", str(tuner),
                                       "--nccl-version", "2.18.3", "--format", "plain"])
     assert result.exit_code == 0, result.output
