@@ -124,3 +124,12 @@ def test_the_corpus_carries_each_runs_nccl_settings_into_its_prior(corpus):
     assert prior.library.tuner and all(r.nodes == (2, 3) for r in prior.library.tuner)
     res = validate_cluster(mega)
     assert res.rows and {r.choice for r in res.rows} == {"tree/Simple"}  # the TCPXO tuner's 2-node rule
+
+
+def test_a_health_entry_must_say_why_in_words(tmp_path):
+    good = json.loads((CORPUS / "oci-a100-roce" / "corpus.json").read_text())
+    assert load_cluster_folder(_folder(tmp_path, {**good, "health": {"degraded": False}})).manifest["health"]
+    with pytest.raises(ValueError, match="health .*: give"):
+        load_cluster_folder(_folder(tmp_path, {**good, "health": {"degraded": 3}}))
+    with pytest.raises(ValueError, match="health .*: give"):
+        load_cluster_folder(_folder(tmp_path, {**good, "health": "bad"}))

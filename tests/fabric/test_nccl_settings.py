@@ -51,6 +51,12 @@ def test_nccl_algo_and_proto_read_as_nccl_reads_them():
     assert "nvls" in allowed_algorithms(per, "broadcast")  # a collective not named keeps every algorithm
     assert "nvls_tree" not in allowed_algorithms({"NCCL_NVLS_ENABLE": "0"}, "allreduce")
     assert allowed_protocols({"NCCL_PROTO": "^LL"}) == {"LL128", "Simple"}
+    # 2.24's parts: a first list for every collective, then per collective (NCCL_PROTO too)
+    base = {"NCCL_ALGO": "Ring,Tree;allreduce:tree", "NCCL_PROTO": "LL,Simple;allreduce:^LL"}
+    assert allowed_algorithms(base, "allreduce") == {"tree"} and allowed_algorithms(base, "allgather") == {"ring",
+                                                                                                         "tree"}
+    assert allowed_protocols(base, "allreduce") == {"LL128", "Simple"} and allowed_protocols(base, "allgather") == {
+        "LL", "Simple"}
     assert permitted({}, "allreduce", "nvls", "Simple") and not permitted({"NCCL_PROTO": "Simple"}, "allreduce",
                                                                         "ring", "LL")
 
@@ -65,8 +71,12 @@ def test_bad_variables_say_what_to_give():
     assert parse_assignments(["NCCL_BUFFSIZE=8388608"]) == {"NCCL_BUFFSIZE": "8388608"}
     with pytest.raises(ValueError, match="VARIABLE=VALUE"):
         parse_assignments(["NCCL_PROTO"])
-    with pytest.raises(ValueError, match="COLLECTIVE:ALGORITHMS"):
+    with pytest.raises(ValueError, match="COLLECTIVE:LIST"):
         parse_assignments(["NCCL_ALGO=alltoall:ring"])
+    with pytest.raises(ValueError, match="NCCL_ALGO='allreduce:': give a comma list"):
+        parse_assignments(["NCCL_ALGO=allreduce:"])
+    with pytest.raises(ValueError, match="'ring' has no collective; only the first part"):
+        parse_assignments(["NCCL_ALGO=allreduce:tree;ring"])
 
 
 def test_the_variables_restrict_the_choice_and_refuse_an_empty_one():
@@ -129,3 +139,18 @@ def test_bad_tuner_input_says_what_to_change(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=r"tuner\[0\]: tuner rule nodes"):
         load_cluster(path)
+
+
+def test_a_misshapen_tuner_file_is_a_clear_error_and_blocks_stay_apart():
+    for bad, said in (("communicator_configs: 3", "communicator_configs is a value where"),
+                      ("communicator_configs { node_range: 5 }", "node_range is a value where"),
+                      ("communicator_configs { node_range { min { } } }", "min is a { ... } block where"),
+                      (TEXTPROTO.replace("num_channel: 2", "num_channel: x"), "num_channel 'x' is not a whole"),
+                      (TEXTPROTO.replace("min: 2 max: 3", "min: 3 max: 2"), r"communicator_configs\[0\]: tuner rule")):
+        with pytest.raises(ValueError, match=said):
+            read_textproto(bad, "t.textproto")
+    # two blocks with the same ranges: the first decides, the second's rules are not mixed in
+    twice = read_textproto(TEXTPROTO + TEXTPROTO.replace("ALGO_RING protocol: PROTO_SIMPLE", "ALGO_TREE protocol: "
+                                                                                          "PROTO_SIMPLE"))
+    assert {r.communicator for r in twice} == {0, 1}
+    assert tuner_rule(twice, 2, 1, "allreduce", 1 << 20).algorithm == "ring"

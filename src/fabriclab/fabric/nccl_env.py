@@ -5,8 +5,9 @@ A cluster's `library.nccl_env` holds the variables its runs were made with, as N
 
 * `NCCL_ALGO`: a comma list of Ring, Tree, CollnetDirect, CollnetChain, NVLS, NVLSTree, PAT (any case);
   a leading `^` turns the listed ones off instead. From 2.24 also per collective:
-  `allreduce:tree,ring;allgather:ring` (collectives not named keep every algorithm).
-* `NCCL_PROTO`: a comma list of LL, LL128, Simple, or `^` and the ones turned off.
+  `ring,tree;allreduce:tree;allgather:^pat` (a first part without a collective for every collective; a
+  collective no part names keeps every algorithm).
+* `NCCL_PROTO`: a comma list of LL, LL128, Simple, or `^` and the ones turned off; per collective as above.
 * `NCCL_NVLS_ENABLE=0`: no NVLS and no NVLS-tree.
 * `NCCL_BUFFSIZE`: the Simple protocol's buffer per connection (default 4 MiB): a tree's chunk is an eighth
   of it (NCCL_STEPS), which decides how long its pipeline takes to fill (`nccl/pipeline.py`).
@@ -32,9 +33,9 @@ COLLECTIVE_NAMES = {"allreduce": "allreduce", "allgather": "allgather", "reduces
 MODELLED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_BUFFSIZE")
 
 
-def _names(value: str, table: dict[str, str], variable: str) -> tuple[bool, set[str]]:
-    """(exclude, names) of one comma list, `^` first to exclude."""
-    text = value.strip()
+def _names(items_text: str, value: str, table: dict[str, str], variable: str) -> tuple[bool, set[str]]:
+    """(exclude, names) of one comma list (`items_text`, a part of the whole `value`), `^` first to exclude."""
+    text = items_text.strip()
     exclude = text.startswith("^")
     items = [w.strip() for w in text.removeprefix("^").split(",") if w.strip()]
     if not items:
@@ -55,38 +56,50 @@ def _spelled(table: dict[str, str]) -> list[str]:
     return [spelling[k] for k in table]
 
 
-def _chosen(value: str, table: dict[str, str], variable: str) -> frozenset[str]:
-    exclude, names = _names(value, table, variable)
+def _chosen(items_text: str, value: str, table: dict[str, str], variable: str) -> frozenset[str]:
+    exclude, names = _names(items_text, value, table, variable)
     return frozenset(set(table.values()) - names if exclude else names)
+
+
+def _allowed(env: dict[str, str], variable: str, table: dict[str, str], collective: str) -> frozenset[str]:
+    """What `variable` (NCCL_ALGO or NCCL_PROTO) leaves on for `collective`, as NCCL's parser reads it: a
+    comma list, or (2.24+) `;`-separated parts, the first of which may name no collective (every
+    collective's list), the others `collective:list` for that collective."""
+    out = frozenset(table.values())
+    value = env.get(variable)
+    if value is None:
+        return out
+    if ":" not in value:
+        return _chosen(value, value, table, variable)
+    for i, part in enumerate(p for p in value.split(";") if p.strip()):
+        coll, colon, names = part.partition(":")
+        if not colon:
+            if i:
+                raise ValueError(f"{variable}={value!r}: {part.strip()!r} has no collective; only the first part "
+                                 f"may be a list for every collective")
+            out = _chosen(part, value, table, variable)
+            continue
+        key = COLLECTIVE_NAMES.get(coll.strip().lower())
+        if key is None:
+            raise ValueError(f"{variable}={value!r}: {part.strip()!r} is not COLLECTIVE:LIST with a collective of "
+                             f"{', '.join(COLLECTIVE_NAMES)}")
+        chosen = _chosen(names, value, table, variable)
+        if key == collective:
+            out = chosen
+    return out
 
 
 def allowed_algorithms(env: dict[str, str], collective: str) -> frozenset[str]:
     """The algorithms NCCL may run `collective` with under `env` (every one when nothing restricts it)."""
-    out = frozenset(ALGORITHM_NAMES.values())
-    value = env.get("NCCL_ALGO")
-    if value is not None:
-        if ":" in value:  # per collective (2.24+)
-            for part in value.split(";"):
-                if not part.strip():
-                    continue
-                coll, _, names = part.partition(":")
-                key = COLLECTIVE_NAMES.get(coll.strip().lower())
-                if key is None or not _:
-                    raise ValueError(f"NCCL_ALGO={value!r}: {part.strip()!r} is not COLLECTIVE:ALGORITHMS with a "
-                                     f"collective of {', '.join(COLLECTIVE_NAMES)}")
-                if key == collective:
-                    out = _chosen(names, ALGORITHM_NAMES, "NCCL_ALGO")
-        else:
-            out = _chosen(value, ALGORITHM_NAMES, "NCCL_ALGO")
+    out = _allowed(env, "NCCL_ALGO", ALGORITHM_NAMES, collective)
     if str(env.get("NCCL_NVLS_ENABLE", "")).strip() == "0":
         out = out - {"nvls", "nvls_tree"}
     return out
 
 
-def allowed_protocols(env: dict[str, str]) -> frozenset[str]:
-    """The protocols NCCL may use under `env`."""
-    value = env.get("NCCL_PROTO")
-    return frozenset(PROTOCOL_NAMES.values()) if value is None else _chosen(value, PROTOCOL_NAMES, "NCCL_PROTO")
+def allowed_protocols(env: dict[str, str], collective: str = "allreduce") -> frozenset[str]:
+    """The protocols NCCL may use for `collective` under `env`."""
+    return _allowed(env, "NCCL_PROTO", PROTOCOL_NAMES, collective)
 
 
 def simple_buffer_bytes(env: dict[str, str]) -> int | None:
@@ -99,7 +112,7 @@ def permitted(env: dict[str, str], collective: str, algorithm: str, protocol: st
     """Whether `env` lets NCCL run `collective` with `algorithm` / `protocol` (point-to-point always)."""
     if not env or algorithm == "p2p":
         return True
-    return algorithm in allowed_algorithms(env, collective) and protocol in allowed_protocols(env)
+    return algorithm in allowed_algorithms(env, collective) and protocol in allowed_protocols(env, collective)
 
 
 def check_nccl_env(env: object, where: str) -> None:
@@ -125,7 +138,7 @@ def check_nccl_env(env: object, where: str) -> None:
     try:
         for coll in COLLECTIVE_NAMES.values():
             allowed_algorithms(env, coll)
-        allowed_protocols(env)
+            allowed_protocols(env, coll)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
 

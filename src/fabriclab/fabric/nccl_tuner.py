@@ -48,6 +48,8 @@ class TunerRule:
     """LL, LL128 or Simple."""
     channels: int = 0
     """Channels it runs on; 0: NCCL's own count."""
+    communicator: int = 0
+    """Which communicator block of the file it belongs to (two blocks with the same ranges stay apart)."""
 
     def __post_init__(self) -> None:
         for name in ("nodes", "ranks_per_node", "per_rank_bytes"):
@@ -65,8 +67,10 @@ class TunerRule:
                              f"{', '.join(ALGORITHM_NAMES.values())}")
         if self.protocol not in PROTOCOL_NAMES.values():
             raise ValueError(f"tuner rule protocol {self.protocol!r}: give one of {', '.join(PROTOCOL_NAMES.values())}")
-        if not isinstance(self.channels, int) or isinstance(self.channels, bool) or self.channels < 0:
-            raise ValueError(f"tuner rule channels {self.channels!r}: give a whole number, 0 for NCCL's own")
+        for name in ("channels", "communicator"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"tuner rule {name} {value!r}: give a whole number (channels: 0 for NCCL's own)")
 
 
 def _within(value: int, span: tuple[int, int]) -> bool:
@@ -82,14 +86,11 @@ def per_rank_bytes(collective: str, size_bytes: int, num_ranks: int) -> int:
 
 def tuner_rule(rules, nodes: int, ranks_per_node: int, collective: str, per_rank: int) -> TunerRule | None:
     """The rule that decides (module doc), None where the tuner leaves NCCL's choice."""
-    communicator = None
-    for r in rules:
-        if _within(nodes, r.nodes) and _within(ranks_per_node, r.ranks_per_node):
-            communicator = (r.nodes, r.ranks_per_node)
-            break
+    communicator = next((r.communicator for r in rules
+                         if _within(nodes, r.nodes) and _within(ranks_per_node, r.ranks_per_node)), None)
     if communicator is None:
         return None
-    mine = [r for r in rules if (r.nodes, r.ranks_per_node) == communicator]
+    mine = [r for r in rules if r.communicator == communicator]
     own = [r for r in mine if r.collective == collective]
     for r in own or [r for r in mine if r.collective == "default"]:
         if _within(per_rank, r.per_rank_bytes):
@@ -152,30 +153,49 @@ def read_textproto(text: str, where: str = "tuner config") -> tuple[TunerRule, .
     if pos != len(tokens):
         raise ValueError(f"{where}: an unmatched }} at token {pos}")
 
+    def blocks(d: dict, key: str) -> list[dict]:
+        found = d.get(key, [])
+        if not all(isinstance(b, dict) for b in found):
+            raise ValueError(f"{where}: {key} is a value where a {{ ... }} block belongs")
+        return found
+
+    def word(d: dict, key: str, default: str) -> str:
+        value = (d.get(key) or [default])[0]
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: {key} is a {{ ... }} block where a value belongs")
+        return value
+
+    def whole(d: dict, key: str, default: str, field: str) -> int:
+        text = word(d, key, default)
+        if not text.isdigit():
+            raise ValueError(f"{where}: {field}.{key} {text!r} is not a whole number")
+        return int(text)
+
     def span(d: dict, key: str) -> tuple[int, int]:
-        r = (d.get(key) or [{}])[0]
-        try:
-            return int((r.get("min") or ["0"])[0]), int((r.get("max") or ["0"])[0])
-        except ValueError:
-            raise ValueError(f"{where}: {key} {r!r} is not whole numbers") from None
+        r = (blocks(d, key) or [{}])[0]
+        return whole(r, "min", "0", key), whole(r, "max", "0", key)
 
     rules = []
-    for comm in top.get("communicator_configs", []):
+    for index, comm in enumerate(blocks(top, "communicator_configs")):
         nodes, per_node = span(comm, "node_range"), span(comm, "rank_per_node_range")
-        for coll in comm.get("coll_configs", []):
-            kind = (coll.get("coll_type") or ["COLL_DEFAULT"])[0]
+        for coll in blocks(comm, "coll_configs"):
+            kind = word(coll, "coll_type", "COLL_DEFAULT")
             if kind not in _COLL_TYPES:
                 raise ValueError(f"{where}: coll_type {kind}: fabriclab reads {', '.join(_COLL_TYPES)}")
-            for rule in coll.get("msg_size_tuning_rules", []):
-                spec = (rule.get("coll_tuning_spec") or [{}])[0]
-                algo = (spec.get("algorithm") or [""])[0].removeprefix("ALGO_").replace("_", "").lower()
-                proto = (spec.get("protocol") or [""])[0].removeprefix("PROTO_").lower()
+            for rule in blocks(coll, "msg_size_tuning_rules"):
+                spec = (blocks(rule, "coll_tuning_spec") or [{}])[0]
+                algo = word(spec, "algorithm", "").removeprefix("ALGO_").replace("_", "").lower()
+                proto = word(spec, "protocol", "").removeprefix("PROTO_").lower()
                 if algo not in ALGORITHM_NAMES or proto not in PROTOCOL_NAMES:
                     raise ValueError(f"{where}: coll_tuning_spec {spec!r}: an ALGO_ and a PROTO_ NCCL knows")
-                rules.append(TunerRule(nodes=nodes, ranks_per_node=per_node, collective=_COLL_TYPES[kind],
-                                       per_rank_bytes=span(rule, "per_rank_message_size"),
-                                       algorithm=ALGORITHM_NAMES[algo], protocol=PROTOCOL_NAMES[proto],
-                                       channels=int((spec.get("num_channel") or ["0"])[0])))
+                sizes, channels = span(rule, "per_rank_message_size"), whole(spec, "num_channel", "0",
+                                                                              "coll_tuning_spec")
+                try:
+                    rules.append(TunerRule(nodes=nodes, ranks_per_node=per_node, collective=_COLL_TYPES[kind],
+                                           per_rank_bytes=sizes, algorithm=ALGORITHM_NAMES[algo],
+                                           protocol=PROTOCOL_NAMES[proto], channels=channels, communicator=index))
+                except ValueError as exc:
+                    raise ValueError(f"{where}: communicator_configs[{index}]: {exc}") from None
     if not rules:
         raise ValueError(f"{where}: no communicator_configs with msg_size_tuning_rules")
     return tuple(rules)

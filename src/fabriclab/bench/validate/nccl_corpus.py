@@ -150,6 +150,11 @@ def load_cluster_folder(folder: Path | str) -> CorpusCluster:
         if key not in manifest:
             raise ValueError(f"{path}: no {key!r}: every cluster names its source, what the poster said, its "
                              f"hardware, its runs and how it is split")
+    degraded = (manifest.get("health") or {}).get("degraded") if isinstance(manifest.get("health"), dict) else None
+    if "health" in manifest and (not isinstance(manifest["health"], dict)
+                                 or not isinstance(degraded, (str, bool, type(None)))):
+        raise ValueError(f"{path}: health {manifest['health']!r}: give {{\"degraded\": \"why, in the poster's "
+                         f"or the maintainers' words\"}}")
     if manifest["split"] not in SPLITS:
         raise ValueError(f"{path}: split {manifest['split']!r}: use gpus or sizes")
     runs = tuple(CorpusRun(file=r["file"], gpus=int(r["gpus"]), servers=int(r["servers"]),

@@ -79,7 +79,7 @@ def validate_cluster(cluster: CorpusCluster, model: str = "mechanisms") -> Clust
         request = replace(request, datasheet=False, estimates_fit=True)
     base = ClusterResult(name=cluster.name, model=model, split=split_words(cluster),
                          gpus_per_server=cluster.hardware["gpus_per_server"],
-                         degraded=str((cluster.manifest.get("health") or {}).get("degraded", "")))
+                         degraded=_degraded(cluster.manifest))
     try:
         calibration = calibrate_cluster(request)
     except ValueError as exc:
@@ -87,6 +87,17 @@ def validate_cluster(cluster: CorpusCluster, model: str = "mechanisms") -> Clust
     predicted = {run.source for run in request.held}
     rows = tuple(r for r in calibration.residuals if r.held_out and r.source in predicted)
     return replace(base, rows=rows, version_note=calibration.version_note)
+
+
+def _degraded(manifest: dict) -> str:
+    """The manifest's `health.degraded` (why the cluster was measured degraded); "" when absent, false or
+    null; a ValueError when it is anything but a text."""
+    value = (manifest.get("health") or {}).get("degraded")
+    if value in (None, False, ""):
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"health.degraded is {value!r}: give the poster's or the maintainers' words as text")
+    return value
 
 
 def band_of(size_bytes: int) -> str | None:
