@@ -3,7 +3,6 @@ an implausible share of peak warned about."""
 
 import json
 
-import click
 import pytest
 import typer
 
@@ -17,7 +16,7 @@ GPT3 = ["--model", "gpt3-175b", "--cluster", "dgx-h100", "--gpus", "128", "--tp"
 
 def _params(*path):
     command = typer.main.get_command(app)
-    ctx = click.Context(command)
+    ctx = command.context_class(command)  # the command's own context class: click's, or typer's copy of it
     for name in path:
         command = command.get_command(ctx, name)
     return {p.name: p for p in command.params}
