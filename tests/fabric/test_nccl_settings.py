@@ -110,7 +110,7 @@ def test_a_tuner_config_reads_into_rules_and_overrides_the_choice():
     assert tuner_rule(rules, 2, 1, "allreduce", 1 << 20).algorithm == "ring"
     assert tuner_rule(rules, 2, 1, "allgather", 1).collective == "default"  # the default rules
     assert tuner_rule(rules, 4, 1, "allreduce", 1) is None and tuner_rule(rules, 2, 8, "allreduce", 1) is None
-    assert per_rank_bytes("allgather", 1 << 20, 4) == 1 << 18 == per_rank_bytes("allreduce", 1 << 20, 4)
+    assert per_rank_bytes(1 << 20, 4) == 1 << 18  # the call's bytes over its ranks, for every collective
     one = replace(load_cluster(CORPUS / "h100-ndr-8node" / "cluster.json"), name="one")
     one = replace(one, server=replace(one.server, gpus_per_server=1, nics_per_server=1))
     sizes = [4 << 10, 4 << 20]

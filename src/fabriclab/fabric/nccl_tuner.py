@@ -77,7 +77,7 @@ def _within(value: int, span: tuple[int, int]) -> bool:
     return value >= span[0] and (span[1] == 0 or value < span[1])
 
 
-def per_rank_bytes(collective: str, size_bytes: int, num_ranks: int) -> int:
+def per_rank_bytes(size_bytes: int, num_ranks: int) -> int:
     """The per-rank message size a tuner sees for an nccl-tests size: NCCL's nBytes (the whole buffer: for
     allgather and reduce-scatter all ranks' shares) over the ranks. (A 2-GPU allreduce on A3 Ultra steps
     from 21 to 30 GB/s between 32 and 64 MiB, where the config's tree/Simple starts at 32 MiB per rank.)"""

@@ -319,7 +319,7 @@ def nccl_estimates(cluster: ClusterModel, num_gpus: int, num_servers: int, sizes
     size = np.asarray(sizes_bytes, dtype=np.float64)
     table = table_of(lib.nccl_version)
     if table is LEGACY_TABLE:
-        return _under_env(cluster, num_gpus, num_servers, collective,
+        return under_env(cluster, num_gpus, num_servers, collective,
                           _legacy_estimates(cluster, num_gpus, num_servers, size, collective))
     m = _machine(cluster, table, num_gpus, num_servers, cluster.network.sharp if collnet is None else collnet)
     out = {}
@@ -332,13 +332,14 @@ def nccl_estimates(cluster: ClusterModel, num_gpus: int, num_servers: int, sizes
             algbw = _bandwidth(table, m, collective, algo, proto)
             if algbw > 0:  # NCCL: a zero bandwidth disables the pair
                 out[(algo, proto)] = _times(table, m, collective, algo, proto, algbw, size)
-    return _under_env(cluster, num_gpus, num_servers, collective, out)
+    return under_env(cluster, num_gpus, num_servers, collective, out)
 
 
-def _under_env(cluster: ClusterModel, num_gpus: int, num_servers: int, collective: str,
-               estimates: dict[tuple[str, str], np.ndarray]) -> dict[tuple[str, str], np.ndarray]:
-    """The estimates of the pairs `library.nccl_env` (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE) leaves on;
-    a ValueError, as NCCL's "no algorithm/protocol available", when it leaves none."""
+def under_env(cluster: ClusterModel, num_gpus: int, num_servers: int, collective: str,
+              estimates: dict[tuple[str, str], np.ndarray]) -> dict[tuple[str, str], np.ndarray]:
+    """The entries (NCCL's estimates, or the cost model's candidates) of the pairs `library.nccl_env`
+    (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE) leaves on; a ValueError, as NCCL's "no algorithm/protocol
+    available", when it leaves none."""
     env = cluster.library.nccl_env
     if not env:
         return estimates
@@ -374,7 +375,7 @@ def nccl_choices(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: 
 def tuned(cluster: ClusterModel, num_gpus: int, nodes: int, collective: str, size_bytes: int):
     """The cluster's tuner rule (`fabric/nccl_tuner.py`) for one call, None where NCCL's choice stands."""
     return tuner_rule(cluster.library.tuner, nodes, max(1, num_gpus // nodes), collective,
-                      per_rank_bytes(collective, size_bytes, num_gpus))
+                      per_rank_bytes(size_bytes, num_gpus))
 
 
 

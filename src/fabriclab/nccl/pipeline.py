@@ -47,6 +47,7 @@ import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.nccl_env import simple_buffer_bytes
+from fabriclab.nccl.choice import tuned
 from fabriclab.nccl.layout import layout
 from fabriclab.nccl.versions import channels_used, tree_chunk_bytes, table_of
 
@@ -68,8 +69,6 @@ def active_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protoc
     out = np.array([channels_used(table, counted, protocol, int(s), lib.num_channels, num_gpus) for s in size],
                    dtype=int)
     if lib.tuner and collective is not None:
-        from fabriclab.nccl.choice import tuned
-
         nodes = layout(cluster, num_gpus).num_servers
         for i, s in enumerate(size):
             rule = tuned(cluster, num_gpus, nodes, collective, int(s))

@@ -32,13 +32,13 @@ from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.fabric.buildings import tier_latency_s
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.domains import domain_view
-from fabriclab.fabric.nccl_env import permitted
-from fabriclab.nccl.choice import nccl_choices, nccl_estimates
+from fabriclab.nccl.choice import nccl_choices, nccl_estimates, under_env
 from fabriclab.nccl.layout import layout, steps
 from fabriclab.nccl.library import step_latencies
 from fabriclab.nccl.links import link_seconds_per_byte
 from fabriclab.nccl.logs import NcclRow, NcclRun
 from fabriclab.nccl.pipeline import active_channels, tree_fill_s
+from fabriclab.nccl.versions import table_of
 
 # NCCL's ring (and tree) collectives, and its point-to-point ones (every pair at once, or one neighbour).
 P2P = ("alltoall", "sendrecv")
@@ -49,7 +49,8 @@ COSTED = ("ring", "tree", "p2p", "pat")
 # model gives LL128 elsewhere (0.92): NCCL's tuning model said so up to 2.22 (`ring_ll128_ppn1_factor`,
 # src/graph/tuning.cc `ppn < 2 ? 0.7 : 0.92`). 2.23 dropped the factor from its choice; the cost stays
 # (Google's 2-GPU B200 all_gather and H200 all_reduce, NCCL 2.26 / 2.25, run LL128 at 0.70-0.87 of 0.92).
-LL128_ONE_PER_SERVER = 0.7 / 0.92
+_LAST_PPN1 = table_of("2.22.3")
+LL128_ONE_PER_SERVER = _LAST_PPN1.ring_ll128_ppn1_factor / _LAST_PPN1.ring_ll128_factor
 DTYPE_SIZES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "int32": 4,
                "int8": 1, "uint8": 1, "int64": 8}
 
@@ -110,8 +111,8 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
         if ("pat", "Simple") in estimates:
             out[("pat", "Simple")] = _pat_times(cluster, num_gpus, lay, size, collective, latencies["ring"]["Simple"],
                                                 launches, memory)
-    if lib.nccl_env:  # what NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE turn off, the library cannot pick
-        out = {k: v for k, v in out.items() if permitted(lib.nccl_env, collective, *k)} or out
+    # what NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE turn off, the library cannot pick
+    out = under_env(cluster, num_gpus, lay.num_servers, collective, out)
     return out
 
 

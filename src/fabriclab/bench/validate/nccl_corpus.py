@@ -69,6 +69,12 @@ class CorpusCluster:
         return self.manifest["hardware"]
 
     @property
+    def degraded(self) -> str:
+        """Why the cluster was measured degraded (`health.degraded`, checked text when the folder is read);
+        "" for a healthy one."""
+        return (self.manifest.get("health") or {}).get("degraded") or ""
+
+    @property
     def split(self) -> str:
         return self.manifest["split"]
 
@@ -152,7 +158,7 @@ def load_cluster_folder(folder: Path | str) -> CorpusCluster:
                              f"hardware, its runs and how it is split")
     degraded = (manifest.get("health") or {}).get("degraded") if isinstance(manifest.get("health"), dict) else None
     if "health" in manifest and (not isinstance(manifest["health"], dict)
-                                 or not isinstance(degraded, (str, bool, type(None)))):
+                                 or not (isinstance(degraded, str) or degraded in (None, False))):
         raise ValueError(f"{path}: health {manifest['health']!r}: give {{\"degraded\": \"why, in the poster's "
                          f"or the maintainers' words\"}}")
     if manifest["split"] not in SPLITS:

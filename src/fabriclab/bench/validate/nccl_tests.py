@@ -79,7 +79,7 @@ def validate_cluster(cluster: CorpusCluster, model: str = "mechanisms") -> Clust
         request = replace(request, datasheet=False, estimates_fit=True)
     base = ClusterResult(name=cluster.name, model=model, split=split_words(cluster),
                          gpus_per_server=cluster.hardware["gpus_per_server"],
-                         degraded=_degraded(cluster.manifest))
+                         degraded=cluster.degraded)
     try:
         calibration = calibrate_cluster(request)
     except ValueError as exc:
@@ -87,17 +87,6 @@ def validate_cluster(cluster: CorpusCluster, model: str = "mechanisms") -> Clust
     predicted = {run.source for run in request.held}
     rows = tuple(r for r in calibration.residuals if r.held_out and r.source in predicted)
     return replace(base, rows=rows, version_note=calibration.version_note)
-
-
-def _degraded(manifest: dict) -> str:
-    """The manifest's `health.degraded` (why the cluster was measured degraded); "" when absent, false or
-    null; a ValueError when it is anything but a text."""
-    value = (manifest.get("health") or {}).get("degraded")
-    if value in (None, False, ""):
-        return ""
-    if not isinstance(value, str):
-        raise ValueError(f"health.degraded is {value!r}: give the poster's or the maintainers' words as text")
-    return value
 
 
 def band_of(size_bytes: int) -> str | None:
@@ -126,9 +115,10 @@ def band_summary(results: list[ClusterResult], *, min_servers: int = 1) -> list[
                 every += sel
                 healthy += [] if res.degraded else sel
         out += rows
-        for name, sel, members in (("all", healthy, [r for r in rows if not r["degraded"]]),
-                                   ("all+degraded", every, rows)):
-            if not sel or (name == "all+degraded" and len(members) == len([r for r in rows if not r["degraded"]])):
+        fine = [r for r in rows if not r["degraded"]]
+        totals = [("all", healthy, fine)] + ([("all+degraded", every, rows)] if len(fine) < len(rows) else [])
+        for name, sel, members in totals:
+            if not sel:
                 continue
             total = _band_row(band, goal, name, results[0].model, sel, clusters=len(members))
             total["clusters_within_goal"] = sum(row["within_goal"] for row in members)
