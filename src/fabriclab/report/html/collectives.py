@@ -9,7 +9,7 @@ Try it: `sudo fabriclab validate collectives --ops allgather,alltoall && fabricl
 
 from __future__ import annotations
 
-from fabriclab.report.html.parts import (Section, esc, figure, new_figure, num, pct, safely, series_style, source,
+from fabriclab.report.html.parts import (Section, each, esc, figure, new_figure, num, pct, series_style, source,
                                          table)
 from fabriclab.report.store_views import Stored
 from fabriclab.report.validate_collectives import KIND
@@ -57,9 +57,7 @@ def _one(stored: Stored) -> str:
             + "</div>" + refused)
 
 
-def render(records: list[Stored]) -> str:
-    return "".join(safely(_one, s) for s in records)
-
+render = each(_one)
 
 SECTIONS = (
     Section(key="collectives-check", title="Collectives predicted on more hosts", kinds=(KIND,),

@@ -288,6 +288,11 @@ def series_style(i: int) -> dict:
     return {"color": f"C{i % 10}", "marker": markers[i % len(markers)]}
 
 
+def each(render: Callable[[Stored], str]) -> Callable[[list[Stored]], str]:
+    """A section's `render` that draws every record with `render`, each `safely`."""
+    return lambda records: "".join(safely(render, s) for s in records)
+
+
 def safely(render: Callable[[Stored], str], stored: Stored) -> str:
     """`render(stored)`, or a note and the record's rows when its results are not shaped as expected."""
     try:

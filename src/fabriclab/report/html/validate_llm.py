@@ -10,7 +10,7 @@ Try it: `sudo fabriclab validate emulated --workload llm --model gpt-mini --gpus
 
 from __future__ import annotations
 
-from fabriclab.report.html.parts import Section, esc, figure, new_figure, num, pct, safely, source, table
+from fabriclab.report.html.parts import Section, each, esc, figure, new_figure, num, pct, source, table
 from fabriclab.report.store_views import Stored
 
 KIND = "validate.llm"
@@ -41,9 +41,7 @@ def _one(stored: Stored) -> str:
             + "</div>")
 
 
-def render(records: list[Stored]) -> str:
-    return "".join(safely(_one, s) for s in records)
-
+render = each(_one)
 
 SECTIONS = (
     Section(key="llm-check", title="A transformer's step: measured vs whatif llm", kinds=(KIND,),

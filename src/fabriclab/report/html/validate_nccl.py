@@ -10,7 +10,7 @@ Try it: `fabriclab validate nccl-tests && fabriclab report --out report/`.
 
 from __future__ import annotations
 
-from fabriclab.report.html.parts import Section, esc, figure, new_figure, num, safely, source, table
+from fabriclab.report.html.parts import Section, each, esc, figure, new_figure, num, source, table
 from fabriclab.report.store_views import Stored
 
 KIND = "validate.nccl-tests"
@@ -55,9 +55,7 @@ def _one(stored: Stored) -> str:
     return "".join(_band(stored, band, [r for r in bands if r["band"] == band]) for band in order)
 
 
-def render(records: list[Stored]) -> str:
-    return "".join(safely(_one, s) for s in records)
-
+render = each(_one)
 
 SECTIONS = (
     Section(key="nccl-corpus", title="NCCL model against real clusters (nccl-tests corpus)", kinds=(KIND,),
