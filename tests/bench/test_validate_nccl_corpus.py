@@ -9,8 +9,9 @@ import pytest
 
 from fabriclab.bench.validate.nccl_corpus import (
     CLUSTER_FILE, CorpusRun, corpus_prior, load_cluster_folder, load_corpus, with_ranks)
-from fabriclab.bench.validate.nccl_tests import band_of, band_summary, validate_cluster
-from fabriclab.fabric.cluster import dumps, load_cluster
+from fabriclab.bench.validate.nccl_tests import band_of, band_summary, coverage, coverage_words, validate_cluster
+from fabriclab.fabric.cluster import load_cluster
+from fabriclab.nccl.calibration import inside
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "nccl-corpus"
 
@@ -30,7 +31,7 @@ def test_every_cluster_reads_with_its_source_and_the_counts_its_manifest_gives(c
         for name, runs in cluster.run_objects().items():
             entry = next(r for r in cluster.runs if r.file == name)
             assert runs and all(r.num_ranks == entry.gpus and r.num_servers == entry.servers for r in runs)
-            assert all(r.collective == entry.collective for r in runs)
+            assert tuple(r.collective for r in runs) == entry.collectives
     # NetX-lab/Echo, NVIDIA/nccl-tests (three posters), lessizzmore, google/dranet, oracle-quickstart
     assert len(hosts) >= 5
 
@@ -77,6 +78,21 @@ def test_a_bad_manifest_says_what_to_change(tmp_path):
         load_cluster_folder(folder).run_objects()
     with pytest.raises(ValueError, match="not in"):
         load_corpus(CORPUS, ("no-such-cluster",))
+    # a log of several tests names them all, in its order; one of them is not enough
+    five = CORPUS / "h100-400g-10node" / "nccl_N10_G1.log"
+    run = {"file": "five.log", "gpus": 10, "servers": 10}
+    folder = _folder(tmp_path, {**good, "runs": [{**run, "collective": "allreduce"}], "fit": [10], "predict": [10]})
+    (folder / "five.log").write_text(five.read_text())
+    with pytest.raises(ValueError, match="holds allreduce, allgather, reduce_scatter, alltoall, sendrecv, "
+                                         "corpus.json says allreduce"):
+        load_cluster_folder(folder).run_objects()
+    both = {**run, "collective": "allreduce", "collectives": ["allreduce"]}
+    with pytest.raises(ValueError, match="not both"):
+        load_cluster_folder(_folder(tmp_path, {**good, "runs": [both], "fit": [10], "predict": [10]}))
+    named = {**run, "collectives": ["all_reduce_perf", "all_gather", "reduce_scatter", "alltoall", "sendrecv"]}
+    folder = _folder(tmp_path, {**good, "runs": [named], "fit": [10], "predict": [10]})
+    assert [r.collective for r in load_cluster_folder(folder).run_objects()["five.log"]] == [
+        "allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv"]
 
 
 def test_one_run_cluster_predicts_only_its_held_out_sizes(corpus):
@@ -114,6 +130,31 @@ def test_degraded_clusters_stay_in_the_tables_and_out_of_the_all_row(corpus):
     assert by["all"]["rows"] == by["azure-ndv4-a100-hdr"]["rows"] and by["all"]["clusters"] == 1
     assert by["all+degraded"]["rows"] == by["all"]["rows"] + by["h100-ndr-node005"]["rows"]
     assert "all+degraded" not in {row["cluster"] for row in band_summary(results[:1])}
+    # every band together: the healthy rows, each healthy cluster's own share, and the rows with the degraded
+    (cov,) = coverage(band_summary(results))
+    azure = [r for r in results[0].rows if band_of(r.size_bytes)]
+    assert cov["ranged"] == len(azure) and cov["inside"] == sum(inside(r) for r in azure)
+    assert cov["clusters"] == 1 and set(cov["cluster_shares"]) == {"azure-ndv4-a100-hdr"}
+    assert cov["ranged_with_degraded"] == cov["ranged"] + sum(1 for r in results[1].rows if band_of(r.size_bytes))
+    words = coverage_words(cov)
+    assert "of the healthy" in words[0] and "counting degraded clusters" in " ".join(words)
+    assert all(len(line) <= 80 for line in words)
+
+
+def test_a_cluster_run_on_part_of_each_server_is_predicted_with_its_nics(corpus):
+    ten = next(c for c in corpus if c.name == "h100-400g-10node")
+    res = validate_cluster(ten)
+    assert not res.error and {r.num_gpus for r in res.rows} == {20, 40, 80}
+    assert {r.collective for r in res.rows} == {"allreduce", "allgather", "reduce_scatter", "alltoall", "sendrecv"}
+    big = {(r.num_gpus, r.collective): r for r in res.rows if r.size_bytes == 1 << 34}
+    # two and four GPUs of each server move two and four NICs' worth ...
+    assert big[(40, "allreduce")].predicted_busbw_GBps == pytest.approx(2 * big[(20, "allreduce")].predicted_busbw_GBps,
+                                                                        rel=0.05)
+    assert abs(big[(20, "allreduce")].error_pct) < 10 and abs(big[(40, "allreduce")].error_pct) < 10
+    # ... while their ring shift stays on the one channel NCCL 2.29 gives a peer across the network, at the
+    # rate the 10-GPU run taught (25 GB/s where the NIC moves 49)
+    for gpus in (20, 40):
+        assert abs(big[(gpus, "sendrecv")].error_pct) < 10 and big[(gpus, "sendrecv")].predicted_busbw_GBps < 30
 
 
 def test_the_corpus_carries_each_runs_nccl_settings_into_its_prior(corpus):

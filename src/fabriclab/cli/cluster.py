@@ -67,6 +67,9 @@ def cluster_rows(cluster) -> list[dict]:
               if lib.nccl_env else ()),
             *((("tuner plugin", f"{len(lib.tuner)} rules override NCCL's choice: {_tuner_words(lib.tuner)}"),)
               if lib.tuner else ()),
+            *((("p2p channel", f"{lib.p2p_channel_bandwidth_Bps / 1e9:.3g} GB/s a channel to a peer on another "
+                               f"server (sendrecv runs on the few channels NCCL gives it)"),)
+              if lib.p2p_channel_bandwidth_Bps else ()),
             ("source", cluster.description or "-")]
     cap = pcie_cap(cluster)
     if cap:

@@ -157,6 +157,11 @@ class LibrarySpec:
     the prior holds (`nccl/versions.py`): read from the logs, or given with `--nccl-version`."""
     selection_busbw_cap_Bps: float | None = None
     """busBw ceiling in NCCL's tuning model (235 GB/s on compute capability 8.0, A100); None: none."""
+    p2p_channel_bandwidth_Bps: float | None = None
+    """What one channel moves point to point to a peer on another server, bytes/s: a transfer runs on the
+    few channels NCCL gives such a peer (`versions.p2p_net_channels`: one for a ring shift over many
+    servers), so it can stay under the NIC's rate. Calibrated where the logs hold a sendrecv across
+    servers (prior: NCCL 2.29's own 14 GB/s); None: not known, no ceiling. Left out of the JSON then."""
     protocols: dict[str, ProtocolSpec] = field(default_factory=_default_protocols)
     """Protocol name -> its bandwidth limits."""
     latencies: dict[str, dict[str, StepLatency]] | None = None
@@ -307,6 +312,8 @@ def to_dict(model: ClusterModel) -> dict:
         data["library"].pop("nccl_env")
     if not model.library.tuner:
         data["library"].pop("tuner")
+    if model.library.p2p_channel_bandwidth_Bps is None:
+        data["library"].pop("p2p_channel_bandwidth_Bps")
     if model.network.servers_per_building == 0:  # one building: the file reads as before the third tier
         for key in ("servers_per_building", "building_bandwidth_Bps", "building_latency_s"):
             data["network"].pop(key)
@@ -436,6 +443,8 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
             positive[f"library.protocols.{p}.busbw_cap_Bps"] = proto.busbw_cap_Bps
     if lib.selection_busbw_cap_Bps is not None:
         positive["library.selection_busbw_cap_Bps"] = lib.selection_busbw_cap_Bps
+    if lib.p2p_channel_bandwidth_Bps is not None:
+        positive["library.p2p_channel_bandwidth_Bps"] = lib.p2p_channel_bandwidth_Bps
     for table, ok, what in ((positive, lambda v: v > 0, "> 0"), (nonneg, lambda v: v >= 0, ">= 0")):
         for key, value in table.items():
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \

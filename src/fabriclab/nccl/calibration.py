@@ -21,9 +21,10 @@ from fabriclab.fabric.gpus import gpu_for_name
 from fabriclab.fabric.links import Link, link_preset
 from fabriclab.fabric.nccl_env import check_nccl_env
 from fabriclab.nccl.band import row_bands
-from fabriclab.nccl.fit import calibrate, check, summary
+from fabriclab.nccl.fit import calibrate, check, seen_by, summary
 from fabriclab.nccl.predict import COSTED, predict_nccl_table
 from fabriclab.nccl.logs import NcclRun
+from fabriclab.nccl.versions import P2P_PER_CHANNEL_NET_GBPS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,6 +146,11 @@ def prior_for(runs: list[NcclRun], request: CalibrationRequest) -> ClusterModel:
         prior = replace(prior, library=replace(prior.library, nccl_env=dict(request.nccl_env)))
     if request.tuner:
         prior = replace(prior, library=replace(prior.library, tuner=tuple(request.tuner)))
+    if not bench and any(r.collective == "sendrecv" and r.num_servers > 1 for r in runs):
+        # a sendrecv across servers runs on the few channels NCCL gives a remote peer: their rate is a
+        # parameter (NCCL 2.29's own figure as the prior)
+        prior = replace(prior, library=replace(prior.library,
+                                               p2p_channel_bandwidth_Bps=P2P_PER_CHANNEL_NET_GBPS * 1e9))
     if not request.sharp:
         return prior
     if version == LEGACY_NCCL_VERSION:
@@ -249,9 +255,10 @@ def with_ranges(cluster: ClusterModel, residuals: list, runs: list[NcclRun]) -> 
         run = by_run.get(key)
         if run is None or run.num_ranks < 2:
             continue
-        rows = predict_nccl_table(cluster, run.num_ranks, [r.size_bytes for r in run.rows], run.collective,
+        seen = seen_by(cluster, run)
+        rows = predict_nccl_table(seen, run.num_ranks, [r.size_bytes for r in run.rows], run.collective,
                                   gpus_per_process=run.gpus_per_process)
-        bands = row_bands(cluster, run.num_ranks, rows, run.collective, gpus_per_process=run.gpus_per_process)
+        bands = row_bands(seen, run.num_ranks, rows, run.collective, gpus_per_process=run.gpus_per_process)
         ranges.update({(*key, row["size_bytes"]): b for row, b in zip(rows, bands)})
     out = []
     for r in residuals:

@@ -27,7 +27,7 @@ import numpy as np
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.nccl.logs import NcclRun
-from fabriclab.nccl.layout import layout
+from fabriclab.nccl.layout import layout, on_servers
 from fabriclab.nccl.library import resolved
 from fabriclab.nccl.predict import COSTED, candidate_times, collective_times
 from fabriclab.nccl.choice import nccl_choices
@@ -147,6 +147,9 @@ def parameters(prior: ClusterModel) -> list[Param]:
         if spec.busbw_cap_Bps is not None:
             out.append(Param(name=f"library.protocols.{proto}.busbw_cap_Bps", prior=spec.busbw_cap_Bps,
                              lower=1e9, upper=spec.busbw_cap_Bps * 10))
+    if lib.p2p_channel_bandwidth_Bps is not None:
+        out.append(Param(name="library.p2p_channel_bandwidth_Bps", prior=lib.p2p_channel_bandwidth_Bps,
+                         lower=lib.p2p_channel_bandwidth_Bps / 10, upper=lib.p2p_channel_bandwidth_Bps * 10))
     for algo in lib.algorithms:
         for proto, lat in lib.latencies[algo].items():
             for key in ("base_s", "intra_step_s", "net_step_s"):
@@ -183,10 +186,10 @@ def _observations(runs: list[NcclRun], cluster: ClusterModel, keep=None):
     for run in runs:
         if run.num_ranks < 2:
             continue
-        layout(cluster, run.num_ranks)  # a clear error when the run does not fit the cluster
-        if run.num_servers > 1 and run.gpus_per_server != cluster.server.gpus_per_server:
+        if run.num_servers > 1 and run.gpus_per_server > cluster.server.gpus_per_server:
             raise ValueError(f"{run.source}: {run.gpus_per_server} GPUs per server, the cluster has "
                              f"{cluster.server.gpus_per_server}: calibrate logs of one kind of server")
+        layout(seen_by(cluster, run), run.num_ranks)  # a clear error when the run does not fit the cluster
         sizes = np.array([r.size_bytes for r in run.rows], dtype=np.float64)
         t_out = np.array([r.time_us * 1e-6 for r in run.rows])
         t_in = np.array([np.nan if r.inplace_time_us is None else r.inplace_time_us * 1e-6 for r in run.rows])
@@ -195,7 +198,13 @@ def _observations(runs: list[NcclRun], cluster: ClusterModel, keep=None):
     return obs
 
 
+def seen_by(cluster: ClusterModel, run: NcclRun) -> ClusterModel:
+    """The cluster as `run` sees it: servers of the GPUs it uses on each (`layout.on_servers`)."""
+    return on_servers(cluster, run.num_ranks, run.num_servers)
+
+
 def _chosen(cluster: ClusterModel, run: NcclRun, sizes: np.ndarray) -> list[tuple[str, str]]:
+    cluster = seen_by(cluster, run)
     if cluster.library.selection == "nccl":
         return nccl_choices(cluster, run.num_ranks, sizes, run.collective, layout(cluster, run.num_ranks).num_servers)
     cand = candidate_times(cluster, run.num_ranks, sizes, run.collective, gpus_per_process=run.gpus_per_process)
@@ -205,7 +214,7 @@ def _chosen(cluster: ClusterModel, run: NcclRun, sizes: np.ndarray) -> list[tupl
 
 
 def _predicted(cluster: ClusterModel, run: NcclRun, sizes: np.ndarray, chosen) -> np.ndarray:
-    cand = candidate_times(cluster, run.num_ranks, sizes, run.collective, gpus_per_process=run.gpus_per_process)
+    cand = candidate_times(seen_by(cluster, run), run.num_ranks, sizes, run.collective, gpus_per_process=run.gpus_per_process)
     return np.array([cand[c][i] for i, c in enumerate(chosen)])
 
 
@@ -364,7 +373,7 @@ def check(cluster: ClusterModel, runs: list[NcclRun], *, keep=None, fitted: bool
         if run.num_ranks < 2:
             continue
         sizes = [r.size_bytes for r in run.rows]
-        times, picks = collective_times(cluster, run.num_ranks, sizes, run.collective,
+        times, picks = collective_times(seen_by(cluster, run), run.num_ranks, sizes, run.collective,
                                         gpus_per_process=run.gpus_per_process)
         factor = bus_bandwidth_factor(run.collective, run.num_ranks)
         for row, t, pick in zip(run.rows, times, picks):

@@ -3,13 +3,19 @@
 Ranks fill servers in order, a run over several servers uses whole servers (as nccl-tests under mpirun
 places them). Every cluster prediction starts here.
 
+A measured run may use part of each server (nccl-tests under `mpirun -N 2` on servers of 8 GPUs): NCCL
+then sees servers of the GPUs it runs on, with the NICs nearest those GPUs (`on_servers`: a server of 8
+GPUs and 8 NICs run 2 per server is a server of 2 GPUs and 2 NICs to it; NCCL picks each GPU's own NIC,
+and PXN has no peer GPU to route through on a server where the run has no other rank).
+
 Try it: `python -c "from fabriclab.fabric.presets import cluster_preset as c;
 from fabriclab.nccl.layout import layout; print(layout(c('dgx-h100'), 64))"`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -65,6 +71,27 @@ def layout(cluster: ClusterModel, num_gpus: int) -> Layout:
         raise ValueError(f"{num_gpus} GPUs do not fill whole servers of {g} GPUs: use a multiple of {g} "
                          f"(e.g. {num_gpus // g * g} or {(num_gpus // g + 1) * g})")
     return Layout(int(num_gpus), int(num_gpus // g), g)
+
+
+def on_servers(cluster: ClusterModel, num_gpus: int, num_servers: int) -> ClusterModel:
+    """The cluster as a run of `num_gpus` ranks spread evenly over `num_servers` servers sees it: where it uses
+    fewer GPUs of each server than the server holds, servers of that many GPUs with the NICs nearest them
+    (the server's NICs x used / GPUs, rounded up) and the channels NCCL builds over them (the library's
+    channels in that share: two per NIC on a rail server stay two per NIC); else the cluster. A ValueError
+    where the ranks do not split evenly or there are more per server than it holds."""
+    g = cluster.server.gpus_per_server
+    if num_servers <= 1 or num_gpus == num_servers * g or cluster.server.gpus_per_domain:
+        return cluster  # (an NVLink domain's trays: `fabric/domains.py` lays the job out)
+    per, rest = divmod(num_gpus, num_servers)
+    if rest or per > g:
+        raise ValueError(f"{num_gpus} ranks on {num_servers} servers of {g} GPUs: a run takes the same number of "
+                         f"GPUs on every server, at most {g}")
+    server = cluster.server
+    nics = max(1, math.ceil(server.nics_per_server * per / g))
+    lib = cluster.library
+    channels = max(1, math.ceil(lib.num_channels * per / g))
+    return replace(cluster, server=replace(server, gpus_per_server=per, nics_per_server=nics),
+                   library=replace(lib, num_channels=channels))
 
 
 def steps(collective: str, lay: Layout) -> tuple[int, int]:

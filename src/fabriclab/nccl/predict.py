@@ -38,7 +38,7 @@ from fabriclab.nccl.library import step_latencies
 from fabriclab.nccl.links import link_seconds_per_byte
 from fabriclab.nccl.logs import NcclRow, NcclRun
 from fabriclab.nccl.pipeline import active_channels, tree_fill_s
-from fabriclab.nccl.versions import table_of
+from fabriclab.nccl.versions import p2p_net_channels, table_of
 
 # NCCL's ring (and tree) collectives, and its point-to-point ones (every pair at once, or one neighbour).
 P2P = ("alltoall", "sendrecv")
@@ -149,6 +149,12 @@ def _p2p_times(cluster: ClusterModel, lay, size: np.ndarray, collective: str, la
         intra, net = lay.per_server - 1, lay.num_gpus - lay.per_server
         latency = lat.base_s + (intra * lat.intra_step_s + net * lat.net_step_s) / lib.num_channels
     data = link_seconds_per_byte(cluster, lay.num_gpus, "p2p", collective) * size / lib.protocols["Simple"].link_factor
+    if collective == "sendrecv" and lay.num_servers > 1 and lib.p2p_channel_bandwidth_Bps:
+        # the few channels NCCL gives a peer across the network, each at its calibrated rate
+        channels = p2p_net_channels(lib.nccl_version, lay.num_gpus, lay.num_servers, lib.num_channels,
+                                    max(1, server.nics_per_server // server.gpus_per_server),
+                                    server.nic_bandwidth_Bps / 1e9)
+        data = np.maximum(data, size / (channels * lib.p2p_channel_bandwidth_Bps))
     latency += tier_latency_s(cluster.network, lay.num_servers, "p2p", collective)  # across buildings
     work = latency + data + size / server.memory_bandwidth_Bps
     return np.maximum(launches, work) + lib.host_overhead_s

@@ -20,6 +20,7 @@ t = tuning_for(p('NCCL version 2.18.3+cuda12.2')); print(t.release, t.hw_lat_us[
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 
@@ -445,6 +446,45 @@ def channels_used(table: TuningTable, algorithm: str, protocol: str, size_bytes,
         return _shaped(np.full(size.shape, num_channels), size_bytes)
     nc = np.clip(np.floor(size / (nt * threshold)), 1, num_channels)
     return _shaped(nc.astype(np.int64), size_bytes)
+
+
+# What NCCL 2.29 takes one channel to drive across the network (P2P_PER_CHANNEL_NET_BW, GB/s,
+# v2.29.3 src/graph/paths.cc): the prior of a channel's point-to-point rate where a log shows one.
+P2P_PER_CHANNEL_NET_GBPS = 14.0
+_P2P_PER_BATCH = 8  # NCCL_MAX_DEV_WORK_P2P_PER_BATCH (v2.29.3 src/include/device.h)
+
+
+def _pow2_up(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def p2p_net_channels(version: str, num_ranks: int, num_nodes: int, num_channels: int, nics_per_gpu: int,
+                     nic_GBps: float) -> int:
+    """Channels NCCL gives a point-to-point transfer to a peer on another server (p2pnChannelsPerPeer,
+    `ncclTopoGetNchannels` / `ncclTopoComputeP2pChannels` in src/graph/paths.cc of each release), with
+    `num_channels` the communicator's channels (p2pnChannels: the next power of 2):
+    up to 2.11 one; 2.12-2.19 NCCL_NCHANNELS_PER_NET_PEER (2); 2.20-2.28 two, halved while 2 x ranks >
+    4 x p2pnChannels, at least the GPU's NICs; from 2.29 the GPU's NICs or the channels it takes to drive
+    their rate at 14 GB/s each, halved on several servers while channels x ceil(ranks / 8) > p2pnChannels.
+    A ring shift over many servers (nccl-tests' sendrecv, a pipeline's stage hop in a large communicator)
+    thus runs on one channel where two ranks get two or four."""
+    key = _key(parse_nccl_version(version))
+    p2p = _pow2_up(min(max(1, num_channels), 64))
+    if key < (2, 12, 0):
+        return 1
+    if key < (2, 20, 0):
+        return min(p2p, _pow2_up(min(p2p, 2)))
+    if key < (2, 29, 0):
+        most = 2
+        while most * num_ranks > p2p * 4 and most > 1:
+            most //= 2
+        return min(p2p, _pow2_up(min(p2p, max(nics_per_gpu, most))))
+    per_peer = _pow2_up(max(nics_per_gpu, math.ceil(nics_per_gpu * nic_GBps / P2P_PER_CHANNEL_NET_GBPS)))
+    if num_nodes > 1:
+        while per_peer * -(-num_ranks // _P2P_PER_BATCH) > p2p and per_peer > 1:
+            per_peer //= 2
+        return per_peer
+    return min(p2p, per_peer)
 
 
 def _collnet_channels(size: float, nc: int, nt: int, threshold: int, heads: int) -> int:

@@ -28,7 +28,7 @@ from fabriclab.fabric.cluster import ClusterModel, save_cluster
 from fabriclab.fabric.links import parse_link
 from fabriclab.fabric.nccl_tuner import rules_from_json
 from fabriclab.nccl.calibration import CalibrationRequest, prior_for
-from fabriclab.nccl.logs import NcclRun, parse_nccl_tests
+from fabriclab.nccl.logs import NcclRun, collective_name, parse_nccl_tests
 
 MANIFEST = "corpus.json"
 CLUSTER_FILE = "cluster.json"
@@ -46,7 +46,10 @@ class CorpusRun:
     servers: int
     """Servers the ranks ran on."""
     collective: str
-    """nccl-tests binary's collective (allreduce, ...)."""
+    """nccl-tests binary's collective (allreduce, ...); for a log of several tests, the first of them."""
+    collectives: tuple[str, ...] = ()
+    """Every test of the log, in its order (`collectives` in the manifest: the scripts that run five tests
+    into one log); a log of one test gives `(collective,)`."""
     note: str = ""
     """What is special about the run (partial, settings, ...)."""
 
@@ -138,6 +141,10 @@ def read_corpus_run(cluster: CorpusCluster, run: CorpusRun) -> list[NcclRun]:
         if r.num_ranks != run.gpus or r.num_servers != run.servers:
             raise ValueError(f"{path}: the log has {r.num_ranks} ranks on {r.num_servers} servers, {MANIFEST} "
                              f"says {run.gpus} on {run.servers}: correct the manifest")
+    found = tuple(r.collective for r in runs)
+    if found != run.collectives:
+        raise ValueError(f"{path}: the log holds {', '.join(found)}, {MANIFEST} says {', '.join(run.collectives)}: "
+                         f"correct the manifest's collective(s)")
     return runs
 
 
@@ -163,9 +170,7 @@ def load_cluster_folder(folder: Path | str) -> CorpusCluster:
                          f"or the maintainers' words\"}}")
     if manifest["split"] not in SPLITS:
         raise ValueError(f"{path}: split {manifest['split']!r}: use gpus or sizes")
-    runs = tuple(CorpusRun(file=r["file"], gpus=int(r["gpus"]), servers=int(r["servers"]),
-                           collective=r.get("collective", "allreduce"), note=r.get("note", ""))
-                 for r in manifest["runs"])
+    runs = tuple(_corpus_run(r, path) for r in manifest["runs"])
     if manifest["split"] == "gpus":
         names = {r.gpus for r in runs} | {r.file for r in runs}
         for key in ("fit", "predict"):
@@ -175,6 +180,17 @@ def load_cluster_folder(folder: Path | str) -> CorpusCluster:
     elif len(manifest.get("hold_out", [])) != 2:
         raise ValueError(f"{path}: split sizes needs hold_out: [smallest, largest] bytes")
     return CorpusCluster(name=folder.name, folder=folder, manifest=manifest, runs=runs)
+
+
+def _corpus_run(entry: dict, path: Path) -> CorpusRun:
+    """One `runs` entry: `collective` (default allreduce) or `collectives` (a log of several tests)."""
+    many = entry.get("collectives")
+    if many is not None and (not isinstance(many, list) or not many or "collective" in entry):
+        raise ValueError(f"{path}: run {entry.get('file')!r}: give `collective` for a log of one test or "
+                         f"`collectives` (a list, in the log's order) for a log of several, not both")
+    names = tuple(collective_name(str(c)) for c in many) if many else (entry.get("collective", "allreduce"),)
+    return CorpusRun(file=entry["file"], gpus=int(entry["gpus"]), servers=int(entry["servers"]),
+                     collective=names[0], collectives=names, note=entry.get("note", ""))
 
 
 def load_corpus(root: Path | str, names: tuple[str, ...] | None = None) -> list[CorpusCluster]:

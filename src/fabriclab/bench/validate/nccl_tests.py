@@ -12,6 +12,7 @@ Try it: `fabriclab validate nccl-tests --models both`.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -137,6 +138,49 @@ def band_words(row: dict) -> tuple[str, ...]:
     return (f"{row['band']}, {row['model']}: within {row['goal_pct']:g} % in {row['clusters_median_within_goal']}/"
             f"{row['clusters']} clusters (median row), {row['clusters_within_goal']} (every row);",
             f"  the ranges hold {row['inside']} of {row['ranged']} rows ({share:.0%})")
+
+
+COVERAGE_GOAL = 0.9
+"""Share of the predicted rows the printed ranges should hold (issue: >= 90 % of rows)."""
+
+
+def coverage(summary: list[dict]) -> list[dict]:
+    """Over every band, per model: the rows the ranges hold across the healthy clusters (and with the
+    degraded ones), and per healthy cluster its own share, so that one cluster of many rows does not
+    decide the figure alone: how many clusters' ranges hold at least COVERAGE_GOAL of their rows."""
+    out = []
+    for model in dict.fromkeys(row["model"] for row in summary):
+        per: dict[str, list[int]] = {}
+        degraded: dict[str, list[int]] = {}
+        for row in summary:
+            if row["model"] != model or row["cluster"] in ("all", "all+degraded"):
+                continue
+            into = degraded if row["degraded"] else per
+            counts = into.setdefault(row["cluster"], [0, 0])
+            counts[0] += row["inside"]
+            counts[1] += row["ranged"]
+        inside, ranged = (sum(c[i] for c in per.values()) for i in (0, 1))
+        shares = {name: c[0] / c[1] for name, c in per.items() if c[1]}
+        out.append({"model": model, "inside": inside, "ranged": ranged,
+                    "inside_with_degraded": inside + sum(c[0] for c in degraded.values()),
+                    "ranged_with_degraded": ranged + sum(c[1] for c in degraded.values()),
+                    "clusters": len(shares), "clusters_at_goal": sum(v >= COVERAGE_GOAL for v in shares.values()),
+                    "cluster_shares": shares})
+    return out
+
+
+def coverage_words(row: dict) -> tuple[str, ...]:
+    """The lines for one model's `coverage` row."""
+    share = row["inside"] / row["ranged"] if row["ranged"] else 0.0
+    every = row["inside_with_degraded"] / row["ranged_with_degraded"] if row["ranged_with_degraded"] else 0.0
+    lowest = sorted(row["cluster_shares"].items(), key=lambda kv: kv[1])[:3]
+    text = (f"every band, {row['model']}: the ranges hold {row['inside']} of {row['ranged']} rows ({share:.0%}) "
+            f"of the healthy clusters; {row['clusters_at_goal']} of {row['clusters']} clusters hold >= "
+            f"{COVERAGE_GOAL:.0%} of their own rows (fewest: " + ", ".join(f"{n} {v:.0%}" for n, v in lowest) + ")")
+    if row["ranged_with_degraded"] > row["ranged"]:
+        text += (f"; counting degraded clusters: {row['inside_with_degraded']} of {row['ranged_with_degraded']} "
+                 f"rows ({every:.0%})")
+    return tuple(textwrap.wrap(text, 78, subsequent_indent="  "))
 
 
 def _band_row(band: str, goal: float, name: str, model: str, rows: list, clusters: int | None = None) -> dict:

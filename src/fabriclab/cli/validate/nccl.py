@@ -63,7 +63,7 @@ def nccl_tests(
 ) -> None:
     """Fit each corpus cluster on its smaller runs, predict its larger ones: errors per size band."""
     from fabriclab.bench.validate.nccl_corpus import load_corpus
-    from fabriclab.bench.validate.nccl_tests import band_summary, band_words, validate_cluster
+    from fabriclab.bench.validate.nccl_tests import band_summary, validate_cluster
 
     if models not in MODEL_CHOICES:
         raise ValueError(f"--models {models!r}: use mechanisms, baseline or both")
@@ -76,14 +76,7 @@ def nccl_tests(
     results = {m: [validate_cluster(c, m) for c in entries] for m in MODEL_CHOICES[models]}
     out.table(clusters_table(entries, results[MODEL_CHOICES[models][-1]]))
     summaries = {m: band_summary(r, min_servers=min_servers) for m, r in results.items()}
-    for band in ("64-512 KB", "1-16 MB", ">= 64 MB"):
-        band_rows = [row for m in summaries for row in summaries[m] if row["band"] == band]
-        if band_rows:
-            out.table(band_table(band, band_rows, min_servers))
-            for row in band_rows:
-                if row["cluster"] in ("all", "all+degraded"):
-                    for line in band_words(row):
-                        out.note(line)
+    covered = show_bands(out, [row for m in summaries for row in summaries[m]], min_servers)
     shown = {row["cluster"] for m in summaries for row in summaries[m]}
     degraded = [res for res in results[MODEL_CHOICES[models][-1]] if res.degraded and res.name in shown]
     if degraded:
@@ -101,8 +94,27 @@ def nccl_tests(
             out.note(f"{res.name}: not judged: {res.error}")
     out.record(KIND, {"corpus": str(root), "clusters": [c.name for c in entries], "models": list(results),
                       "min_servers": min_servers},
-               {"bands": [row for m in summaries for row in summaries[m]],
+               {"bands": [row for m in summaries for row in summaries[m]], "coverage": covered,
                 "clusters": [res.as_dict() for m in results for res in results[m]]})
+
+
+def show_bands(out: Output, summary: list[dict], min_servers: int) -> list[dict]:
+    """A table per size band with its `all` lines, then the coverage over every band (returned)."""
+    from fabriclab.bench.validate.nccl_tests import band_words, coverage, coverage_words
+
+    for band in ("64-512 KB", "1-16 MB", ">= 64 MB"):
+        band_rows = [row for row in summary if row["band"] == band]
+        if band_rows:
+            out.table(band_table(band, band_rows, min_servers))
+            for row in band_rows:
+                if row["cluster"] in ("all", "all+degraded"):
+                    for line in band_words(row):
+                        out.note(line)
+    covered = coverage(summary)
+    for row in covered:
+        for line in coverage_words(row):
+            out.note(line)
+    return covered
 
 
 def clusters_table(entries, results) -> Table:

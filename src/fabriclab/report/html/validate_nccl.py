@@ -50,9 +50,13 @@ def _band(stored: Stored, band: str, rows: list[dict]) -> str:
 
 
 def _one(stored: Stored) -> str:
+    from fabriclab.bench.validate.nccl_tests import coverage_words
+
     bands = stored.record["results"]["bands"]
     order = list(dict.fromkeys(r["band"] for r in bands))
-    return "".join(_band(stored, band, [r for r in bands if r["band"] == band]) for band in order)
+    covered = "".join(f"<p>{esc(' '.join(line.strip() for line in coverage_words(row)))}</p>"
+                      for row in stored.record["results"].get("coverage", []))  # (records before it: none)
+    return "".join(_band(stored, band, [r for r in bands if r["band"] == band]) for band in order) + covered
 
 
 render = each(_one)
