@@ -86,6 +86,8 @@ class Residual:
     """GPUs of the run."""
     size_bytes: int
     """Buffer size."""
+    num_servers: int = 0
+    """Servers the run used (a run may use part of each); 0 where not known."""
     choice: str
     """Algorithm/protocol NCCL runs there (by its tuning model)."""
     measured_busbw_GBps: float
@@ -382,7 +384,8 @@ def check(cluster: ClusterModel, runs: list[NcclRun], *, keep=None, fitted: bool
             in_err = None
             if row.inplace_time_us:
                 in_err = (row.inplace_time_us * 1e-6 / t - 1) * 100
-            out.append(Residual(source=run.source, num_gpus=run.num_ranks, size_bytes=row.size_bytes,
+            out.append(Residual(source=run.source, num_gpus=run.num_ranks, num_servers=run.num_servers,
+                                size_bytes=row.size_bytes,
                                 choice=pick, measured_busbw_GBps=row.busbw_GBps,
                                 predicted_busbw_GBps=float(predicted),
                                 error_pct=float((row.time_us * 1e-6 / t - 1) * 100),

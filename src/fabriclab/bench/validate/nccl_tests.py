@@ -54,11 +54,16 @@ class ClusterResult:
     def as_dict(self) -> dict:
         return {"cluster": self.name, "model": self.model, "split": self.split, "version": self.version_note,
                 "error": self.error, "degraded": self.degraded, "rows": [{
-                    "gpus": r.num_gpus, "servers": r.num_gpus // self.gpus_per_server, "size_bytes": r.size_bytes,
+                    "gpus": r.num_gpus, "servers": servers_of(r, self.gpus_per_server), "size_bytes": r.size_bytes,
                     "collective": r.collective, "choice": r.choice, "measured_busbw_GBps": r.measured_busbw_GBps,
                     "predicted_busbw_GBps": r.predicted_busbw_GBps, "error_pct": r.error_pct,
                     "busbw_low_GBps": r.busbw_low_GBps, "busbw_high_GBps": r.busbw_high_GBps,
                     "inside": None if r.busbw_low_GBps is None else bool(inside(r))} for r in self.rows]}
+
+
+def servers_of(row, gpus_per_server: int) -> int:
+    """Servers a predicted row's run used: as its log says (a run may use part of each server)."""
+    return row.num_servers or max(1, row.num_gpus // gpus_per_server)
 
 
 def split_words(cluster: CorpusCluster) -> str:
@@ -108,7 +113,7 @@ def band_summary(results: list[ClusterResult], *, min_servers: int = 1) -> list[
         healthy, every, rows = [], [], []
         for res in results:
             sel = [r for r in res.rows if band_of(r.size_bytes) == band
-                   and r.num_gpus // res.gpus_per_server >= min_servers]
+                   and servers_of(r, res.gpus_per_server) >= min_servers]
             if sel:
                 row = _band_row(band, goal, res.name, res.model, sel)
                 row["degraded"] = bool(res.degraded)
