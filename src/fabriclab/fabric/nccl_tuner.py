@@ -79,8 +79,8 @@ def _within(value: int, span: tuple[int, int]) -> bool:
 
 def per_rank_bytes(size_bytes: int, num_ranks: int) -> int:
     """The per-rank message size a tuner sees for an nccl-tests size: NCCL's nBytes (the whole buffer: for
-    allgather and reduce-scatter all ranks' shares) over the ranks. (A 2-GPU allreduce on A3 Ultra steps
-    from 21 to 30 GB/s between 32 and 64 MiB, where the config's tree/Simple starts at 32 MiB per rank.)"""
+    allgather and reduce-scatter all ranks' shares) over the ranks. (Read as the whole buffer instead, the
+    16-GPU B200 all_gather of the corpus, gke-a4-b200-roce, goes from 22 % to 1,425 % median at 1-16 MiB.)"""
     return size_bytes // max(1, num_ranks)
 
 
