@@ -19,7 +19,9 @@ A fitted parameter is only known as far as the fit saw it: the fit record keeps,
 time any fitted row spent on it (`reach_s`). A row spending more than `EXTRAPOLATION` times that (a tree
 of 16 servers pays 4 network levels where a fit on 2 servers saw 1) treats it as unknown too, moved by at
 least `EXTRAPOLATION` ("... beyond the fit" in `rests on`). Rows resting on nothing unknown get a band of
-zero width. `calibrate --check` reports how many held-out rows the ranges hold (coverage).
+zero width. The fit's own misfit on its rows (`fit_scatter`, the RMS of log(measured / fitted)) widens every
+range by its 90 % interval, `RANGE_Z` x that RMS either way (the RMS alone, a one-sigma width, would hold
+about two rows in three). `calibrate --check` reports how many held-out rows the ranges hold (coverage).
 
 Try it: `fabriclab simulate collective --cluster a100.json --gpus 128 --sizes 256KB:64MB` (columns
 `busbw range`, `rests on`).
@@ -49,6 +51,9 @@ NAMED_ABOVE = 0.005
 # moves by at least this factor either way, however well the fit went.
 EXTRAPOLATION = 1.5
 _SLOPE_STEP = 0.01
+# The fit's misfit enters a range as its 90 % interval: RMS x 1.645 in log terms (a normal misfit), where the
+# RMS alone would hold about 68 % of the rows; the ranges are meant to hold 90 % of what they predict.
+RANGE_Z = 1.645
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,8 +199,9 @@ def row_bands(cluster: ClusterModel, num_gpus: int, rows: list[dict], collective
         ends[extra] = (times(moved, False), times(moved, True))
     alone = {n: times({n}, False) for n in sorted(unknown | set().union(*beyond))}
     factor = bus_bandwidth_factor(collective, num_gpus)
-    # the fit's own misfit on its rows (calibration.fit_scatter): no prediction from it is surer than that
-    scatter = float((cluster.fit or {}).get("fit_scatter", 1.0))
+    # the fit's own misfit on its rows (calibration.fit_scatter, the RMS of log(measured / fitted)): no
+    # prediction from it is surer than that; the range spans its 90 % interval (RANGE_Z of it either way)
+    scatter = float((cluster.fit or {}).get("fit_scatter", 1.0)) ** RANGE_Z
     out = []
     for i, (r, key, extra) in enumerate(zip(rows, keys, beyond)):
         if key[0] not in COSTED:  # NCCL's own estimate of an algorithm no log here runs: as sure as a prior

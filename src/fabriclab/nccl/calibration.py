@@ -211,7 +211,7 @@ def calibrate_cluster(request: CalibrationRequest) -> Calibration:
 def fit_scatter(residuals: list) -> float:
     """exp(RMS of log(measured / fitted time)) over the fitted rows NCCL runs with an algorithm this model
     costs (ring, tree, PAT, point-to-point): how far the fitted model misses the rows it was fitted to. A
-    prediction from those parameters can miss by as much, so the printed range spans it too
+    prediction from those parameters can miss by as much, so the printed range spans its 90 % interval
     (`nccl/band.py`); 1.0 when no such row was fitted."""
     logs = [math.log1p(r.error_pct / 100) for r in residuals
             if not r.held_out and r.choice.split("/")[0] in COSTED and r.error_pct > -100]
