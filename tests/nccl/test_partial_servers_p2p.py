@@ -80,7 +80,8 @@ def test_partial_server_runs_calibrate_and_a_ring_shift_runs_on_one_channel():
     big = {r.collective: r.measured_busbw_GBps for r in held_rows if r.size_bytes == 1 << 30}
     assert big["sendrecv"] == pytest.approx(20, rel=0.05) and big["allreduce"] > 3 * big["sendrecv"]
     # the rate is part of the cluster file, and left out of it when unknown
-    assert from_dict(to_dict(cal.cluster)).library.p2p_channel_bandwidth_Bps == cal.cluster.library.p2p_channel_bandwidth_Bps
+    rate = cal.cluster.library.p2p_channel_bandwidth_Bps
+    assert from_dict(to_dict(cal.cluster)).library.p2p_channel_bandwidth_Bps == rate
     assert "p2p_channel_bandwidth_Bps" not in to_dict(_h100())["library"]
 
 
@@ -89,3 +90,10 @@ def test_without_a_known_rate_a_sendrecv_runs_at_the_nic():
     t, _ = collective_times(on_servers(c, 10, 10), 10, [1 << 30], "sendrecv")
     nic = c.server.nic_bandwidth_Bps * c.server.nic_efficiency / 1e9
     assert (1 << 30) / t[0] / 1e9 == pytest.approx(nic, rel=0.05)
+
+
+def test_runs_of_several_gpus_per_server_need_the_servers_size():
+    truth = _h100()
+    runs = (_log(truth, 10, 10, "allreduce"), _log(truth, 40, 10, "allreduce"))
+    with pytest.raises(ValueError, match=r"run \[1, 4\] GPUs of each server: .* give --gpus-per-server"):
+        calibrate_cluster(CalibrationRequest(runs=runs, nic=link_preset("NDR"), name="t"))

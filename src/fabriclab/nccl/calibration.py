@@ -132,7 +132,8 @@ def prior_for(runs: list[NcclRun], request: CalibrationRequest) -> ClusterModel:
     if g is None:
         multi = {r.gpus_per_server for r in runs if r.num_servers > 1}
         if len(multi) > 1:
-            raise ValueError(f"the logs come from servers of {sorted(multi)} GPUs: calibrate one kind of server")
+            raise ValueError(f"the logs run {sorted(multi)} GPUs of each server: calibrate one kind of server, or "
+                             f"give --gpus-per-server (the GPUs a server holds) when some runs use part of each")
         g = multi.pop() if multi else max(r.num_ranks for r in runs)
     bench = all(r.label for r in runs)  # `fabriclab collectives bench` tables: Gloo's ring, not NCCL
     version = LEGACY_NCCL_VERSION if bench else nccl_version_for(runs, request.nccl_version)[0]
@@ -239,7 +240,8 @@ def check_nic(cluster: ClusterModel, residuals: list, nic) -> None:
     per = cluster.server.nics_per_server
     raise ValueError(
         f"the logs contradict --nic {nic.name} ({per} x {nic.bandwidth_Bps * 8 / 1e9:g} Gb/s per server): at "
-        f"{worst.num_gpus} GPUs ({worst.num_servers or worst.num_gpus // g} servers), {worst.size_bytes / (1 << 20):,.0f} MiB the fitted "
+        f"{worst.num_gpus} GPUs ({worst.num_servers or worst.num_gpus // g} servers), "
+        f"{worst.size_bytes / (1 << 20):,.0f} MiB the fitted "
         f"model gives {worst.predicted_busbw_GBps:.3g} GB/s busbw where {Path(worst.source).name} measured "
         f"{worst.measured_busbw_GBps:.3g} ({worst.error_pct:+.1f} %, the model {side}; more than "
         f"{NIC_MISFIT_PCT:g} % on rows >= {NIC_ROWS_BYTES >> 20} MiB across servers, which the NIC decides, "
