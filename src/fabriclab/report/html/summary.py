@@ -77,6 +77,11 @@ def _corpus_coverage(stored: Stored) -> list[str]:
             and b.get("model", "mechanisms") == "mechanisms"]  # the model as it is (not --models both's baseline)
     held = "; ".join(f"{esc(b['band'])} {b['inside']}/{b['ranged']} rows in range, {b['clusters_median_within_goal']}/"
                      f"{b['clusters']} clusters within {b['goal_pct']:g} %" for b in rows)
+    from fabriclab.bench.validate.nccl_tests import COVERAGE_GOAL
+
+    every = [c for c in stored.record["results"].get("coverage", []) if c["model"] == "mechanisms" and c["ranged"]]
+    held += "".join(f"; every band {c['inside']}/{c['ranged']} rows in range, {c['clusters_at_goal']}/{c['clusters']} "
+                    f"clusters with >= {COVERAGE_GOAL * 100:g} % of theirs" for c in every)
     return [f'NCCL model on the nccl-tests corpus (<a href="#nccl-corpus">section</a>, <a href="#rec-{stored.id}">'
             f"record {stored.id}</a>): {held}"] if rows else []
 
