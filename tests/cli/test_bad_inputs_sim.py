@@ -143,6 +143,9 @@ CASES = [
     (("calibrate", "nccl-tests", "{logs}/nccl_2.log", "--gpus-per-server", "0", "--out", "{tmp}/c.json"),
      "--gpus-per-server 0: give a whole number from 1 to 64", 2),
     ((*SIM, "--cluster", "dgx-a100", "--gpus", "1048576"), "at most 131072 GPUs", 2),
+    ((*SIM, "--cluster", "dgx-a100", "--gpus", "30", "--servers", "4"), "the same number of GPUs on every server", 2),
+    ((*SIM, "--cluster", "dgx-a100", "--gpus", "16", "--servers", "0"), "--servers", 2),
+    ((*STAR4, "--servers", "2"), "go with --cluster", 2),
     (("whatif", "--cluster", "dgx-a100", "--workers", "1048576"), "--workers 1048576: a cluster prediction takes "
                                                                   "at most 131072", 2),
     (("calibrate", "nccl-tests", "{logs}/nccl_8.log", "{tmp}/h100.log", "--out", "{tmp}/c.json"),

@@ -63,13 +63,28 @@ SimFormatOption = Annotated[Optional[str], typer.Option(
          "terminal, plain otherwise; numbers are never cut).")]
 
 
+SizesOption = Annotated[Optional[str], typer.Option(
+    metavar="RANGE", help="With --cluster: sizes, e.g. 8B:1GB (default) or 1MB,64MB.")]
+ServersOption = Annotated[Optional[str], typer.Option(
+    metavar="N", help="With --cluster: servers the GPUs spread over evenly (default: whole servers); fewer per "
+                      "server than it holds run on their own NICs (mpirun -N).")]
+
+
 def _cluster_prediction(o: dict, out: Output) -> None:
     """`--cluster FILE|PRESET`: the cluster's library model predicts a whole size sweep (`nccl/sweep.py`)."""
     from fabriclab.nccl.sweep import band_notes, predict_sweep, switches
     from fabriclab.units import parse_size_range
 
+    from fabriclab.nccl.layout import on_servers
+
     cluster = load_cluster_option(o["cluster"])
     num_gpus = parse_count(o["gpus"] if o["gpus"] is not None else "8", "--gpus", maximum=1 << 20)
+    if o["servers"] is not None:  # a run on part of each server: servers of its GPUs, with their NICs
+        servers = parse_count(o["servers"], "--servers", maximum=num_gpus)
+        try:
+            cluster = on_servers(cluster, num_gpus, servers)
+        except ValueError as exc:
+            raise ValueError(f"--gpus {num_gpus} --servers {servers}: {exc}") from None
     sizes = parse_size_range(o["sizes"] if o["sizes"] is not None else "8B:1GB")
     sweep = predict_sweep(cluster, num_gpus, sizes, o["collective"])
     if o["fmt"] == NCCL_TESTS:
@@ -110,8 +125,9 @@ def collective_request(o: dict):
     if o["fmt"] == NCCL_TESTS:
         raise ValueError("--format nccl-tests prints a cluster's size sweep: add --cluster FILE (and --gpus, "
                          "--sizes), or use table, plain, csv, json or markdown")
-    if o["gpus"] is not None or o["sizes"] is not None:
-        raise ValueError("--gpus and --sizes go with --cluster FILE; for a topology give --ranks and --size")
+    if o["gpus"] is not None or o["sizes"] is not None or o["servers"] is not None:
+        raise ValueError("--gpus, --servers and --sizes go with --cluster FILE; for a topology give --ranks and "
+                         "--size")
     if o["ops_csv"] is not None and o["engine"] == "levels":
         raise ValueError("--ops-csv needs per-message times from the general engine: drop --engine levels")
     spec = TOPOLOGY.build(o)
@@ -155,8 +171,8 @@ def collective_cmd(
                                            "platform XML here (plus a hostfile beside it)."),
     cluster: ClusterOption = None,
     gpus: Optional[str] = typer.Option(None, metavar="N", help="With --cluster: GPUs taking part (default 8)."),
-    sizes: Optional[str] = typer.Option(None, metavar="RANGE", help="With --cluster: sizes, e.g. 8B:1GB "
-                                                                    "(default) or 1MB,64MB."),
+    servers: ServersOption = None,
+    sizes: SizesOption = None,
     fmt: SimFormatOption = None,
     json_path: JsonOption = None,
     store: StoreOption = None,
