@@ -1,13 +1,10 @@
 """Runs on part of each server (nccl-tests under `mpirun -N 2` on servers of 8 GPUs), and the few channels
 NCCL gives a point-to-point peer on another server (sendrecv runs under the NIC's rate)."""
 
-import json
 from dataclasses import replace
 
 import pytest
-from typer.testing import CliRunner
 
-from fabriclab.cli.main import app
 from fabriclab.fabric.cluster import from_dict, to_dict
 from fabriclab.fabric.links import link_preset
 from fabriclab.fabric.presets import cluster_preset
@@ -100,18 +97,3 @@ def test_runs_of_several_gpus_per_server_need_the_servers_size():
     runs = (_log(truth, 10, 10, "allreduce"), _log(truth, 40, 10, "allreduce"))
     with pytest.raises(ValueError, match=r"run \[1, 4\] GPUs of each server: .* give --gpus-per-server"):
         calibrate_cluster(CalibrationRequest(runs=runs, nic=link_preset("NDR"), name="t"))
-
-
-def test_simulate_predicts_a_run_on_part_of_each_server(tmp_path):
-    out = tmp_path / "r.json"
-    res = CliRunner().invoke(app, ["simulate", "collective", "--cluster", "dgx-h100", "--gpus", "20", "--servers",
-                                   "10", "--sizes", "1GB", "--json", str(out), "--store", "off"])
-    assert res.exit_code == 0, res.output
-    rec = json.loads(out.read_text())
-    assert rec["config"]["num_servers"] == 10 and "10 servers x 2" in res.output
-    two = collective_times(on_servers(_h100(), 20, 10), 20, [1 << 30])[0][0]
-    preset = cluster_preset("dgx-h100")
-    assert rec["results"][0]["time_us"] == pytest.approx(
-        collective_times(on_servers(preset, 20, 10), 20, [1 << 30])[0][0] * 1e6, rel=1e-6)
-    # two GPUs of each server have two NICs between them: slower than the whole servers' 16 GPUs on 16 NICs
-    assert two > collective_times(_h100(), 16, [1 << 30])[0][0]
