@@ -115,13 +115,13 @@ def test_sharp_and_the_carried_network_hop(tmp_path):
     out = tmp_path / "a100.json"
     legacy = CliRunner().invoke(app, ["nccl-tests", *_logs(2, 16), "--sharp", "--out", str(out)])
     assert legacy.exit_code == 2 and "give --nccl-version 2.9 or later" in legacy.output
-    result = CliRunner().invoke(app, ["nccl-tests", *_logs(2, 4, 8, 16), "--sharp", "--nccl-version", "2.18.3",
+    result = CliRunner().invoke(app, ["nccl-tests", *_logs(8, 16), "--sharp", "--nccl-version", "2.18.3",
                                       "--out", str(out), "--format", "plain"])
     assert result.exit_code == 0, result.output
     cluster = load_cluster(out)
     assert cluster.network.sharp is True
     assert not load_cluster(_calibrated(tmp_path)).network.sharp
-    plain = CliRunner().invoke(app, ["nccl-tests", *_logs(2, 4, 8, 16), "--out", str(out), "--format", "plain"])
+    plain = CliRunner().invoke(app, ["nccl-tests", *_logs(8, 16), "--out", str(out), "--format", "plain"])
     line = next(x for x in plain.output.splitlines() if "tree.LL128.net_step_s" in x)
     assert line.split()[-4:] == ["+", "fitted", "net", "hop"] and "8.5 us" in line
 
