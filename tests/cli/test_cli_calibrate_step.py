@@ -4,22 +4,18 @@ an implausible share of peak warned about."""
 import json
 
 import pytest
-import typer
 
 from fabriclab.cli.calibrate.step import PLAUSIBLE, plausibility_warning
-from fabriclab.cli.main import app
+from fabriclab.cli.main import load_command
 from tests.cli.test_cli_whatif_llm import fabriclab
 
 GPT3 = ["--model", "gpt3-175b", "--cluster", "dgx-h100", "--gpus", "128", "--tp", "4", "--pp", "8", "--vp", "6",
         "--tp-overlap"]
 
 
-def _params(*path):
-    command = typer.main.get_command(app)
-    ctx = command.context_class(command)  # the command's own context class: click's, or typer's copy of it
-    for name in path:
-        command = command.get_command(ctx, name)
-    return {p.name: p for p in command.params}
+def _params(group, name):
+    """The options of `fabriclab GROUP NAME`, by the group's public table of its commands (no click context)."""
+    return {p.name: p for p in load_command(group).commands[name].params}
 
 
 def test_its_options_and_defaults_are_whatif_llms():
