@@ -72,10 +72,9 @@ ServersOption = Annotated[Optional[str], typer.Option(
 
 def _cluster_prediction(o: dict, out: Output) -> None:
     """`--cluster FILE|PRESET`: the cluster's library model predicts a whole size sweep (`nccl/sweep.py`)."""
+    from fabriclab.nccl.layout import on_servers
     from fabriclab.nccl.sweep import band_notes, predict_sweep, switches
     from fabriclab.units import parse_size_range
-
-    from fabriclab.nccl.layout import on_servers
 
     cluster = load_cluster_option(o["cluster"])
     num_gpus = parse_count(o["gpus"] if o["gpus"] is not None else "8", "--gpus", maximum=1 << 20)

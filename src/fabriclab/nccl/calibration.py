@@ -229,8 +229,7 @@ def check_nic(cluster: ClusterModel, residuals: list, nic) -> None:
     the logs contradict the NIC given (e.g. `--nic NDR` on HDR logs: +37.6 % at 16 GPUs), and a cluster
     file from it would carry the wrong network. The message gives the numbers."""
     g = cluster.server.gpus_per_server
-    rows = [r for r in residuals if not r.held_out and (r.num_servers or r.num_gpus // g) > 1
-            and r.size_bytes >= NIC_ROWS_BYTES]
+    rows = [r for r in residuals if not r.held_out and r.servers(g) > 1 and r.size_bytes >= NIC_ROWS_BYTES]
     if not rows:
         return
     worst = max(rows, key=lambda r: abs(r.error_pct))
@@ -240,7 +239,7 @@ def check_nic(cluster: ClusterModel, residuals: list, nic) -> None:
     per = cluster.server.nics_per_server
     raise ValueError(
         f"the logs contradict --nic {nic.name} ({per} x {nic.bandwidth_Bps * 8 / 1e9:g} Gb/s per server): at "
-        f"{worst.num_gpus} GPUs ({worst.num_servers or worst.num_gpus // g} servers), "
+        f"{worst.num_gpus} GPUs ({worst.servers(g)} servers), "
         f"{worst.size_bytes / (1 << 20):,.0f} MiB the fitted "
         f"model gives {worst.predicted_busbw_GBps:.3g} GB/s busbw where {Path(worst.source).name} measured "
         f"{worst.measured_busbw_GBps:.3g} ({worst.error_pct:+.1f} %, the model {side}; more than "

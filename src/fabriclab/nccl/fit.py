@@ -107,6 +107,11 @@ class Residual:
     busbw_high_GBps: float | None = None
     """High end of that range."""
 
+    def servers(self, gpus_per_server: int) -> int:
+        """Servers the row's run used: as its log says (a run may use part of each server), else its GPUs
+        over whole servers of `gpus_per_server`."""
+        return self.num_servers or max(1, self.num_gpus // gpus_per_server)
+
 
 @dataclass(frozen=True, kw_only=True)
 class FitResult:

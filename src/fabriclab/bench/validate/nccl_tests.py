@@ -54,16 +54,11 @@ class ClusterResult:
     def as_dict(self) -> dict:
         return {"cluster": self.name, "model": self.model, "split": self.split, "version": self.version_note,
                 "error": self.error, "degraded": self.degraded, "rows": [{
-                    "gpus": r.num_gpus, "servers": servers_of(r, self.gpus_per_server), "size_bytes": r.size_bytes,
+                    "gpus": r.num_gpus, "servers": r.servers(self.gpus_per_server), "size_bytes": r.size_bytes,
                     "collective": r.collective, "choice": r.choice, "measured_busbw_GBps": r.measured_busbw_GBps,
                     "predicted_busbw_GBps": r.predicted_busbw_GBps, "error_pct": r.error_pct,
                     "busbw_low_GBps": r.busbw_low_GBps, "busbw_high_GBps": r.busbw_high_GBps,
                     "inside": None if r.busbw_low_GBps is None else bool(inside(r))} for r in self.rows]}
-
-
-def servers_of(row, gpus_per_server: int) -> int:
-    """Servers a predicted row's run used: as its log says (a run may use part of each server)."""
-    return row.num_servers or max(1, row.num_gpus // gpus_per_server)
 
 
 def split_words(cluster: CorpusCluster) -> str:
@@ -113,7 +108,7 @@ def band_summary(results: list[ClusterResult], *, min_servers: int = 1) -> list[
         healthy, every, rows = [], [], []
         for res in results:
             sel = [r for r in res.rows if band_of(r.size_bytes) == band
-                   and servers_of(r, res.gpus_per_server) >= min_servers]
+                   and r.servers(res.gpus_per_server) >= min_servers]
             if sel:
                 row = _band_row(band, goal, res.name, res.model, sel)
                 row["degraded"] = bool(res.degraded)
@@ -175,7 +170,12 @@ def coverage(summary: list[dict]) -> list[dict]:
 
 
 def coverage_words(row: dict) -> tuple[str, ...]:
-    """The lines for one model's `coverage` row."""
+    """The lines for one model's `coverage` row (`coverage_line`, wrapped to 78 columns)."""
+    return tuple(textwrap.wrap(coverage_line(row), 78, subsequent_indent="  "))
+
+
+def coverage_line(row: dict) -> str:
+    """One model's `coverage` row in words, on one line."""
     share = row["inside"] / row["ranged"] if row["ranged"] else 0.0
     every = row["inside_with_degraded"] / row["ranged_with_degraded"] if row["ranged_with_degraded"] else 0.0
     lowest = sorted(row["cluster_shares"].items(), key=lambda kv: kv[1])[:3]
@@ -185,7 +185,7 @@ def coverage_words(row: dict) -> tuple[str, ...]:
     if row["ranged_with_degraded"] > row["ranged"]:
         text += (f"; counting degraded clusters: {row['inside_with_degraded']} of {row['ranged_with_degraded']} "
                  f"rows ({every:.0%})")
-    return tuple(textwrap.wrap(text, 78, subsequent_indent="  "))
+    return text
 
 
 def _band_row(band: str, goal: float, name: str, model: str, rows: list, clusters: int | None = None) -> dict:

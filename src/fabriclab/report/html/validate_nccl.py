@@ -50,11 +50,11 @@ def _band(stored: Stored, band: str, rows: list[dict]) -> str:
 
 
 def _one(stored: Stored) -> str:
-    from fabriclab.bench.validate.nccl_tests import coverage_words
+    from fabriclab.bench.validate.nccl_tests import coverage_line
 
     bands = stored.record["results"]["bands"]
     order = list(dict.fromkeys(r["band"] for r in bands))
-    covered = "".join(f"<p>{esc(' '.join(line.strip() for line in coverage_words(row)))}</p>"
+    covered = "".join(f"<p>{esc(coverage_line(row))}</p>"
                       for row in stored.record["results"].get("coverage", []))  # (records before it: none)
     return "".join(_band(stored, band, [r for r in bands if r["band"] == band]) for band in order) + covered
 
