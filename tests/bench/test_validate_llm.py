@@ -30,6 +30,14 @@ def test_float32_halves_the_bandwidths_the_bf16_simulator_sees():
     assert f32.server.intra_bandwidth_Bps == pytest.approx(bf16.server.intra_bandwidth_Bps / 2)
 
 
+def test_the_measured_goodput_sets_the_nics_and_the_framing_share_stands_in_without_one():
+    config = LlmValidateConfig(hosts=4, gpus_per_server=1, tp=1, pp=2, gbs=16, link_Bps=2.5e6)
+    calibration = {"par": replace(config.par(), num_gpus=1, pp=1, zero=0), "step_time_s": 0.2}
+    framing, half = predict(config, calibration, LINK), predict(config, calibration, LINK, 0.5)
+    assert cluster_model(config, LINK, 0.5).server.nic_bandwidth_Bps == pytest.approx(2.5e6 * 0.5 * 0.5)
+    assert half["split_s"]["dp"] == pytest.approx(framing["split_s"]["dp"] * (1448 / 1514) / 0.5, rel=0.05)
+
+
 def test_compare_judges_the_step_and_only_the_communicators_above_a_tenth_of_it():
     measured = {"step_time_s": 1.0, "split_s": {"compute": 0.3, "tp": 0.05, "dp": 0.5, "pp": 0.15, "other": 0.0}}
     predicted = {"step_time_s": 1.1, "split_s": {"compute": 0.3, "tp": 0.5, "dp": 0.6, "pp": 0.2}}

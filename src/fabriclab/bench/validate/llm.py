@@ -6,8 +6,12 @@ measured beside `whatif llm`'s prediction of the same step.
    peak at which the simulated 1-GPU step lasts as long as the measured one), and the intra-host link of
    Gloo over the kernel's local delivery (2 local ranks all-reduce a small and a large buffer: the small
    one's time per ring step is the per-step latency, the difference the bandwidth).
+   In the emulated star, before the job, one rank per host streams 8 MiB to the next host while receiving
+   from the previous one (`validate.rank.calibrate`, as the collectives validation does): the links' goodput.
+   TCP through a tbf of a small queue loses packets and backs off, so it moves less than the framing
+   alone allows (about 0.91 of the shaped rate where the framing gives 0.956).
 2. **Predict** with a cluster of `hosts` servers of `gpus_per_server` GPUs: that intra-host link, one NIC per
-   server at the shaped rate x TCP's payload share, Gloo's ring library with the measured step latency,
+   server at that goodput (TCP's payload share where a host is alone), Gloo's ring library with the measured step latency,
    the calibrated compute; the trainer's own overlap (none: DP reduces after the last backward).
 3. **Measure**: a star of `hosts` namespaces with tbf-shaped links, a torchrun agent per host starting
    `gpus_per_server` ranks of `fabriclab train` (ranks on one host talk through the kernel, unshaped).
@@ -159,8 +163,8 @@ def _allreduce_times(ctx, sizes_bytes, iters) -> list[float]:
     return out
 
 
-def cluster_model(config: LlmValidateConfig, link: dict):
-    """The emulated cluster as the simulator sees it. The simulator puts 2 bytes per value on the wire
+def cluster_model(config: LlmValidateConfig, link: dict, efficiency: float = TCP_PAYLOAD_EFFICIENCY):
+    """The emulated cluster as the simulator sees it, its NICs at `efficiency` x the shaped rate. The simulator puts 2 bytes per value on the wire
     (bf16); the trainer sends `dtype`'s: every bandwidth is scaled by 2 / that size, so each transfer takes
     the time of the bytes really sent (latencies unchanged)."""
     import torch
@@ -172,7 +176,7 @@ def cluster_model(config: LlmValidateConfig, link: dict):
                   memory_bytes=1e12, memory_bandwidth_Bps=10e9, source="nominal: the calibration sets the share")
     cluster = prior_cluster(gpus_per_server=config.gpus_per_server, library="gloo", intra="pcie",
                             intra_link=Link(name="kernel loopback", bandwidth_Bps=link["bandwidth_Bps"] * scale),
-                            nic=Link(name="emulated", bandwidth_Bps=config.link_Bps * TCP_PAYLOAD_EFFICIENCY * scale),
+                            nic=Link(name="emulated", bandwidth_Bps=config.link_Bps * efficiency * scale),
                             pcie=Link(name="none", bandwidth_Bps=1e12), nics_per_server=1, fabric="fat-tree",
                             leaf_ports=max(config.hosts, 2), name="emulated", memory_bandwidth_Bps=20e9,
                             compute=ComputeSpec(gpu=gpu))
@@ -180,9 +184,9 @@ def cluster_model(config: LlmValidateConfig, link: dict):
     return replace(cluster, library=replace(cluster.library, latencies={"ring": {"Simple": step}}))
 
 
-def predict(config: LlmValidateConfig, calibration: dict, link: dict) -> dict:
+def predict(config: LlmValidateConfig, calibration: dict, link: dict, link_efficiency: float | None = None) -> dict:
     spec, par = load_model(config.model), config.par()
-    cluster = cluster_model(config, link)
+    cluster = cluster_model(config, link, link_efficiency or TCP_PAYLOAD_EFFICIENCY)
     one = cluster_model(replace(config, hosts=1, gpus_per_server=1), link)
     # a CPU rank runs no GPU kernels: the flat share of a nominal peak, not the kernel model
     efficiency, _ = calibrate_efficiency(spec, calibration["par"], one, calibration["step_time_s"],
@@ -193,7 +197,7 @@ def predict(config: LlmValidateConfig, calibration: dict, link: dict) -> dict:
 
 
 def measure(config: LlmValidateConfig, on_line=None) -> dict:
-    """The step in the emulated star (needs root)."""
+    """The step in the emulated star (needs root), after the star's links' goodput (`link_goodput`)."""
     from fabriclab.emu.cluster import emulated_cluster
     from fabriclab.emu.launch import raise_on_failure, run_in_cluster
     from fabriclab.fabric.scenario import TopologySpec
@@ -201,14 +205,38 @@ def measure(config: LlmValidateConfig, on_line=None) -> dict:
     spec = TopologySpec(kind="star", hosts=config.hosts, bandwidth_Bps=config.link_Bps, latency_s=0.0)
     par = config.par()
     with tempfile.TemporaryDirectory(prefix="fabriclab-llm-") as tmp, emulated_cluster(spec) as state:
+        goodput = link_goodput(config, state, Path(tmp), on_line) if config.hosts > 1 else None
         out = Path(tmp) / "train.json"
         trace = Path(tmp) / "trace.json"
-        argv = (["nice", "-n", str(config.nice)] if config.nice else []) + train_argv(config, out, par.num_gpus,
-                                                                                     seq=par.seq)
+        argv = _niced(config, train_argv(config, out, par.num_gpus, seq=par.seq))
         results = run_in_cluster(argv + ["--trace", str(trace)], timeout_s=config.timeout_s, state=state,
                                   on_line=on_line, launcher="torchrun", nproc_per_host=config.gpus_per_server)
         raise_on_failure(results, "training", out)
-        return json.loads(out.read_text())["results"] | {"trace": json.loads(trace.read_text())}
+        return json.loads(out.read_text())["results"] | {"trace": json.loads(trace.read_text()),
+                                                         "link_efficiency": goodput}
+
+
+def link_goodput(config: LlmValidateConfig, state, tmp: Path, on_line=None) -> float | None:
+    """The shaped links' goodput as a share of their rate: one rank per host streams to the next host and
+    from the previous one at once (the collectives validation's calibration, `validate.rank`), the
+    bucket's free bytes taken out; None where the stream could not tell."""
+    from fabriclab.bench.validate.model import stream_efficiency
+    from fabriclab.emu.cluster import EmuConfig, shaping
+    from fabriclab.emu.launch import raise_on_failure, run_in_cluster
+
+    plan, out = tmp / "goodput-plan.json", tmp / "goodput.json"
+    plan.write_text(json.dumps({"groups": [], "algos": [], "segment_bytes": 0, "calibrate": True,
+                                "timeout_s": config.timeout_s}))
+    argv = _niced(config, [sys.executable, "-m", "fabriclab.bench.validate.rank", "--config", str(plan),
+                           "--out", str(out)])
+    results = run_in_cluster(argv, timeout_s=config.timeout_s, state=state, on_line=on_line)
+    raise_on_failure(results, "link calibration", out)
+    burst = shaping(config.link_Bps, EmuConfig())[0]
+    return stream_efficiency(json.loads(out.read_text())["calibration"], config.link_Bps, burst_bytes=burst)
+
+
+def _niced(config: LlmValidateConfig, argv: list[str]) -> list[str]:
+    return (["nice", "-n", str(config.nice)] if config.nice else []) + argv
 
 
 def side_by_side(measured: dict, simulated: dict) -> dict:
@@ -263,12 +291,13 @@ def run_llm_validation(config: LlmValidateConfig, *, on_line=None) -> dict:
         after = calibrate_compute(config)
     pooled = before["step_times_s"] + after["step_times_s"]
     calibration = before | {"step_time_s": statistics.median(pooled), "step_times_s": pooled}
-    predicted = predict(config, calibration, link)
+    predicted = predict(config, calibration, link, measured["link_efficiency"])
     rows = compare(measured, predicted)
     return {"config": asdict(config), "parallel": describe(config.par(), config.dtype), "rows": rows,
             "passed": all(r["ok"] is not False for r in rows),
             "calibration": {"one_rank_step_s": calibration["step_time_s"], "efficiency": predicted["efficiency"],
-                            "loopback_step_s": link["step_s"], "loopback_Bps": link["bandwidth_Bps"]},
+                            "loopback_step_s": link["step_s"], "loopback_Bps": link["bandwidth_Bps"],
+                            "link_efficiency": measured["link_efficiency"]},
             "measured": {k: measured[k] for k in ("step_time_s", "split_s", "bytes_per_step", "losses",
                                                   "step_times_s")},
             "predicted": {k: predicted[k] for k in ("step_time_s", "split_s", "comm")},

@@ -60,6 +60,9 @@ def run(o: dict, output: Output) -> int:
                 f"{cal['efficiency']:.4g} of a nominal peak; Gloo through the kernel ({config.hosts * config.gpus_per_server} "
                 f"ranks in pairs at once): {cal['loopback_step_s'] * 1e6:.0f} us per ring step, "
                 f"{cal['loopback_Bps'] / 1e9:.2f} GB/s")
+    if cal.get("link_efficiency"):
+        output.note(f"  the shaped links' goodput (a host streams to the next, all at once): "
+                    f"{cal['link_efficiency']:.3f} of the rate")
     output.note(f"  {'PASS' if result['passed'] else 'FAIL'}: step within 15 %, communicators above 10 % of the "
                 f"step within 25 %")
     output.record("validate.llm", asdict(config), result,
