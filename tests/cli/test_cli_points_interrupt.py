@@ -38,9 +38,15 @@ def answer(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if not line.endswith(" s")]
 
 
+
+def sigint_as_default() -> None:
+    """Ctrl-C reaches the child as a terminal's would, also when the suite itself runs in a shell's background
+    (which starts it with SIGINT ignored, and a child inherits that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def test_ctrl_c_keeps_the_finished_points_and_resume_gives_the_uninterrupted_answer(tmp_path):
     store = tmp_path / "r.db"
-    proc = fabriclab_cmd("--processes", "2", store=store, start_new_session=True)
+    proc = fabriclab_cmd("--processes", "2", store=store, start_new_session=True, preexec_fn=sigint_as_default)
     try:
         deadline = time.monotonic() + 120
         while stored(store) == 0 and proc.poll() is None and time.monotonic() < deadline:

@@ -77,6 +77,12 @@ def assert_no_ranks_left(before: set[int]) -> None:
     assert not left, f"processes left behind: {left}"
 
 
+
+def sigint_as_default() -> None:
+    """Ctrl-C reaches the child as a terminal's would, also when the suite itself runs in a shell's background
+    (which starts it with SIGINT ignored, and a child inherits that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def test_results_and_messages_come_back():
     messages = []
     results = spawn(echo, ("x",), config=LaunchConfig(num_ranks=3, timeout_s=30),
@@ -153,7 +159,8 @@ def test_ctrl_c_of_the_parent_stops_every_rank():
             "    print('started', flush=True)\n"
             "    spawn(t.misbehave, (9, 'none'), config=LaunchConfig(num_ranks=3, timeout_s=30))\n")
     parent = subprocess.Popen([sys.executable, "-c", code, str(HERE)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+                              stderr=subprocess.PIPE, text=True, start_new_session=True,
+                              preexec_fn=sigint_as_default)
     assert parent.stdout.readline().strip() == "started"
     deadline = time.monotonic() + 30
     while len(descendants(parent.pid)) < 3 and time.monotonic() < deadline:
