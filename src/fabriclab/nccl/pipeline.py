@@ -66,8 +66,7 @@ def active_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protoc
         return np.full(size.shape, lib.num_channels, dtype=int)
     table = table_of(lib.nccl_version)
     counted = "ring" if algorithm == "pat" else algorithm  # PAT's channels are costed as its ring's
-    out = np.array([channels_used(table, counted, protocol, int(s), lib.num_channels, num_gpus) for s in size],
-                   dtype=int)
+    out = np.asarray(channels_used(table, counted, protocol, size, lib.num_channels, num_gpus), dtype=int)
     if lib.tuner and collective is not None:
         nodes = layout(cluster, num_gpus).num_servers
         for i, s in enumerate(size):
@@ -107,8 +106,8 @@ def tree_fill_s(cluster: ClusterModel, num_gpus: int, protocol: str, sizes_bytes
     intra_hops = lay.per_server - 1
     depth = intra_hops + net_hops
     buffer = simple_buffer_bytes(lib.nccl_env)
-    chunk = np.array([tree_chunk_bytes(table, protocol, int(s), int(c), lay.num_servers, num_gpus, depth, buffer)
-                      for s, c in zip(size, channels)], dtype=np.float64)
+    chunk = np.asarray(tree_chunk_bytes(table, protocol, size, channels, lay.num_servers, num_gpus, depth, buffer),
+                       dtype=np.float64)
     unit = np.minimum(size / channels, chunk)
     intra_ch, net_ch = _hop_rates(cluster, protocol, channels)
     # a binary tree's node takes its two children's chunks in through its channel's NIC and sends the result

@@ -515,7 +515,8 @@ def tree_chunk_bytes(table: TuningTable, protocol: str, size_bytes, num_channels
     LL128: halved while below nstepsLL128 x 64/ppn (> 128 KiB) and x 16/ppn (> 32 KiB),
     nstepsLL128 = 1 + log2i(nNodes) + 0.1 ppn, then x 120/128 (counted in data bytes from 2.20).
     A channel's share smaller than the chunk moves in one step. `simple_buffer`: Simple's buffer when
-    NCCL_BUFFSIZE sets it (it sets Simple's only; LL and LL128 keep theirs)."""
+    NCCL_BUFFSIZE sets it (it sets Simple's only; LL and LL128 keep theirs). `num_channels` may be an array
+    of the channels at each size."""
     size = np.asarray(size_bytes, dtype=np.float64)
     buffer = simple_buffer if protocol == "Simple" and simple_buffer else table.buff_sizes[protocol]
     step = buffer // table.nccl_steps
