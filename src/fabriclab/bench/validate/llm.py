@@ -11,8 +11,8 @@ measured beside `whatif llm`'s prediction of the same step.
    TCP through a tbf of a small queue loses packets and backs off, so it moves less than the framing
    alone allows (about 0.91 of the shaped rate where the framing gives 0.956).
 2. **Predict** with a cluster of `hosts` servers of `gpus_per_server` GPUs: that intra-host link, one NIC per
-   server at that goodput (TCP's payload share where a host is alone), Gloo's ring library with the measured step latency,
-   the calibrated compute; the trainer's own overlap (none: DP reduces after the last backward).
+   server at that goodput (TCP's payload share where a host is alone), Gloo's ring library with the
+   measured step latency, the calibrated compute; the trainer's own overlap (none: DP reduces after the last backward).
 3. **Measure**: a star of `hosts` namespaces with tbf-shaped links, a torchrun agent per host starting
    `gpus_per_server` ranks of `fabriclab train` (ranks on one host talk through the kernel, unshaped).
    The simulator puts bf16 values on the wire; the trainer runs float32 (bf16 is slow on CPUs), so the
@@ -164,8 +164,8 @@ def _allreduce_times(ctx, sizes_bytes, iters) -> list[float]:
 
 
 def cluster_model(config: LlmValidateConfig, link: dict, efficiency: float = TCP_PAYLOAD_EFFICIENCY):
-    """The emulated cluster as the simulator sees it, its NICs at `efficiency` x the shaped rate. The simulator puts 2 bytes per value on the wire
-    (bf16); the trainer sends `dtype`'s: every bandwidth is scaled by 2 / that size, so each transfer takes
+    """The emulated cluster as the simulator sees it, its NICs at `efficiency` x the shaped rate. The
+    simulator puts 2 bytes per value on the wire (bf16); the trainer sends `dtype`'s: every bandwidth is scaled by 2 / that size, so each transfer takes
     the time of the bytes really sent (latencies unchanged)."""
     import torch
 
