@@ -165,8 +165,8 @@ def _allreduce_times(ctx, sizes_bytes, iters) -> list[float]:
 
 def cluster_model(config: LlmValidateConfig, link: dict, efficiency: float = TCP_PAYLOAD_EFFICIENCY):
     """The emulated cluster as the simulator sees it, its NICs at `efficiency` x the shaped rate. The
-    simulator puts 2 bytes per value on the wire (bf16); the trainer sends `dtype`'s: every bandwidth is scaled by 2 / that size, so each transfer takes
-    the time of the bytes really sent (latencies unchanged)."""
+    simulator puts 2 bytes per value on the wire (bf16); the trainer sends `dtype`'s: every bandwidth is
+    scaled by 2 / that size, so each transfer takes the time of the bytes really sent (latencies unchanged)."""
     import torch
 
     from fabriclab.runtime.llm.trainer import DTYPES
