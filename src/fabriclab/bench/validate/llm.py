@@ -3,8 +3,8 @@ measured beside `whatif llm`'s prediction of the same step.
 
 1. **Calibrate** on this machine, outside the emulation: the compute efficiency from a 1-rank run of the
    same model, global batch and precision, run before and after the measurement, the median of both
-   (`whatif.llm.run.calibrate_efficiency`: the share of a nominal peak at which the simulated 1-GPU step lasts as long as the measured one), and the intra-host link of
-   Gloo over the kernel's local delivery (2 local ranks all-reduce a small and a large buffer: the small
+   (`whatif.llm.run.calibrate_efficiency`: the share of a nominal peak at which the simulated 1-GPU step
+   lasts as long as the measured one), and the intra-host link of Gloo over the kernel's local delivery (2 local ranks all-reduce a small and a large buffer: the small
    one's time per ring step is the per-step latency, the difference the bandwidth).
    In the emulated star, before the job, one rank per host streams 8 MiB to the next host while receiving
    from the previous one (`validate.rank.calibrate`, as the collectives validation does): the links' goodput.
