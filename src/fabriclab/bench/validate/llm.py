@@ -4,15 +4,17 @@ measured beside `whatif llm`'s prediction of the same step.
 1. **Calibrate** on this machine, outside the emulation: the compute efficiency from a 1-rank run of the
    same model, global batch and precision, run before and after the measurement, the median of both
    (`whatif.llm.run.calibrate_efficiency`: the share of a nominal peak at which the simulated 1-GPU step
-   lasts as long as the measured one), and the intra-host link of Gloo over the kernel's local delivery (2 local ranks all-reduce a small and a large buffer: the small
-   one's time per ring step is the per-step latency, the difference the bandwidth).
-   In the emulated star, before the job, one rank per host streams 8 MiB to the next host while receiving
-   from the previous one (`validate.rank.calibrate`, as the collectives validation does): the links' goodput.
-   TCP through a tbf of a small queue loses packets and backs off, so it moves less than the framing
-   alone allows (about 0.91 of the shaped rate where the framing gives 0.956).
+   lasts as long as the measured one), and the intra-host link of Gloo over the kernel's local delivery
+   (2 local ranks all-reduce a small and a large buffer: the small one's time per ring step is the per-step
+   latency, the difference the bandwidth). In the emulated star, before the job, one rank per host
+   streams 8 MiB to the next host while receiving from the previous one (`validate.rank.calibrate`, as the
+   collectives validation does): the links' goodput. TCP through a tbf of a small queue loses packets and
+   backs off, so it moves less than the framing alone allows (about 0.91 of the shaped rate where the
+   framing gives 0.956).
 2. **Predict** with a cluster of `hosts` servers of `gpus_per_server` GPUs: that intra-host link, one NIC per
    server at that goodput (TCP's payload share where a host is alone), Gloo's ring library with the
-   measured step latency, the calibrated compute; the trainer's own overlap (none: DP reduces after the last backward).
+   measured step latency, the calibrated compute; the trainer's own overlap (none: DP reduces after the
+   last backward).
 3. **Measure**: a star of `hosts` namespaces with tbf-shaped links, a torchrun agent per host starting
    `gpus_per_server` ranks of `fabriclab train` (ranks on one host talk through the kernel, unshaped).
    The simulator puts bf16 values on the wire; the trainer runs float32 (bf16 is slow on CPUs), so the
