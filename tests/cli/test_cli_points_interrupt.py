@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import fabriclab
+from tests.runtime.test_launch import sigint_as_default  # Ctrl-C as a terminal sends it
 
 SRC = Path(fabriclab.__file__).resolve().parent.parent
 ARGS = ["plan", "--model", "resnet50", "--gpus", "512,1024,2048", "--fabrics",
@@ -37,12 +38,6 @@ def stored(store: Path) -> int:
 def answer(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if not line.endswith(" s")]
 
-
-
-def sigint_as_default() -> None:
-    """Ctrl-C reaches the child as a terminal's would, also when the suite itself runs in a shell's background
-    (which starts it with SIGINT ignored, and a child inherits that)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 def test_ctrl_c_keeps_the_finished_points_and_resume_gives_the_uninterrupted_answer(tmp_path):
     store = tmp_path / "r.db"

@@ -77,11 +77,11 @@ def assert_no_ranks_left(before: set[int]) -> None:
     assert not left, f"processes left behind: {left}"
 
 
-
 def sigint_as_default() -> None:
     """Ctrl-C reaches the child as a terminal's would, also when the suite itself runs in a shell's background
     (which starts it with SIGINT ignored, and a child inherits that)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 
 def test_results_and_messages_come_back():
     messages = []
