@@ -221,7 +221,8 @@ def _chosen(cluster: ClusterModel, run: NcclRun, sizes: np.ndarray) -> list[tupl
 
 
 def _predicted(cluster: ClusterModel, run: NcclRun, sizes: np.ndarray, chosen) -> np.ndarray:
-    cand = candidate_times(seen_by(cluster, run), run.num_ranks, sizes, run.collective, gpus_per_process=run.gpus_per_process)
+    cand = candidate_times(seen_by(cluster, run), run.num_ranks, sizes, run.collective,
+                           gpus_per_process=run.gpus_per_process)
     return np.array([cand[c][i] for i, c in enumerate(chosen)])
 
 

@@ -227,8 +227,7 @@ def link_goodput(config: LlmValidateConfig, state, tmp: Path, on_line=None) -> f
     from fabriclab.emu.launch import raise_on_failure, run_in_cluster
 
     plan, out = tmp / "goodput-plan.json", tmp / "goodput.json"
-    plan.write_text(json.dumps({"groups": [], "algos": [], "segment_bytes": 0, "calibrate": True,
-                                "timeout_s": config.timeout_s}))
+    plan.write_text(json.dumps({"groups": [], "calibrate": True, "timeout_s": config.timeout_s}))  # calibration only
     argv = _niced(config, [sys.executable, "-m", "fabriclab.bench.validate.rank", "--config", str(plan),
                            "--out", str(out)])
     results = run_in_cluster(argv, timeout_s=config.timeout_s, state=state, on_line=on_line)
