@@ -4,8 +4,10 @@ tests/cli/test_cli_help.py; the bad-input table is left out: its 22 s of set-up 
 and the CLI itself.
 
 A user's environment decides the versions: a GPU server's image with typer 0.27.2 once crashed every command
-at import, while pyproject.toml allowed any typer. The venv sees this interpreter's site-packages
-(`--system-site-packages`) for torch and the test tools only: torch releases other than the CPU build that
+at import, while pyproject.toml allowed any typer. The venv sees the site-packages of the environment that runs
+the tests (a system interpreter, a venv, a conda env: `outer_site_packages`, added by a `.pth` file, since
+`--system-site-packages` from inside a venv reaches only the base interpreter's) for torch and the test tools
+only: torch releases other than the CPU build that
 lies on this machine's disk are multi-GB CUDA wheels, too big to fetch per test run, so torch's bound is the
 release of the newest torch API the code calls, and the torch tested is the one installed. The four pins are
 installed into the venv itself, so they shadow the newer copies outside it (checked below).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import site
 import subprocess
 import sys
 import tomllib
@@ -55,13 +58,32 @@ def _run(argv: list, timeout_s: float, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout_s, **kwargs)
 
 
+def outer_site_packages() -> list[str]:
+    """The site-packages folders of the interpreter running the tests, in its own order (its venv's or conda
+    env's first, then the base interpreter's and the user's where it sees them)."""
+    folders = [*site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    return [f for f in dict.fromkeys(folders) if os.path.isdir(f)]
+
+
+def _see_outer_packages(python: Path) -> None:
+    """A `.pth` file in the scratch venv's site-packages that adds the outer environment's folders (their own
+    `.pth` files too) after the venv's own, so the pins installed in the venv shadow the outer copies."""
+    inner = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], 60, check=True)
+    lines = [f"import site; site.addsitedir({folder!r})" for folder in outer_site_packages()]
+    (Path(inner.stdout.strip()) / "zz_fabriclab_outer_env.pth").write_text("\n".join(lines) + "\n")
+
+
 @pytest.fixture(scope="module")
 def lowest_python(tmp_path_factory) -> Path:
-    """A venv's python with the lowest allowed numpy, typer, rich and matplotlib; skips without PyPI."""
+    """A venv's python with the lowest allowed numpy, typer, rich and matplotlib, seeing the running
+    environment's torch and test tools; skips without PyPI."""
     where = tmp_path_factory.mktemp("lowest")
     venv = where / "venv"
     _run([sys.executable, "-m", "venv", "--system-site-packages", venv], 120, check=True)
     python = venv / "bin" / "python"
+    _see_outer_packages(python)
     pins = [f"{name}=={lower_bounds()[name]}" for name in PINNED]
     # One short download first: a machine that cannot reach PyPI skips, one that can must install.
     typer_pin = pins[PINNED.index("typer")]
@@ -89,6 +111,18 @@ def test_the_venv_holds_exactly_the_lowest_versions(lowest_python, tmp_path):
     shown = _run([lowest_python, "-c", "import importlib.metadata as m, sys; "
                   f"print(' '.join(m.version(n) for n in {PINNED!r}))"], 60, env=_env(tmp_path))
     assert [_release(v) for v in shown.stdout.split()] == [_release(lower_bounds()[n]) for n in PINNED], shown.stderr
+
+
+@pytest.mark.lowest
+@pytest.mark.timeout(1200)
+def test_the_venv_sees_the_torch_and_pytest_of_the_running_environment(lowest_python, tmp_path):
+    import pytest as outer_pytest
+    import torch
+
+    shown = _run([lowest_python, "-c", "import torch, pytest; print(torch.__file__); print(pytest.__file__)"],
+                 120, env=_env(tmp_path))
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert shown.stdout.split() == [torch.__file__, outer_pytest.__file__]
 
 
 

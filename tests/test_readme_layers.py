@@ -36,3 +36,13 @@ def test_ci_runs_the_readme_test_command():
     assert len(block) == 2 and block[0].endswith("fabriclab run") and block[1].endswith("python -m pytest -q")
     ci = [line for line in (root / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
     assert ci[-1] == block[1]
+
+
+def test_ci_runs_it_in_a_fresh_venv_it_removes():
+    """Users run the README's command in a venv; so does `.ci/run`: made, activated, then removed on exit."""
+    ci = [line for line in (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text().splitlines()
+          if line and not line.startswith("#")]
+    made = next(i for i, line in enumerate(ci) if "-m venv" in line)
+    active = next(i for i, line in enumerate(ci) if "bin/activate" in line)
+    removed = [line for line in ci if line.startswith("trap") and "rm -rf" in line and "EXIT" in line]
+    assert made < active < len(ci) - 1 and removed

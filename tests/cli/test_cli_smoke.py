@@ -8,6 +8,7 @@ Commands run in-process (typer's CliRunner), each with a results store of the te
 from __future__ import annotations
 
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,31 @@ def test_help_works(path):
     assert "Usage:" in result.output and "Traceback" not in result.output
 
 
+def _raised(result) -> str:
+    """The last lines of the traceback of an exception the command raised (CliRunner keeps it apart from the
+    output, so a missing module would otherwise show as a bare "exit 1")."""
+    if result.exception is None or isinstance(result.exception, SystemExit):
+        return ""
+    lines = "".join(traceback.format_exception(*result.exc_info)).rstrip().splitlines()
+    return "\nraised:\n" + "\n".join(lines[-12:])
+
+
+def test_a_raised_exception_shows_its_traceback_in_the_failure():
+    def fine() -> None:
+        raise typer.Exit(2)
+
+    def boom() -> None:
+        import no_such_module_for_the_smoke_test  # noqa: F401
+
+    apps = [typer.Typer(), typer.Typer()]
+    apps[0].command()(fine)
+    apps[1].command()(boom)
+    assert _raised(CliRunner().invoke(apps[0], [])) == ""  # an exit is not an exception
+    shown = _raised(CliRunner().invoke(apps[1], []))
+    assert "ModuleNotFoundError: No module named 'no_such_module_for_the_smoke_test'" in shown
+    assert "in boom" in shown
+
+
 def test_cheap_commands_run_with_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("FABRICLAB_STORE", str(tmp_path / "results.db"))
     monkeypatch.chdir(tmp_path)
@@ -151,7 +177,8 @@ def test_cheap_commands_run_with_defaults(tmp_path, monkeypatch):
         result = CliRunner().invoke(app, argv, env={"COLUMNS": "80"})
         times[" ".join(argv)] = time.perf_counter() - t0
         if result.exit_code != 0 or "Traceback" in result.output:
-            failures.append(f"{' '.join(argv)}: exit {result.exit_code}\n{result.output[-1500:]}")
+            failures.append(f"{' '.join(argv)}: exit {result.exit_code}\n{result.output[-1500:]}"
+                            f"{_raised(result)}")
     assert not failures, "\n\n".join(failures)
     slow = {k: round(v, 1) for k, v in times.items() if v > 15}
     assert not slow, f"too slow for a smoke test: {slow}"
