@@ -91,6 +91,7 @@ SKIPS: dict[str, str] = {
     "bench fabrics": "needs root and trains in the emulated cluster for minutes",
     "bench astra-sim": "needs ASTRA-sim's binary (../shared/tools/astra-sim); tests/cli/test_cli_bench_astra.py "
                        "runs it where it is",
+    "bench simai": "runs SimAI's ns-3 binary for seconds to minutes; tests/bench/test_simai.py runs it where it is",
 }
 
 

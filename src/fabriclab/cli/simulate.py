@@ -51,6 +51,13 @@ from fabriclab.cli.options import (
     parse_count,
     parse_number,
 )
+from fabriclab.cli.routing_options import (
+    QpsOption,
+    SeedsOption,
+    TransportOption,
+    parse_seeds,
+    routed_cluster,
+)
 from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
 
 app = typer.Typer(help="Simulate collectives on modelled fabrics (flow-level, max-min sharing).",
@@ -73,7 +80,7 @@ ServersOption = Annotated[Optional[str], typer.Option(
 def _cluster_prediction(o: dict, out: Output) -> None:
     """`--cluster FILE|PRESET`: the cluster's library model predicts a whole size sweep (`nccl/sweep.py`)."""
     from fabriclab.nccl.layout import on_servers
-    from fabriclab.nccl.sweep import band_notes, predict_sweep, switches
+    from fabriclab.nccl.sweep import band_notes, switches
     from fabriclab.units import parse_size_range
 
     cluster = load_cluster_option(o["cluster"])
@@ -85,7 +92,8 @@ def _cluster_prediction(o: dict, out: Output) -> None:
         except ValueError as exc:
             raise ValueError(f"--gpus {num_gpus} --servers {servers}: {exc}") from None
     sizes = parse_size_range(o["sizes"] if o["sizes"] is not None else "8B:1GB")
-    sweep = predict_sweep(cluster, num_gpus, sizes, o["collective"])
+    cluster = routed_cluster(cluster, o["routing"], o["qps"], o["transport"])
+    sweep = seeded_sweep(cluster, num_gpus, sizes, o["collective"], parse_seeds(o["seeds"]))
     if o["fmt"] == NCCL_TESTS:
         stream = sys.stderr if out.machine_stdout else sys.stdout
         stream.write(sweep.nccl_tests_text())
@@ -98,19 +106,45 @@ def _cluster_prediction(o: dict, out: Output) -> None:
     lay = sweep.layout
     config = {"cluster": o["cluster"], "cluster_name": cluster.name, "num_gpus": num_gpus,
               "num_servers": lay.num_servers, "collective": o["collective"], "sizes_bytes": list(sizes),
-              "network": cluster.network.fabric}
+              "network": cluster.network.fabric, "routing": cluster.network.routing,
+              "qps_per_connection": cluster.network.qps_per_connection, "transport": cluster.network.transport,
+              "seeds": parse_seeds(o["seeds"])}
     out.record("simulate.cluster", config, sweep.rows)
+
+
+def seeded_sweep(cluster, num_gpus: int, sizes: list[int], collective: str, seeds: int):
+    """The sweep; with ECMP over `seeds` draws: every row's time the median, `time_us_p90` beside it."""
+    from dataclasses import replace
+
+    from fabriclab.nccl.routing import draws, median_p90
+    from fabriclab.nccl.sweep import predict_sweep
+
+    sweeps = [predict_sweep(c, num_gpus, sizes, collective) for c in draws(cluster, seeds)]
+    if len(sweeps) == 1 and cluster.network.routing != "ecmp":
+        return sweeps[0]
+    times = [[r["time_us"] for r in s.rows] for s in sweeps]
+    median, p90 = median_p90(times)
+    rows = []
+    for row, mid, high in zip(sweeps[0].rows, median, p90):
+        scale = row["time_us"] / mid
+        rows.append({**row, "time_us": float(mid), "time_us_p90": float(high),
+                     "algbw_GBps": row["algbw_GBps"] * scale, "busbw_GBps": row["busbw_GBps"] * scale})
+    return replace(sweeps[0], rows=rows)
 
 
 def _sweep_table(rows: list[dict], title: str) -> Table:
     from fabriclab.units import format_size
 
     table = Table(title=title)
-    for col in ("size", "algorithm", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "busbw range", "in-place busbw"):
+    p90 = "time_us_p90" in rows[0] if rows else False
+    cols = ("size", "algorithm", "time (us)", *(("p90 (us)",) if p90 else ()), "algbw (GB/s)", "busbw (GB/s)",
+            "busbw range", "in-place busbw")
+    for col in cols:
         table.add_column(col, justify="left" if col == "algorithm" else "right")
     for r in rows:
         span = f"{r['busbw_low_GBps']:.2f}-{r['busbw_high_GBps']:.2f}" if r["prior_parameters"] else "fitted"
-        table.add_row(format_size(r["size_bytes"]), r["algorithm"], f"{r['time_us']:.2f}",
+        high = (f"{r['time_us_p90']:.2f}",) if p90 else ()
+        table.add_row(format_size(r["size_bytes"]), r["algorithm"], f"{r['time_us']:.2f}", *high,
                       f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}", span, f"{r['inplace_busbw_GBps']:.2f}")
     return table
 
@@ -129,7 +163,11 @@ def collective_request(o: dict):
                          "--size")
     if o["ops_csv"] is not None and o["engine"] == "levels":
         raise ValueError("--ops-csv needs per-message times from the general engine: drop --engine levels")
-    spec = TOPOLOGY.build(o)
+    if o["qps"] is not None or o["transport"] is not None or parse_seeds(o["seeds"]) > 1:
+        raise ValueError("--qps, --transport and --seeds go with --cluster FILE|PRESET; a topology takes "
+                         "--routing dmodk|ecmp and --seed")
+    routing = "dmodk" if o["routing"] in (None, "ideal") else o["routing"]
+    spec = TOPOLOGY.build(o, routing=routing)
     return CollectiveRequest(
         collective=o["collective"], algo=o["algo"], topology=spec, size_bytes=parse_size(o["size"]),
         itemsize=parse_count(o["itemsize"], "--itemsize", maximum=64),
@@ -137,6 +175,11 @@ def collective_request(o: dict):
         top=parse_count(o["top"], "--top", minimum=0, maximum=10_000),
         num_ranks=None if o["ranks"] is None else parse_count(o["ranks"], "--ranks"), placement=o["placement"],
         engine="general" if o["ops_csv"] is not None else o["engine"])
+
+
+SimRoutingOption = Annotated[Optional[str], typer.Option(
+    "--routing", metavar="NAME", help="A topology's fat tree: dmodk (default) or ecmp; with --cluster: ideal, ecmp "
+                                      "or adaptive (default: the cluster's network.routing).")]
 
 
 @app.command("collective")
@@ -155,8 +198,11 @@ def collective_cmd(
     link: LinkOption = "4GB/s",
     latency: LatencyOption = None,
     gpus_per_server: GpusPerServerOption = "1",
-    routing: RoutingOption = "dmodk",
+    routing: SimRoutingOption = None,
     seed: EcmpSeedOption = "0",
+    qps: QpsOption = None,
+    transport: TransportOption = None,
+    seeds: SeedsOption = "1",
     placement: str = typer.Option("linear", help="linear, round-robin or random."),
     ranks: Optional[str] = typer.Option(None, metavar="N", help="Number of ranks (default: every endpoint)."),
     size: str = typer.Option("1GB", help="Buffer size, e.g. 64MB, 1GB (binary units)."),

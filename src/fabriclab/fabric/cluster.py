@@ -100,6 +100,22 @@ class NetworkSpec:
     """Each building's bandwidth to the third tier, per direction; 0: as much as its NICs (non-blocking)."""
     building_latency_s: float = 0.0
     """One-way latency the third tier adds (fibre: about 5 us per km)."""
+    routing: str = "ideal"
+    """How flows find a spine (`nccl/routing.py`): `ideal` (D-mod-K, spread perfectly), `ecmp` (each flow
+    the library opens hashed to one spine: per channel, peer and QP) or `adaptive` (InfiniBand adaptive
+    routing, Spectrum-X, packet spraying: every flow over every equal path)."""
+    qps_per_connection: int = 1
+    """Queue pairs NCCL opens per connection (NCCL_IB_QPS_PER_CONNECTION): each one a flow the switches hash."""
+    hash_per_message: bool = False
+    """`ecmp` hashes every message of a connection anew (each carries its own source port, as SimAI's MockNccl
+    gives them; flowlet switching) instead of once per connection for the whole job."""
+    messages_in_flight: float = 1.0
+    """Messages a connection has on the wire at once when `hash_per_message` (each hashed by itself)."""
+    routing_seed: int = 0
+    """The draw of the hashes (a job's ports change at every launch: `--seeds N` reports over N draws)."""
+    transport: str = "ideal"
+    """Congestion control on a link asked for more than it carries (`nccl/congestion.py`): `ideal` (max-min
+    fair, fully used), `roce` (DCQCN rate control with PFC) or `ib` (InfiniBand credits)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -317,6 +333,10 @@ def to_dict(model: ClusterModel) -> dict:
     if model.network.servers_per_building == 0:  # one building: the file reads as before the third tier
         for key in ("servers_per_building", "building_bandwidth_Bps", "building_latency_s"):
             data["network"].pop(key)
+    if model.network.routing == "ideal" and model.network.transport == "ideal":  # reads as before routing
+        for key in ("routing", "qps_per_connection", "hash_per_message", "messages_in_flight", "routing_seed",
+                    "transport"):
+            data["network"].pop(key)
     return {"schema": SCHEMA, **data}
 
 
@@ -463,6 +483,7 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
     if not isinstance(n.servers_per_building, int) or isinstance(n.servers_per_building, bool):
         raise ValueError(f"cluster file {where}: network.servers_per_building is {n.servers_per_building!r}; give a "
                          f"whole number of servers (0: one building)")
+    check_routing(n, where)
     choices = {"server.intra": (s.intra, ("nvswitch", "pcie")), "network.fabric": (n.fabric, ("rail", "fat-tree")),
                "library.selection": (lib.selection, SELECTIONS)}
     for key, (value, allowed) in choices.items():
@@ -481,6 +502,26 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
         missing = [p for p in lib.protocols if p not in lib.latencies[a]]
         if missing:
             raise ValueError(f"cluster file {where}: library.latencies.{a} has no {missing[0]!r} entry")
+
+
+ROUTINGS = ("ideal", "ecmp", "adaptive")
+TRANSPORTS = ("ideal", "roce", "ib")
+
+
+def check_routing(n: NetworkSpec, where: str) -> None:
+    """ValueError naming the field when the network's routing or transport is not one fabriclab models."""
+    for key, value, allowed in (("routing", n.routing, ROUTINGS), ("transport", n.transport, TRANSPORTS)):
+        if value not in allowed:
+            raise ValueError(f"cluster file {where}: network.{key} is {value!r}; use one of {', '.join(allowed)}")
+    for key, value in (("qps_per_connection", n.qps_per_connection), ("routing_seed", n.routing_seed + 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"cluster file {where}: network.{key} is {getattr(n, key)!r}; give a whole number "
+                             f">= {1 if key == 'qps_per_connection' else 0}")
+    if not isinstance(n.hash_per_message, bool):
+        raise ValueError(f"cluster file {where}: network.hash_per_message is {n.hash_per_message!r}; give true or false")
+    m = n.messages_in_flight
+    if not isinstance(m, (int, float)) or isinstance(m, bool) or not math.isfinite(m) or m < 1:
+        raise ValueError(f"cluster file {where}: network.messages_in_flight is {m!r}; give a number >= 1")
 
 
 def check_domain(s: ServerSpec, where: str) -> None:

@@ -17,6 +17,13 @@ Sources:
 * `dgx-h100`: NVIDIA DGX H100 (data sheet): 8 H100-SXM5-80GB (HBM3 3.35 TB/s) on NVSwitch (NVLink 4,
   450 GB/s per direction per GPU), 8 x 400 Gb/s NDR (ConnectX-7), PCIe 5.0; rail-optimised as the DGX
   H100 SuperPOD (QM9700 leaves of 64 ports: 32 down, 32 up).
+* `roce-h100`: `dgx-h100`'s servers on a RoCE cloud fabric: a plain (not rail-optimised) Ethernet fat tree
+  of 64-port leaves, ECMP hashing each of NCCL's flows (1 QP per connection, NCCL's default) and DCQCN with
+  PFC, as Alibaba's HPN and ByteDance's MegaScale describe their RoCE clusters (SIGCOMM 2024, NSDI 2024) and as
+  SimAI's ns-3 configuration models them (`nccl/congestion.py`). (Meta's RoCE clusters run without DCQCN:
+  "RDMA over Ethernet for Distributed AI Training at Meta Scale", SIGCOMM 2024.)
+* `ib-h100-ar`: `dgx-h100` with the adaptive routing of NVIDIA's Quantum-2 switches, which the DGX SuperPOD
+  reference architecture enables on its compute fabric, and InfiniBand's credit flow control.
 * `dgx-h100-campus`: `dgx-h100` servers over buildings of 8,192 (65,536 GPUs), joined by a third tier
   (`fabric/buildings.py`; its bandwidth and latency are illustrative, below).
 * `hgx-h200`: NVIDIA HGX H200 / DGX H200 (data sheets): 8 H200-SXM-141GB (HBM3e 4.8 TB/s) on NVSwitch
@@ -107,6 +114,24 @@ def dgx_h100() -> ClusterModel:
                             description=f"preset: NVIDIA DGX H100 (8 H100-SXM5-80GB, NVSwitch, 8 x NDR), "
                                         f"rail-optimised; NCCL {CURRENT_NCCL}'s own constants")
     return _current_nccl(cluster, "hopper")
+
+
+def roce_h100() -> ClusterModel:
+    """DGX H100 servers on a RoCE Ethernet fabric: a plain fat tree, ECMP, DCQCN + PFC (module doc)."""
+    cluster = dgx_h100()
+    network = replace(cluster.network, fabric="fat-tree", routing="ecmp", qps_per_connection=1, transport="roce")
+    return replace(cluster, name="roce-h100", network=network,
+                   description="preset: DGX H100 servers (8 x 400 Gb/s RoCE NICs) on a plain Ethernet fat tree of "
+                               "64-port leaves (32 down, 32 up), ECMP with 1 QP per connection, DCQCN + PFC; "
+                               f"NCCL {CURRENT_NCCL}'s own constants")
+
+
+def ib_h100_ar() -> ClusterModel:
+    """DGX H100 SuperPOD with Quantum-2 adaptive routing: `dgx-h100` with routing adaptive, transport ib."""
+    cluster = dgx_h100()
+    network = replace(cluster.network, routing="adaptive", transport="ib")
+    return replace(cluster, name="ib-h100-ar", network=network,
+                   description=cluster.description + "; InfiniBand adaptive routing, credit flow control")
 
 
 # A campus of buildings of 8,192 DGX H100 (65,536 GPUs: a large data hall of today; a building is simulated in
@@ -205,6 +230,8 @@ PRESETS: dict[str, Callable[[], ClusterModel]] = {
     "dgx-a100": dgx_a100,
     "dgx-h100": dgx_h100,
     "dgx-h100-campus": dgx_h100_campus,
+    "roce-h100": roce_h100,
+    "ib-h100-ar": ib_h100_ar,
     "hgx-h200": hgx_h200,
     "dgx-h200": dgx_h200,
     "hgx-b200": hgx_b200,

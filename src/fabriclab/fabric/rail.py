@@ -103,8 +103,11 @@ class GpuClusterRouter:
     def spine_link(self, leaf, spine, down: bool):
         return self.S * self.per_server + (leaf * self.num_spines + spine) * 2 + int(down)
 
-    def routes(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """CSR (offsets, link ids) of the routes of pairs (src[i], dst[i]), each in order from the source."""
+    def routes(self, src: np.ndarray, dst: np.ndarray, spine: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """CSR (offsets, link ids) of the routes of pairs (src[i], dst[i]), each in order from the source.
+        `spine`: the spine each pair crosses where it changes leaves (a hashed path, `nccl/routing.py`);
+        None: D-mod-K."""
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         n, G, K = src.size, self.G, self.K
         sa, ga = np.divmod(src, G)
@@ -140,7 +143,7 @@ class GpuClusterRouter:
         put(inter, self.nic_link(sa, k, cpu))
         leaf_a, leaf_b = self.nic_leaf[sa, k], self.nic_leaf[sb, k]
         cross = inter[leaf_a[inter] != leaf_b[inter]]
-        spine = self.nic_spine[sb, k]
+        spine = self.nic_spine[sb, k] if spine is None else np.asarray(spine, dtype=np.int64)
         put(cross, self.spine_link(leaf_a, spine, False))
         put(cross, self.spine_link(leaf_b, spine, True))
         put(inter, self.nic_link(sb, k, cpu + 1))

@@ -42,10 +42,12 @@ import numpy as np
 
 from fabriclab.collectives.schedule import bus_bandwidth_factor
 from fabriclab.fabric.buildings import building_servers, tier_seconds_per_unit
-from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.fabric.cluster import ClusterModel, NetworkSpec
 from fabriclab.fabric.links import Link
 from fabriclab.fabric.rail import gpu_cluster_topology
 from fabriclab.nccl.layout import Layout, layout
+from fabriclab.nccl.congestion import TRANSPORTS, Overload
+from fabriclab.nccl.routing import route_effects
 from fabriclab.sim.batch import FlowBatch, explicit_batch, finish_times
 from fabriclab.sim.engine import TaskGraph, run
 from fabriclab.sim.pairwise import all_to_all_batch
@@ -196,6 +198,39 @@ def _link_seconds_per_unit(key: TopologyKey, lay: Layout, algorithm: str, collec
     return float(finish.max(initial=0.0)) / _REF_BYTES
 
 
+@lru_cache(maxsize=4096)
+def _route_effects(key: TopologyKey, lay: Layout, algorithm: str, collective: str, num_channels: int,
+                   network: NetworkSpec) -> tuple[float, float, float]:
+    """The routed time over the D-mod-K time of the same transfers, and the overload of the busiest spine
+    link with its rate (`nccl/routing.py`)."""
+    src, dst, size = _pairs(lay, algorithm, collective, num_channels, key.gpus_per_server)
+    salt = hash((algorithm, collective, num_channels, lay.num_gpus)) & 0xFFFFFFFF
+    return route_effects(_topology(key), src, dst, size, network, salt)
+
+
+def _one_building(cluster: ClusterModel, lay: Layout) -> Layout:
+    """The run inside one building (`fabric/buildings.py`): all of it where one building holds it."""
+    inside = building_servers(cluster.network, lay.num_servers)
+    return lay if inside == lay.num_servers else Layout(inside * lay.per_server, inside, lay.per_server)
+
+
+def overload(cluster: ClusterModel, num_gpus: int, algorithm: str, collective: str,
+             num_channels: int | None = None) -> Overload | None:
+    """How hard the run's flows press on the busiest spine link, where the cluster's transport has a
+    congestion control that reacts (`nccl/congestion.py`); None otherwise."""
+    if TRANSPORTS.get(cluster.network.transport) is None or algorithm not in ALGORITHMS:
+        return None
+    lay = layout(cluster, num_gpus)
+    if lay.num_servers < 2:
+        return None
+    one = _one_building(cluster, lay)
+    channels = (num_channels or cluster.library.num_channels) if algorithm != "p2p" else 0
+    p2p = collective if algorithm == "p2p" else ""
+    _, ratio, link_Bps = _route_effects(_topology_key(cluster, one.num_servers), one, algorithm, p2p, channels,
+                                        cluster.network)
+    return Overload(ratio, link_Bps, p2p == "alltoall") if link_Bps > 0 else None
+
+
 def link_seconds_per_byte(cluster: ClusterModel, num_gpus: int, algorithm: str, collective: str, *,
                           engine: str = "auto") -> float:
     """Simulated link time per byte of the buffer (ring: per bus byte x bus factor; tree: per byte; p2p: per
@@ -210,12 +245,13 @@ def link_seconds_per_byte(cluster: ClusterModel, num_gpus: int, algorithm: str, 
     if lay.num_gpus == 1:
         return 0.0
     # Across buildings: one building alone, and the third tier (`fabric/buildings.py`), the slower of the two.
-    inside = building_servers(cluster.network, lay.num_servers)
-    one = lay if inside == lay.num_servers else Layout(inside * lay.per_server, inside, lay.per_server)
+    one = _one_building(cluster, lay)
     key = _topology_key(cluster, one.num_servers)
     channels = cluster.library.num_channels if algorithm != "p2p" else 0
-    per_unit = _link_seconds_per_unit(key, one, algorithm, collective if algorithm == "p2p" else "", channels,
-                                      engine)
+    p2p = collective if algorithm == "p2p" else ""
+    per_unit = _link_seconds_per_unit(key, one, algorithm, p2p, channels, engine)
+    if cluster.network.routing != "ideal":
+        per_unit *= _route_effects(key, one, algorithm, p2p, channels, cluster.network)[0]
     if one is not lay:
         s = cluster.server
         nics_Bps = s.nics_per_server * s.nic_bandwidth_Bps * s.nic_efficiency

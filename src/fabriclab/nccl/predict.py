@@ -35,7 +35,8 @@ from fabriclab.fabric.domains import domain_view
 from fabriclab.nccl.choice import nccl_choices, nccl_estimates, under_env
 from fabriclab.nccl.layout import layout, steps
 from fabriclab.nccl.library import step_latencies
-from fabriclab.nccl.links import link_seconds_per_byte
+from fabriclab.nccl.congestion import congested_seconds
+from fabriclab.nccl.links import link_seconds_per_byte, overload
 from fabriclab.nccl.logs import NcclRow, NcclRun
 from fabriclab.nccl.pipeline import active_channels, tree_fill_s
 from fabriclab.nccl.versions import p2p_net_channels, table_of
@@ -91,6 +92,7 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
             if algo == "ring" and proto == "LL128" and lay.per_server == 1 and lay.num_servers > 1:
                 wire *= LL128_ONE_PER_SERVER  # every step of the ring crosses the network
             data = _link_time(cluster, num_gpus, algo, collective, channels) * size / (wire * efficiency)
+            data = congested_seconds(data, overload(cluster, num_gpus, algo, collective), cluster.network.transport)
             if spec.busbw_cap_Bps is not None:  # a per-channel ceiling: the channels NCCL runs at this size
                 data = np.maximum(data, bus / (spec.busbw_cap_Bps * channels / lib.num_channels))
             if algo == "tree":
@@ -149,6 +151,7 @@ def _p2p_times(cluster: ClusterModel, lay, size: np.ndarray, collective: str, la
         intra, net = lay.per_server - 1, lay.num_gpus - lay.per_server
         latency = lat.base_s + (intra * lat.intra_step_s + net * lat.net_step_s) / lib.num_channels
     data = link_seconds_per_byte(cluster, lay.num_gpus, "p2p", collective) * size / lib.protocols["Simple"].link_factor
+    data = congested_seconds(data, overload(cluster, lay.num_gpus, "p2p", collective), cluster.network.transport)
     if collective == "sendrecv" and lay.num_servers > 1 and lib.p2p_channel_bandwidth_Bps:
         # the few channels NCCL gives a peer across the network, each at its calibrated rate
         channels = p2p_net_channels(lib.nccl_version, lay.num_gpus, lay.num_servers, lib.num_channels,

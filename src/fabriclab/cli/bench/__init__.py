@@ -3,7 +3,8 @@
 `cli` times whole commands against their start-up budgets, `sim` the simulator, `whatif` the what-if
 sweep of Zhang et al. (NetAI'20), `plan` the network planner (`speed`); `overhead` our trainer against a
 plain loop, `train` our trainer against DDP (`train`); `fabrics` the fabric benchmark of Samsi et al.
-(TX-GAIA) in the emulated cluster (`fabrics`); `astra-sim` an LLM step against ASTRA-sim (`astra`).
+(TX-GAIA) in the emulated cluster (`fabrics`); `astra-sim` an LLM step against ASTRA-sim (`astra`); `simai`
+collectives in SimAI's packet-level simulator against fabriclab's model (`simai`).
 
 Try it: `fabriclab bench cli`.
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 import typer
 
 HELP = ("Benchmarks: CLI start-up, simulator, what-if and plan speed, trainer modes vs DDP, fabrics in the "
-        "emulated cluster, an LLM step vs ASTRA-sim (collectives: `collectives bench`).")
+        "emulated cluster, an LLM step vs ASTRA-sim, collectives vs SimAI's ns-3 (collectives: `collectives "
+        "bench`).")
 # One line per command in `bench --help`, whole (click cuts a docstring's first sentence at 45 characters
 # with `...`); each command's own --help keeps its full text.
 SHORT = {"cli": "Start-up time of whole commands against their budgets.",
@@ -27,15 +29,16 @@ SHORT = {"cli": "Start-up time of whole commands against their budgets.",
          "train": "Our trainer in every sync x overlap mode against DDP.",
          "train-llm": "Our transformer trainer against PyTorch and DTensor.",
          "fabrics": "Samsi et al.'s fabric benchmark, emulated (root).",
-         "astra-sim": "One LLM step in fabriclab and in ASTRA-sim."}
+         "astra-sim": "One LLM step in fabriclab and in ASTRA-sim.",
+         "simai": "Collectives in SimAI's ns-3 beside fabriclab's model."}
 
 
 def register(main_app: typer.Typer) -> None:
-    """Add the `bench` group (its commands from `speed`, `train`, `fabrics` and `astra`) to `main_app`."""
-    from fabriclab.cli.bench import astra, fabrics, speed, train, train_llm
+    """Add the `bench` group (its commands from `speed`, `train`, `fabrics`, `astra` and `simai`) to `main_app`."""
+    from fabriclab.cli.bench import astra, fabrics, simai, speed, train, train_llm
 
     app = typer.Typer(help=HELP, no_args_is_help=True, rich_markup_mode=None)
-    for module in (speed, train, train_llm, fabrics, astra):
+    for module in (speed, train, train_llm, fabrics, astra, simai):
         module.register(_ShortHelp(app))
     main_app.add_typer(app, name="bench")
 

@@ -29,6 +29,14 @@ from fabriclab.cli.llm_options import (AttentionOption, BisectionOption, CpOptio
                                        TpOverlapOption, VpOption, ZeroOption, GradDtypeOption,
                                        MemoryReserveOption, memory_options, parse_share, step_options)
 from fabriclab.cli.options import ClusterOption, load_cluster_option
+from fabriclab.cli.routing_options import (
+    ClusterRoutingOption,
+    QpsOption,
+    SeedsOption,
+    TransportOption,
+    parse_seeds,
+    routed_cluster,
+)
 
 LABELS = {"compute": "compute", "tp": "TP exposed", "cp": "CP exposed", "ep": "EP exposed",
           "pp": "PP exposed", "dp": "DP exposed", "optimizer": "optimizer", "bubble": "pipeline bubble"}
@@ -166,6 +174,8 @@ def register(app: typer.Typer) -> None:
                 grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None,
                 fabric: FabricOption = None, bisection: BisectionOption = None, nic_rate: NicRateOption = None,
                 domain_gpus: DomainGpusOption = None, calibrated: CalibratedOption = None,
+                routing: ClusterRoutingOption = None, qps: QpsOption = None, transport: TransportOption = None,
+                seeds: SeedsOption = "1",
                 per_stage: bool = typer.Option(False, "--per-stage", help="Also every pipeline stage's split."),
                 efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Run every matrix at this "
                                                          "share of peak, e.g. 0.45 (default: each kernel by "
@@ -194,6 +204,7 @@ def register(app: typer.Typer) -> None:
                                   recompute, precision, order, attention)
         the_cluster = calibrated_cluster(vary_cluster_options(load_cluster_option(cluster or "dgx-h100"), fabric,
                                                               bisection, nic_rate, domain_gpus), calibrated)
+        the_cluster = routed_cluster(the_cluster, routing, qps, transport)
         options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap, gpu_spread)
         kwargs = {"options": options, "efficiency": _share(efficiency),
                   "memory_options": memory_options(grad_dtype, memory_reserve)}
@@ -201,6 +212,7 @@ def register(app: typer.Typer) -> None:
         answer = simulate_llm(job.spec, job.par, the_cluster, **kwargs)
         graphs = _export(answer) if chakra is not None else None  # refused before anything is printed
         print_answer(out, answer)
+        drawn = _over_draws(out, job, the_cluster, answer, parse_seeds(seeds), kwargs)
         worth = _domain_worth(out, job, the_cluster, answer, kwargs)
         per = print_stages(out, answer) if per_stage else [
             {"stage": s, **split} for s, split in enumerate(answer.result.split_by_stage)]
@@ -209,9 +221,26 @@ def register(app: typer.Typer) -> None:
         events = _write_files(out, answer, trace, (chakra, graphs), stages)
         config = {"cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap, "ep_overlap": ep_overlap,
                   **_options_config(options), "grad_dtype": grad_dtype, "fabric": fabric, "bisection": bisection,
-                  "nic_rate": nic_rate, "domain_gpus": domain_gpus, "calibrated": calibrated, "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes}
+                  "nic_rate": nic_rate, "domain_gpus": domain_gpus, "calibrated": calibrated, "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes,
+                  "routing": the_cluster.network.routing, "qps_per_connection": the_cluster.network.qps_per_connection,
+                  "transport": the_cluster.network.transport, "seeds": parse_seeds(seeds)}
         _save(out, job, config, answer, {"stages": per, "bandwidth_sweep": sweep, "busiest_links": links,
-                                         "trace": events, "domain_worth": worth})
+                                         "trace": events, "domain_worth": worth, **drawn})
+
+
+def _over_draws(out: Output, job: LlmJob, cluster, answer, seeds: int, kwargs: dict) -> dict:
+    """With ECMP and --seeds N > 1: the step over N draws of the hashes, its median and 90th percentile."""
+    from fabriclab.nccl.routing import draws, median_p90
+    from fabriclab.whatif.llm.run import simulate_llm
+
+    clusters = draws(cluster, seeds)
+    if len(clusters) == 1:
+        return {}
+    steps = [answer.step_time_s] + [simulate_llm(job.spec, job.par, c, **kwargs).step_time_s for c in clusters[1:]]
+    median, p90 = (float(v) for v in median_p90(steps))
+    _note(out, f"over {seeds} draws of ECMP's hashes: step median {median:.3f} s, p90 {p90:.3f} s "
+               f"(min {min(steps):.3f}, max {max(steps):.3f})")
+    return {"step_time_s_median": median, "step_time_s_p90": p90, "step_times_s": steps}
 
 
 def _options_config(options) -> dict:

@@ -1,0 +1,159 @@
+"""How the fabric spreads the library's flows over its spines, and what that costs against D-mod-K.
+
+`nccl/links.py` simulates a collective's transfers on D-mod-K routes (`ideal`: every destination's spine
+fixed so that a leaf's up-links share its traffic evenly, as SimGrid routes). Real fabrics do not:
+
+* `ecmp`: a switch hashes each flow's header (addresses, UDP source port, the destination QP) onto one of
+  its equal up-links. NCCL opens a flow per channel, per peer and per QP (`network.qps_per_connection`,
+  NCCL_IB_QPS_PER_CONNECTION), and keeps it for the job: a seeded draw (`network.routing_seed`) puts each
+  flow on a spine, and flows that land on one up-link share it while others idle (Meta, "RDMA over Ethernet
+  for Distributed AI Training at Meta Scale", SIGCOMM 2024: low flow entropy; Alibaba HPN, SIGCOMM 2024:
+  hash polarisation). A synchronous ring or an all-to-all ends with its slowest flow, so the time is the
+  most loaded link's: `factor = max over links of routed load / D-mod-K load's maximum`.
+  With `network.hash_per_message` every message of a connection carries its own source port (SimAI's
+  MockNccl; flowlet switching), so the draw changes message by message: `network.messages_in_flight`
+  messages per connection are hashed at a time, a link asked for more than it carries serves them at its
+  rate while another idles, and the collective moves at the mean throughput over many draws.
+* `adaptive` (InfiniBand adaptive routing, Spectrum-X, packet spraying): each leaf spreads its up-traffic
+  over all its up-links, whatever the flows; reordering costs what `nccl/congestion.py` says.
+
+The factor multiplies the D-mod-K link time; it is computed on the same transfers with numpy (link loads by
+`bincount`), so 8 draws of a 16,384-GPU step cost little. It holds for the two-level trees of
+`fabric/rail.py` (the spine is the only choice a flow has); a third tier keeps its own model.
+
+Try it: `python -c "from fabriclab.nccl.routing import demo; demo()"`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabriclab.fabric.cluster import NetworkSpec
+from fabriclab.nccl.congestion import offered_overload
+
+# Draws of a per-message hash averaged into one throughput (the spread of the mean is then about 1 %).
+MESSAGE_DRAWS = 32
+
+
+def _link_time(topo, offsets: np.ndarray, links: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """Per link: the rates of the flows routed over it, over its bandwidth (its utilisation)."""
+    per_entry = np.repeat(rate, np.diff(offsets))
+    return np.bincount(links, weights=per_entry, minlength=topo.num_links) / topo.bandwidth_Bps
+
+
+def _flow_scale(offsets: np.ndarray, links: np.ndarray, use: np.ndarray) -> np.ndarray:
+    """Each flow's rate as a share of what it asks: the tightest link on its route (1 where none is full)."""
+    scale = 1.0 / np.maximum(use, 1.0)
+    starts = offsets[:-1]
+    worst = np.minimum.reduceat(scale[links], starts) if links.size else np.ones(starts.size)
+    return np.where(np.diff(offsets) > 0, worst, 1.0)
+
+
+def _spines(router, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Which flows change leaves (only they meet a hash)."""
+    sa, sb = src // router.G, dst // router.G
+    k = dst % router.G * router.K // router.G  # the destination's rail: the NIC the flow leaves from (PXN)
+    if not router.nvswitch:
+        k = src % router.G * router.K // router.G
+    return (sa != sb) & (router.nic_leaf[sa, k] != router.nic_leaf[sb, k])
+
+
+def route_effects(topo, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray, network: NetworkSpec,
+                  salt: int = 0) -> tuple[float, float, float]:
+    """(factor, overload, link rate): the time of the transfers (all at once) routed as `network.routing`
+    says over their time on D-mod-K routes (1.0 where no flow has a choice of spine), and the load they
+    offer the busiest spine link at the rates the rest of their path allows, over its rate
+    (`nccl/congestion.py`). `salt` separates the draws of different collectives."""
+    router = getattr(topo, "router", None)
+    if router is None or not getattr(router, "num_spines", 0):
+        return 1.0, 0.0, 0.0
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    size = np.broadcast_to(np.asarray(size_bytes, dtype=np.float64), src.shape)
+    if not _spines(router, src, dst).any():
+        return 1.0, 0.0, 0.0
+    link_Bps = float(topo.bandwidth_Bps[router.spine_link(0, 0, False)])
+    offsets, links = router.routes(src, dst)
+    offered = offered_overload(topo, router, offsets, links, size)
+    ideal_use = _link_time(topo, offsets, links, size)
+    ideal = float(ideal_use.max())
+    if network.routing == "ideal" or ideal <= 0:
+        return 1.0, float(offered.max()), link_Bps
+    if network.routing == "adaptive":
+        return (float(_adaptive_use(topo, router, ideal_use / ideal).max()),
+                float(_adaptive_use(topo, router, offered).max()), link_Bps)
+    factor, over = _ecmp(topo, router, src, dst, size, ideal, network, salt)
+    if network.hash_per_message:  # no link keeps its excess: the tier's mean load, raised by what the hash
+        # loses on the flows that cross it (a queue at a tier loaded to its rate grows with every collision)
+        over *= float(_adaptive_use(topo, router, offered).max())
+    return factor, over, link_Bps
+
+
+def routing_factor(topo, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray, network: NetworkSpec,
+                   salt: int = 0) -> float:
+    """The factor of `route_effects` alone."""
+    return route_effects(topo, src, dst, size_bytes, network, salt)[0]
+
+
+def _adaptive_use(topo, router, use: np.ndarray) -> np.ndarray:
+    """Utilisations with every leaf's up- (and down-) traffic spread evenly over its spine links."""
+    first = router.spine_link(0, 0, False)
+    tier = use[first:first + 2 * router.num_leaves * router.num_spines].reshape(
+        router.num_leaves, router.num_spines, 2)
+    out = use.copy()
+    out[first:first + tier.size] = np.broadcast_to(tier.mean(axis=1, keepdims=True), tier.shape).ravel()
+    return out
+
+
+def _ecmp(topo, router, src, dst, size, ideal: float, network: NetworkSpec, salt: int) -> tuple[float, float]:
+    """(factor, overload) of hashed paths: one draw kept for the job, or the mean over per-message draws."""
+    per_message = network.hash_per_message
+    copies = network.qps_per_connection * (max(1, round(network.messages_in_flight)) if per_message else 1)
+    src, dst, size = np.repeat(src, copies), np.repeat(dst, copies), np.repeat(size / copies, copies)
+    rate = size / ideal  # each flow's rate when all end together at the D-mod-K bottleneck
+    rng = np.random.default_rng([network.routing_seed, salt, 0x45C3])
+    cross = _spines(router, src, dst)
+    factors, overs = [], []
+    for _ in range(MESSAGE_DRAWS if per_message else 1):
+        spine = rng.integers(router.num_spines, size=src.size)
+        offsets, links = router.routes(src, dst, spine=spine)
+        use = _link_time(topo, offsets, links, rate)
+        if per_message:  # the mean throughput: full links serve what they can, the rest flows
+            scale = _flow_scale(offsets, links, use)
+            factors.append(rate.sum() / float((rate * scale).sum()))
+            overs.append(rate[cross].sum() / float((rate * scale)[cross].sum()))  # the loss at the tier
+        else:  # the job keeps its draw: the slowest flow sets the time, the busiest link is overloaded
+            factors.append(float(use.max()))
+            overs.append(float(offered_overload(topo, router, offsets, links, size).max()))
+    return float(np.mean(factors)), float(np.mean(overs))
+
+
+def demo() -> None:
+    """Print the factor of a ring all-reduce's flows on 4 servers, two leaves, 1:1 to 4:1, per routing."""
+    from dataclasses import replace
+
+    from fabriclab.fabric.rail import gpu_cluster_topology
+
+    for bisection in (1.0, 0.5, 0.25):
+        topo = gpu_cluster_topology(num_servers=4, gpus_per_server=8, nics_per_server=8, nic="NDR",
+                                    fabric="fat-tree", leaf_ports=16, bisection=bisection)
+        ring = np.arange(32)
+        src, dst = ring, np.roll(ring, -1)
+        for routing in ("ecmp", "adaptive"):
+            f = routing_factor(topo, src, dst, np.ones(32), replace(NetworkSpec(), routing=routing))
+            print(f"bisection {bisection:g}: {routing} x{f:.2f}")
+
+
+def draws(cluster, seeds: int) -> list:
+    """The cluster once per draw of its hashes (`network.routing_seed` on): one where nothing is drawn."""
+    from dataclasses import replace
+
+    n = cluster.network
+    if n.routing != "ecmp" or seeds <= 1:
+        return [cluster]
+    return [replace(cluster, network=replace(n, routing_seed=n.routing_seed + i)) for i in range(seeds)]
+
+
+def median_p90(samples) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of (draws, values): the median and the 90th percentile."""
+    samples = np.asarray(samples, dtype=np.float64)
+    return np.median(samples, axis=0), np.percentile(samples, 90, axis=0)
