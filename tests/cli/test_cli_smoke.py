@@ -25,6 +25,8 @@ RUNS: list[tuple[str, list[str]]] = [
     ("simulate collective", []),
     ("simulate collective", ["--topology", "torus", "--hosts", "16", "--size", "1MB", "--format", "json"]),
     ("simulate sweep", ["--hosts", "128", "--methods", "ring", "--out", "{tmp}/sweep"]),
+    ("simulate jobs", ["--cluster", "roce-h100", "--job", "allreduce:64:64MiB", "--job", "alltoall:32:16MiB",
+                       "--placement", "scattered", "--busy", "0.5", "--seeds", "2"]),
     ("whatif", []),
     ("whatif", ["--cost", "simulated", "--workers", "8", "--bandwidth", "10Gbps"]),
     ("whatif reproduce", ["--out", "{tmp}/whatif"]),

@@ -9,9 +9,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
-from fabriclab.cli.main import app
 from fabriclab.fabric.cluster import NetworkSpec, check_cluster, from_dict, to_dict
 from fabriclab.fabric.presets import cluster_preset
 from fabriclab.fabric.rail import gpu_cluster_topology
@@ -122,22 +119,3 @@ def test_the_cluster_file_keeps_the_routing_and_checks_it():
     for key, value in (("routing", "spray"), ("transport", "tcp"), ("qps_per_connection", 0)):
         with pytest.raises(ValueError, match=f"network.{key}"):
             check_cluster(replace(c, network=replace(c.network, **{key: value})))
-
-
-def test_simulate_collective_reports_median_and_p90(tmp_path):
-    out = tmp_path / "r.json"
-    result = CliRunner().invoke(app, ["simulate", "collective", "--cluster", "roce-h100", "--gpus", "64",
-                                      "--sizes", "256MB", "--collective", "alltoall", "--seeds", "4",
-                                      "--json", str(out), "--store", str(tmp_path / "s.db")], env={"COLUMNS": "80"})
-    assert result.exit_code == 0, result.output
-    record = json.loads(out.read_text())
-    row = record["results"][0]
-    assert row["time_us_p90"] >= row["time_us"] > 0
-    assert record["config"]["routing"] == "ecmp" and record["config"]["seeds"] == 4
-
-
-def test_bad_routing_options_get_one_line():
-    for args, text in ((["--routing", "spray"], "--routing 'spray'"), (["--transport", "tcp"], "--transport"),
-                       (["--qps", "0"], "--qps")):
-        result = CliRunner().invoke(app, ["simulate", "collective", "--cluster", "roce-h100", *args])
-        assert result.exit_code == 2 and text in result.output, result.output

@@ -355,4 +355,7 @@ def _run_fatness(runner, points: list, csv_path: Path) -> int:
 
 
 def register(main_app: typer.Typer) -> None:
+    from fabriclab.cli import simulate_jobs
+
+    simulate_jobs.register(app)
     main_app.add_typer(app, name="simulate")
