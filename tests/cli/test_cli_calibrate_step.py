@@ -41,6 +41,8 @@ def test_its_options_and_defaults_are_whatif_llms():
     only_whatif = {"per_stage", "efficiency", "bandwidth", "trace", "trace_stage", "chakra"}
     only_whatif |= {"fabric", "bisection", "nic_rate"}  # the fabric options: a calibration is of a given cluster
     only_whatif |= {"calibrated"}  # another machine's calibration carried: what calibrate step writes
+    # the fabric as it runs (routing, QPs, transport, a job's placement and the draws): the cluster file's own
+    only_whatif |= {"routing", "qps", "transport", "placement", "busy", "seeds"}
     assert set(whatif) - set(calibrate) <= only_whatif
     for name in set(whatif) & set(calibrate) - {"gbs"}:
         assert calibrate[name].default == whatif[name].default, name

@@ -27,3 +27,16 @@ def test_bad_routing_options_get_one_line():
                        (["--qps", "0"], "--qps")):
         result = CliRunner().invoke(app, ["simulate", "collective", "--cluster", "roce-h100", *args])
         assert result.exit_code == 2 and text in result.output, result.output
+
+
+def test_placement_options_on_a_cluster():
+    for args, text in ((["--busy", "0.5"], "--busy goes with --placement scattered"),
+                       (["--placement", "scattered", "--busy", "1.5"], "--busy '1.5'"),
+                       (["--placement", "round-robin"], "--placement 'round-robin'")):
+        result = CliRunner().invoke(app, ["simulate", "collective", "--cluster", "roce-h100", *args])
+        assert result.exit_code == 2 and text in result.output, result.output
+    result = CliRunner().invoke(app, ["whatif", "llm", "--model", "llama3-8b", "--gpus", "64", "--cluster",
+                                      "roce-h100", "--placement", "scattered", "--busy", "0.5", "--seeds", "2"],
+                                env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "over 2 draws of the hashes and servers" in result.output

@@ -76,30 +76,34 @@ def test_adaptive_spreads_a_leaf_over_its_uplinks():
 
 
 @pytest.mark.parametrize("ratio", [0.5, 1.0])
-def test_no_overload_no_congestion(ratio):
-    assert congested_seconds([1e-3], Overload(ratio, 50e9, True), "roce")[0] == 1e-3
+@pytest.mark.parametrize("restarts", [True, False])
+def test_no_overload_no_congestion(ratio, restarts):
+    assert congested_seconds([1e-3], Overload(ratio, 50e9, restarts), "roce")[0] == 1e-3
 
 
 def test_dcqcn_onset_settle_and_recovery():
     model = TRANSPORTS["roce"]
-    over = Overload(2.0, 50e9, False)
-    onset = model.onset_bytes / 50e9
-    t = 10e-3
-    assert congested_seconds([t], over, "roce")[0] == pytest.approx(onset + (t - onset) / model.settle_share)
-    assert congested_seconds([onset / 2], over, "roce")[0] == pytest.approx(onset / 2)  # done before the cut
-    a2a = congested_seconds([onset / 2], Overload(2.0, 50e9, True), "roce")[0]
-    assert a2a == pytest.approx(onset + model.recovery_s)
-    assert congested_seconds([t], over, "ib")[0] == t and congested_seconds([t], over, "ideal")[0] == t
+    onset = model.onset_bytes / 50e9  # at overload 2: the excess is one link rate
+    t = 10 * onset
+    restarting, steady = Overload(2.0, 50e9, True), Overload(2.0, 50e9, False)
+    assert congested_seconds([t], restarting, "roce")[0] == pytest.approx(onset + (t - onset) / model.settle_restart)
+    assert congested_seconds([t], steady, "roce")[0] == pytest.approx(
+        onset + (t - onset) / model.settle_steady + model.recovery_s)
+    for over in (restarting, steady):  # done before the first cut: nothing changes
+        assert congested_seconds([onset / 2], over, "roce")[0] == pytest.approx(onset / 2)
+    assert congested_seconds([t], steady, "ib")[0] == t and congested_seconds([t], steady, "ideal")[0] == t
 
 
 def test_a_roce_fabric_at_quarter_bisection_is_slower_than_ideal_routing():
     c = cluster_preset("roce-h100")
     quarter = replace(c, network=replace(c.network, leaf_ports=16, bisection=0.25))
     ideal = replace(quarter, network=replace(quarter.network, routing="ideal", transport="ideal"))
-    for collective in ("allgather", "alltoall"):
-        roce, _ = collective_times(quarter, 32, [256 << 20], collective)
-        flow, _ = collective_times(ideal, 32, [256 << 20], collective)
-        assert roce[0] > 1.3 * flow[0]
+    roce, _ = collective_times(quarter, 32, [256 << 20], "allgather")
+    flow, _ = collective_times(ideal, 32, [256 << 20], "allgather")
+    assert roce[0] > 1.3 * flow[0]  # the ring's few flows collide on the hashed up-links
+    roce, _ = collective_times(quarter, 32, [256 << 20], "alltoall")
+    flow, _ = collective_times(ideal, 32, [256 << 20], "alltoall")
+    assert roce[0] >= flow[0] + TRANSPORTS["roce"].recovery_s  # many flows spread; the cut ones end late
 
 
 def test_draws_and_their_median():
@@ -119,3 +123,39 @@ def test_the_cluster_file_keeps_the_routing_and_checks_it():
     for key, value in (("routing", "spray"), ("transport", "tcp"), ("qps_per_connection", 0)):
         with pytest.raises(ValueError, match=f"network.{key}"):
             check_cluster(replace(c, network=replace(c.network, **{key: value})))
+
+
+def test_a_scattered_job_spreads_over_more_servers_and_shares_their_leaves():
+    from fabriclab.nccl.links import job_server_map
+
+    n = replace(NetworkSpec(), placement="scattered", busy_share=0.5, routing_seed=3)
+    total, where = job_server_map(n, 32)
+    assert total == 64 and len(where) == 32 and list(where) == sorted(set(where)) and max(where) < 64
+    assert job_server_map(replace(n, routing_seed=4), 32)[1] != where  # another launch, other servers
+    assert job_server_map(replace(n, busy_share=0.0), 32) == (32, None)  # nobody else: packed
+    assert job_server_map(replace(n, placement="packed"), 32) == (32, None)
+
+
+def test_scattered_on_a_busy_oversubscribed_tree_is_slower_and_adaptive_routing_does_not_save_it():
+    """At 1/4 the others' load on the up-links the job's rings cross slows it, whatever the routing; on a
+    non-blocking tree adaptive routing spreads everyone and the job runs as if alone."""
+    c = cluster_preset("roce-h100")
+
+    def t(bisection, routing, placement):
+        n = replace(c.network, bisection=bisection, routing=routing, transport="ideal", placement=placement,
+                    busy_share=0.5)
+        return collective_times(replace(c, network=n), 256, [256 << 20], "allgather")[0][0]
+
+    assert t(0.25, "adaptive", "scattered") > 1.3 * t(0.25, "adaptive", "packed")
+    assert t(1.0, "adaptive", "scattered") == pytest.approx(t(1.0, "adaptive", "packed"))
+    assert t(1.0, "ideal", "scattered") > t(1.0, "ideal", "packed")  # D-mod-K pins the job onto others' links
+
+
+def test_the_cluster_file_keeps_a_placement():
+    c = cluster_preset("roce-h100")
+    scattered = replace(c, network=replace(c.network, placement="scattered", busy_share=0.25))
+    assert from_dict(json.loads(json.dumps(to_dict(scattered)))).network == scattered.network
+    with pytest.raises(ValueError, match="network.busy_share"):
+        check_cluster(replace(c, network=replace(c.network, busy_share=1.0)))
+    with pytest.raises(ValueError, match="network.placement"):
+        check_cluster(replace(c, network=replace(c.network, placement="random")))

@@ -27,13 +27,22 @@ SeedsOption = Annotated[str, typer.Option(
                                  "90th percentile over N.")]
 
 
-def routed_cluster(cluster, routing: str | None, qps: str | None, transport: str | None):
-    """The cluster with the options' routing, QPs and transport (itself where none is given); a
-    ValueError names the option to change."""
+JobPlacementOption = Annotated[Optional[str], typer.Option(
+    "--placement", metavar="NAME", help="Where the job's servers sit: packed (the first, leaf by leaf) or scattered "
+                                        "(a busy scheduler's draw, --busy; over --seeds draws).")]
+BusyOption = Annotated[Optional[str], typer.Option(
+    "--busy", metavar="SHARE", help="With --placement scattered: the share of the cluster's servers other jobs "
+                                    "hold (default 0.5).")]
+
+
+def routed_cluster(cluster, routing: str | None, qps: str | None, transport: str | None,
+                   placement: str | None = None, busy: str | None = None):
+    """The cluster with the options' routing, QPs, transport and job placement (itself where none is
+    given); a ValueError names the option to change."""
     from fabriclab.cli.options import parse_count
     from fabriclab.fabric.cluster import ROUTINGS, TRANSPORTS
 
-    changes = {}
+    changes = _placement(placement, busy)
     if routing is not None:
         word = "ideal" if routing.strip().lower() == "dmodk" else routing.strip().lower()
         if word not in ROUTINGS:
@@ -49,7 +58,8 @@ def routed_cluster(cluster, routing: str | None, qps: str | None, transport: str
     if not changes:
         return cluster
     network = replace(cluster.network, **changes)
-    label = " ".join(f"{v}" if k != "qps_per_connection" else f"{v} QPs" for k, v in changes.items())
+    label = " ".join(f"{v} QPs" if k == "qps_per_connection" else f"{v:g} busy" if k == "busy_share" else f"{v}"
+                     for k, v in changes.items())
     return replace(cluster, network=network, name=f"{cluster.name} {label}")
 
 
@@ -58,3 +68,27 @@ def parse_seeds(text: str | int) -> int:
     from fabriclab.cli.options import parse_count
 
     return parse_count(text, "--seeds", maximum=256)
+
+
+def _placement(placement: str | None, busy: str | None) -> dict:
+    """`--placement` and `--busy` as network fields (none where neither is given)."""
+    from fabriclab.fabric.cluster import PLACEMENTS
+
+    if placement is None:
+        if busy is not None:
+            raise ValueError("--busy goes with --placement scattered: add it, or drop --busy")
+        return {}
+    word = "packed" if placement.strip().lower() == "linear" else placement.strip().lower()
+    if word not in PLACEMENTS:
+        raise ValueError(f"--placement {placement!r}: a job on a cluster is {' or '.join(PLACEMENTS)}")
+    if word == "packed":
+        if busy is not None:
+            raise ValueError("--busy goes with --placement scattered: a packed job holds the first servers")
+        return {"placement": word}
+    try:
+        share = 0.5 if busy is None else float(busy.strip().rstrip("%")) / (100 if busy.strip().endswith("%") else 1)
+    except ValueError:
+        raise ValueError(f"--busy {busy!r}: give a share of the cluster's servers, e.g. 0.5 or 50%") from None
+    if not 0 <= share < 1:
+        raise ValueError(f"--busy {busy!r}: give a share in [0, 1), e.g. 0.5")
+    return {"placement": word, "busy_share": share}

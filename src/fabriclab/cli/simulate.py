@@ -52,6 +52,7 @@ from fabriclab.cli.options import (
     parse_number,
 )
 from fabriclab.cli.routing_options import (
+    BusyOption,
     QpsOption,
     SeedsOption,
     TransportOption,
@@ -92,7 +93,8 @@ def _cluster_prediction(o: dict, out: Output) -> None:
         except ValueError as exc:
             raise ValueError(f"--gpus {num_gpus} --servers {servers}: {exc}") from None
     sizes = parse_size_range(o["sizes"] if o["sizes"] is not None else "8B:1GB")
-    cluster = routed_cluster(cluster, o["routing"], o["qps"], o["transport"])
+    placement = None if o["placement"] == "linear" else o["placement"]
+    cluster = routed_cluster(cluster, o["routing"], o["qps"], o["transport"], placement, o["busy"])
     sweep = seeded_sweep(cluster, num_gpus, sizes, o["collective"], parse_seeds(o["seeds"]))
     if o["fmt"] == NCCL_TESTS:
         stream = sys.stderr if out.machine_stdout else sys.stdout
@@ -163,8 +165,8 @@ def collective_request(o: dict):
                          "--size")
     if o["ops_csv"] is not None and o["engine"] == "levels":
         raise ValueError("--ops-csv needs per-message times from the general engine: drop --engine levels")
-    if o["qps"] is not None or o["transport"] is not None or parse_seeds(o["seeds"]) > 1:
-        raise ValueError("--qps, --transport and --seeds go with --cluster FILE|PRESET; a topology takes "
+    if o["qps"] is not None or o["transport"] is not None or o["busy"] is not None or parse_seeds(o["seeds"]) > 1:
+        raise ValueError("--qps, --transport, --busy and --seeds go with --cluster FILE|PRESET; a topology takes "
                          "--routing dmodk|ecmp and --seed")
     routing = "dmodk" if o["routing"] in (None, "ideal") else o["routing"]
     spec = TOPOLOGY.build(o, routing=routing)
@@ -200,10 +202,8 @@ def collective_cmd(
     gpus_per_server: GpusPerServerOption = "1",
     routing: SimRoutingOption = None,
     seed: EcmpSeedOption = "0",
-    qps: QpsOption = None,
-    transport: TransportOption = None,
-    seeds: SeedsOption = "1",
-    placement: str = typer.Option("linear", help="linear, round-robin or random."),
+    qps: QpsOption = None, transport: TransportOption = None, seeds: SeedsOption = "1", busy: BusyOption = None,
+    placement: str = typer.Option("linear", help="linear, round-robin, random; --cluster: packed, scattered."),
     ranks: Optional[str] = typer.Option(None, metavar="N", help="Number of ranks (default: every endpoint)."),
     size: str = typer.Option("1GB", help="Buffer size, e.g. 64MB, 1GB (binary units)."),
     itemsize: str = typer.Option("4", metavar="BYTES", help="Bytes per element (4 = float32)."),
@@ -232,6 +232,12 @@ def collective_cmd(
     check_output_path(simgrid, "--simgrid")
     answer = run_collective(collective_request(locals()))
     _print_collective(out, answer)
+    _write_extras(out, answer, ops_csv, simgrid)
+    _record_collective(out, answer, engine)
+
+
+def _write_extras(out: Output, answer, ops_csv: Path | None, simgrid: Path | None) -> None:
+    """`--ops-csv` (every message's start and finish) and `--simgrid` (the platform and its hostfile)."""
     if ops_csv is not None:
         from fabriclab.record import write_csv
         from fabriclab.sim.one_collective import message_rows
@@ -244,7 +250,6 @@ def collective_cmd(
 
         write_simgrid(answer.topology, simgrid, hostfile=simgrid.with_suffix(".hosts"))
         out.note(f"SimGrid platform written to {simgrid} (hostfile {simgrid.with_suffix('.hosts')})")
-    _record_collective(out, answer, engine)
 
 
 def _print_collective(out: Output, a) -> None:

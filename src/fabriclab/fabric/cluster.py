@@ -116,6 +116,12 @@ class NetworkSpec:
     transport: str = "ideal"
     """Congestion control on a link asked for more than it carries (`nccl/congestion.py`): `ideal` (max-min
     fair, fully used), `roce` (DCQCN rate control with PFC) or `ib` (InfiniBand credits)."""
+    placement: str = "packed"
+    """Where a job's servers sit (`nccl/links.py`): `packed` (the first servers, leaf by leaf) or `scattered`
+    (a seeded draw, `routing_seed`, of the servers a busy scheduler hands out: `busy_share` of the cluster
+    holds other jobs, so the job's servers spread over more leaves and its rings cross them)."""
+    busy_share: float = 0.0
+    """With `scattered`: the share of the cluster's servers other jobs hold, in [0, 1)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -333,9 +339,10 @@ def to_dict(model: ClusterModel) -> dict:
     if model.network.servers_per_building == 0:  # one building: the file reads as before the third tier
         for key in ("servers_per_building", "building_bandwidth_Bps", "building_latency_s"):
             data["network"].pop(key)
-    if model.network.routing == "ideal" and model.network.transport == "ideal":  # reads as before routing
-        for key in ("routing", "qps_per_connection", "hash_per_message", "messages_in_flight", "routing_seed",
-                    "transport"):
+    plain = NetworkSpec()  # the fabric as it runs, where it is the flow model's: the file reads as before
+    for key in ("routing", "qps_per_connection", "hash_per_message", "messages_in_flight", "routing_seed",
+                "transport", "placement", "busy_share"):
+        if getattr(model.network, key) == getattr(plain, key):
             data["network"].pop(key)
     return {"schema": SCHEMA, **data}
 
@@ -506,6 +513,7 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
 
 ROUTINGS = ("ideal", "ecmp", "adaptive")
 TRANSPORTS = ("ideal", "roce", "ib")
+PLACEMENTS = ("packed", "scattered")
 
 
 def check_routing(n: NetworkSpec, where: str) -> None:
@@ -522,6 +530,12 @@ def check_routing(n: NetworkSpec, where: str) -> None:
     m = n.messages_in_flight
     if not isinstance(m, (int, float)) or isinstance(m, bool) or not math.isfinite(m) or m < 1:
         raise ValueError(f"cluster file {where}: network.messages_in_flight is {m!r}; give a number >= 1")
+    if n.placement not in PLACEMENTS:
+        raise ValueError(f"cluster file {where}: network.placement is {n.placement!r}; use one of "
+                         f"{', '.join(PLACEMENTS)}")
+    b = n.busy_share
+    if not isinstance(b, (int, float)) or isinstance(b, bool) or not 0 <= b < 1:
+        raise ValueError(f"cluster file {where}: network.busy_share is {b!r}; give a share in [0, 1), e.g. 0.5")
 
 
 def check_domain(s: ServerSpec, where: str) -> None:

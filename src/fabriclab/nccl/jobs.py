@@ -36,7 +36,8 @@ from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.nccl.layout import layout
 from fabriclab.nccl.links import _p2p_pairs, _ring_pairs
 from fabriclab.nccl.placement import leaves_spanned, place_jobs, placement_topology
-from fabriclab.nccl.routing import MESSAGE_DRAWS, _adaptive_use
+from fabriclab.nccl.congestion import TRANSPORTS, Overload, congested_seconds
+from fabriclab.nccl.routing import MESSAGE_DRAWS, adaptive_use
 
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall")
 # Flows (after one per QP and message) routed at once: 16 M route entries of int64, about 130 MB. An all-to-all
@@ -154,7 +155,8 @@ def _times(cluster: ClusterModel, topo, owner, src, dst, size, num_jobs: int, se
     """Per job: its bottleneck alone and together (s), averaged over the message draws of a per-message hash."""
     network, router = cluster.network, topo.router
     if network.routing != "ecmp" or not router.num_spines:
-        return _bottlenecks(topo, router, owner, src, dst, size, None, num_jobs, network.routing == "adaptive")
+        return _bottlenecks(topo, router, owner, src, dst, size, None, num_jobs, network.routing == "adaptive",
+                            network.transport)
     per_message = network.hash_per_message
     copies = network.qps_per_connection * (max(1, round(network.messages_in_flight)) if per_message else 1)
     if src.size * copies > MAX_FLOWS:
@@ -168,21 +170,47 @@ def _times(cluster: ClusterModel, topo, owner, src, dst, size, num_jobs: int, se
     runs = []
     for _ in range(MESSAGE_DRAWS if per_message else 1):
         spine = np.concatenate([rng.integers(router.num_spines, size=n) for rng, n in zip(rngs, flows)])
-        runs.append(_bottlenecks(topo, router, owner, src, dst, size, spine, num_jobs, False))
+        runs.append(_bottlenecks(topo, router, owner, src, dst, size, spine, num_jobs, False, network.transport))
     return np.mean([r[0] for r in runs], axis=0), np.mean([r[1] for r in runs], axis=0)
 
 
-def _bottlenecks(topo, router, owner, src, dst, size, spine, num_jobs: int, adaptive: bool):
-    """Per job: the busiest link of its own flows alone, and the busiest of its links with all jobs' bytes."""
+def _bottlenecks(topo, router, owner, src, dst, size, spine, num_jobs: int, adaptive: bool, transport: str = "ideal"):
+    """Per job: the busiest link of its own flows alone, and the busiest of its links with all jobs' bytes;
+    with a reacting transport each time also pays the congestion control of the spine link its flows
+    overload most, alone and together (`nccl/congestion.py`)."""
     offsets, links = router.routes(src, dst, spine=spine)
     per_entry = np.diff(offsets)
     load = np.bincount(np.repeat(owner, per_entry) * topo.num_links + links, weights=np.repeat(size, per_entry),
                        minlength=num_jobs * topo.num_links).reshape(num_jobs, topo.num_links)
     seconds = load / topo.bandwidth_Bps
     if adaptive and router.num_spines:
-        seconds = np.stack([_adaptive_use(topo, router, row) for row in seconds])
+        seconds = np.stack([adaptive_use(topo, router, row) for row in seconds])
     total = seconds.sum(axis=0)
     alone = seconds.max(axis=1)
     together = np.array([total[row > 0].max(initial=0.0) for row in seconds])
-    return alone, together
+    if TRANSPORTS.get(transport) is None or not router.num_spines:
+        return alone, together
+    return _congested(topo, router, seconds, alone, together, transport)
+
+
+def _congested(topo, router, seconds, alone, together, transport: str):
+    """The times with each job's overload alone and together: every job's flows at what its edge links
+    allow (its spine-free bottleneck), summed on each spine link, over the link's rate."""
+    first = router.spine_link(0, 0, False)
+    tier = slice(first, first + 2 * router.num_leaves * router.num_spines)
+    edge = seconds.copy()
+    edge[:, tier] = 0.0
+    t_edge = np.maximum(edge.max(axis=1, keepdims=True), 1e-30)
+    offered = np.zeros_like(seconds)
+    offered[:, tier] = seconds[:, tier] / t_edge
+    shared = offered.sum(axis=0)
+    link_Bps = float(topo.bandwidth_Bps[first])
+    out_alone, out_together = alone.copy(), together.copy()
+    for j, row in enumerate(offered):
+        mine = seconds[j] > 0
+        over_alone = Overload(float(row.max()), link_Bps, False)
+        over_together = Overload(float(shared[mine].max(initial=0.0)), link_Bps, False)
+        out_alone[j] = congested_seconds([alone[j]], over_alone, transport)[0]
+        out_together[j] = congested_seconds([together[j]], over_together, transport)[0]
+    return out_alone, out_together
 

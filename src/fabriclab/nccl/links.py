@@ -35,6 +35,7 @@ from fabriclab.nccl.links import link_seconds_per_byte as l; print(l(c('dgx-h100
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -121,6 +122,8 @@ class TopologyKey:
     fabric: str
     leaf_ports: int
     bisection: float
+    server_map: tuple[int, ...] | None = None
+    """Where the run's servers sit among `num_servers` (a scattered job, `job_server_map`); None: the first."""
 
     def shape(self) -> TopologyKey:
         """The same nodes, links and routes with one made-up rate per kind of link (NVLink or PCIe inside,
@@ -129,9 +132,34 @@ class TopologyKey:
                        nic_payload_Bps=3.0, nic_latency_s=0.0)
 
 
+def job_server_map(network: NetworkSpec, servers: int) -> tuple[int, tuple[int, ...] | None]:
+    """(servers of the cluster, the job's servers among them in rank order): a packed job holds the first
+    `servers`; a scattered one a seeded random choice (`network.routing_seed`) among `servers / (1 - busy)`,
+    sorted as a launcher that sorts host names ranks them (`nccl/placement.py` places several jobs so)."""
+    if network.placement != "scattered" or servers < 2:
+        return servers, None
+    total = math.ceil(servers / (1.0 - network.busy_share) - 1e-9)
+    if total == servers:
+        return servers, None
+    rng = np.random.default_rng([network.routing_seed, 0x91AC])
+    return total, tuple(int(x) for x in np.sort(rng.choice(total, size=servers, replace=False)))
+
+
+def job_endpoints(cluster: ClusterModel, num_gpus: int, endpoints: np.ndarray) -> np.ndarray:
+    """The endpoints of a run's GPUs (`rank // per server x G + rank % per server`, packed) where its
+    servers really sit on `cluster_topology(cluster, num_gpus)`."""
+    lay = layout(cluster, num_gpus)
+    _, where = job_server_map(cluster.network, lay.num_servers)
+    if where is None:
+        return endpoints
+    g = cluster.server.gpus_per_server
+    return np.asarray(where, dtype=np.int64)[endpoints // g] * g + endpoints % g
+
+
 def _topology_key(cluster: ClusterModel, servers: int) -> TopologyKey:
     s, n = cluster.server, cluster.network
-    return TopologyKey(num_servers=servers, gpus_per_server=s.gpus_per_server, intra=s.intra,
+    servers, where = job_server_map(n, servers)
+    return TopologyKey(num_servers=servers, server_map=where, gpus_per_server=s.gpus_per_server, intra=s.intra,
                        intra_bandwidth_Bps=s.intra_bandwidth_Bps, intra_latency_s=s.intra_latency_s,
                        pcie_bandwidth_Bps=s.pcie_bandwidth_Bps, nics_per_server=s.nics_per_server,
                        nic_payload_Bps=s.nic_bandwidth_Bps * s.nic_efficiency, nic_latency_s=s.nic_latency_s,
@@ -154,13 +182,20 @@ def cluster_topology(cluster: ClusterModel, num_gpus: int):
     return _topology(_topology_key(cluster, layout(cluster, num_gpus).num_servers))
 
 
-def _pairs(lay: Layout, algorithm: str, collective: str, num_channels: int, g: int):
-    """(sources, destinations, bytes of each transfer) of one run of `_REF_BYTES`."""
+def _pairs(lay: Layout, algorithm: str, collective: str, num_channels: int, g: int,
+           server_map: tuple[int, ...] | None = None):
+    """(sources, destinations, bytes of each transfer) of one run of `_REF_BYTES`, on the servers
+    `server_map` names (None: the first)."""
     if algorithm == "p2p":
         src, dst = _p2p_pairs(lay, collective, g)
-        return src, dst, _REF_BYTES / (lay.num_gpus if collective == "alltoall" else 1)
-    src, dst = (_ring_pairs if algorithm == "ring" else _tree_pairs)(lay, num_channels, g)
-    return src, dst, _REF_BYTES / num_channels
+        size = _REF_BYTES / (lay.num_gpus if collective == "alltoall" else 1)
+    else:
+        src, dst = (_ring_pairs if algorithm == "ring" else _tree_pairs)(lay, num_channels, g)
+        size = _REF_BYTES / num_channels
+    if server_map is not None:
+        where = np.asarray(server_map, dtype=np.int64)
+        src, dst = where[src // g] * g + src % g, where[dst // g] * g + dst % g
+    return src, dst, size
 
 
 # Folded batches are small (a tree of 100,000 GPUs: some 30,000 classes, a few MB); a size sweep with its
@@ -169,14 +204,15 @@ def _pairs(lay: Layout, algorithm: str, collective: str, num_channels: int, g: i
 def _batch(shape: TopologyKey, lay: Layout, algorithm: str, collective: str, num_channels: int) -> FlowBatch:
     """The classes of one run on every topology of this shape (link ids do not depend on the rates)."""
     topo = _topology(shape)
-    if algorithm == "p2p" and collective == "alltoall" and lay.num_servers > 1:
+    if algorithm == "p2p" and collective == "alltoall" and lay.num_servers > 1 and shape.server_map is None:
         return all_to_all_batch(topo, _REF_BYTES / lay.num_gpus)
-    batch = explicit_batch(topo, *_pairs(lay, algorithm, collective, num_channels, shape.gpus_per_server))
+    batch = explicit_batch(topo, *_pairs(lay, algorithm, collective, num_channels, shape.gpus_per_server,
+                                         shape.server_map))
     return quotient(batch, topo.bandwidth_Bps[batch.column_link])
 
 
 def _general(key: TopologyKey, lay: Layout, algorithm: str, collective: str, num_channels: int) -> float:
-    src, dst, size = _pairs(lay, algorithm, collective, num_channels, key.gpus_per_server)
+    src, dst, size = _pairs(lay, algorithm, collective, num_channels, key.gpus_per_server, key.server_map)
     if src.size > MAX_GENERAL_TRANSFERS:
         raise ValueError(f"{src.size:,} transfers: the general engine takes at most {MAX_GENERAL_TRANSFERS:,} "
                          f"here; use engine='auto' or fewer GPUs")
@@ -203,7 +239,7 @@ def _route_effects(key: TopologyKey, lay: Layout, algorithm: str, collective: st
                    network: NetworkSpec) -> tuple[float, float, float]:
     """The routed time over the D-mod-K time of the same transfers, and the overload of the busiest spine
     link with its rate (`nccl/routing.py`)."""
-    src, dst, size = _pairs(lay, algorithm, collective, num_channels, key.gpus_per_server)
+    src, dst, size = _pairs(lay, algorithm, collective, num_channels, key.gpus_per_server, key.server_map)
     salt = hash((algorithm, collective, num_channels, lay.num_gpus)) & 0xFFFFFFFF
     return route_effects(_topology(key), src, dst, size, network, salt)
 
@@ -228,7 +264,8 @@ def overload(cluster: ClusterModel, num_gpus: int, algorithm: str, collective: s
     p2p = collective if algorithm == "p2p" else ""
     _, ratio, link_Bps = _route_effects(_topology_key(cluster, one.num_servers), one, algorithm, p2p, channels,
                                         cluster.network)
-    return Overload(ratio, link_Bps, p2p == "alltoall") if link_Bps > 0 else None
+    restarts = cluster.network.hash_per_message and algorithm != "p2p"
+    return Overload(ratio, link_Bps, restarts) if link_Bps > 0 else None
 
 
 def link_seconds_per_byte(cluster: ClusterModel, num_gpus: int, algorithm: str, collective: str, *,
@@ -250,7 +287,7 @@ def link_seconds_per_byte(cluster: ClusterModel, num_gpus: int, algorithm: str, 
     channels = cluster.library.num_channels if algorithm != "p2p" else 0
     p2p = collective if algorithm == "p2p" else ""
     per_unit = _link_seconds_per_unit(key, one, algorithm, p2p, channels, engine)
-    if cluster.network.routing != "ideal":
+    if cluster.network.routing != "ideal" or cluster.network.placement == "scattered":
         per_unit *= _route_effects(key, one, algorithm, p2p, channels, cluster.network)[0]
     if one is not lay:
         s = cluster.server

@@ -110,12 +110,28 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
         for key, us in estimates.items():
             if key[0] not in COSTED:
                 out[key] = np.maximum(launches, us * 1e-6 + memory) + lib.host_overhead_s
+        if ("nvls_tree", "Simple") in out and lay.num_servers > 1:
+            out[("nvls_tree", "Simple")] = _nvls_tree_network(cluster, num_gpus, size, out[("nvls_tree", "Simple")])
         if ("pat", "Simple") in estimates:
             out[("pat", "Simple")] = _pat_times(cluster, num_gpus, lay, size, collective, latencies["ring"]["Simple"],
                                                 launches, memory)
     # what NCCL_ALGO / NCCL_PROTO / NCCL_NVLS_ENABLE turn off, the library cannot pick
     out = under_env(cluster, num_gpus, lay.num_servers, collective, out)
     return out
+
+
+def _nvls_tree_network(cluster: ClusterModel, num_gpus: int, size: np.ndarray, estimate: np.ndarray) -> np.ndarray:
+    """NVLS-tree's time with the network's floor. NCCL's estimate has no topology; between the servers its
+    bytes cross the NICs as a ring's would (every server sends and receives its share of the buffer), so
+    on a fabric that is not a full-bisection D-mod-K one (an oversubscribed, hashed or congested tier) it
+    takes at least that data time, with the congestion the transport adds. On a non-blocking D-mod-K
+    network the estimate stands (NCCL's own, as before routing was modelled)."""
+    network = cluster.network
+    if network == replace(network, bisection=1.0, routing="ideal", transport="ideal"):
+        return estimate
+    data = link_seconds_per_byte(cluster, num_gpus, "ring", "allreduce") * size
+    data = congested_seconds(data, overload(cluster, num_gpus, "ring", "allreduce"), network.transport)
+    return np.maximum(estimate, data + cluster.library.host_overhead_s)
 
 
 def _pat_times(cluster: ClusterModel, num_gpus: int, lay, size: np.ndarray, collective: str, lat,

@@ -61,9 +61,10 @@ def _spines(router, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
 def route_effects(topo, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray, network: NetworkSpec,
                   salt: int = 0) -> tuple[float, float, float]:
     """(factor, overload, link rate): the time of the transfers (all at once) routed as `network.routing`
-    says over their time on D-mod-K routes (1.0 where no flow has a choice of spine), and the load they
-    offer the busiest spine link at the rates the rest of their path allows, over its rate
-    (`nccl/congestion.py`). `salt` separates the draws of different collectives."""
+    says, beside other jobs where the job is scattered, over their time alone on D-mod-K routes (1.0 where
+    no flow has a choice of spine and no other job shares it), and the load they offer the busiest spine
+    link at the rates the rest of their path allows, over its rate (`nccl/congestion.py`). `salt` separates
+    the draws of different collectives."""
     router = getattr(topo, "router", None)
     if router is None or not getattr(router, "num_spines", 0):
         return 1.0, 0.0, 0.0
@@ -76,16 +77,46 @@ def route_effects(topo, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray
     offered = offered_overload(topo, router, offsets, links, size)
     ideal_use = _link_time(topo, offsets, links, size)
     ideal = float(ideal_use.max())
-    if network.routing == "ideal" or ideal <= 0:
+    if ideal <= 0:
         return 1.0, float(offered.max()), link_Bps
+    k = others_share(network)
+    if network.routing == "ideal":
+        return (float(with_others(router, ideal_use / ideal, k).max()), float(with_others(router, offered, k).max()),
+                link_Bps)
     if network.routing == "adaptive":
-        return (float(_adaptive_use(topo, router, ideal_use / ideal).max()),
-                float(_adaptive_use(topo, router, offered).max()), link_Bps)
+        spread = (adaptive_use(topo, router, x) for x in (ideal_use / ideal, offered))
+        return (*(float(with_others(router, x, k).max()) for x in spread), link_Bps)
     factor, over = _ecmp(topo, router, src, dst, size, ideal, network, salt)
-    if network.hash_per_message:  # no link keeps its excess: the tier's mean load, raised by what the hash
-        # loses on the flows that cross it (a queue at a tier loaded to its rate grows with every collision)
-        over *= float(_adaptive_use(topo, router, offered).max())
+    if network.hash_per_message:
+        # No link keeps its excess: the tier carries its mean load raised by what the hash loses on the flows
+        # that cross it. Below its rate the tier's slack absorbs a collision (the message waits, the next
+        # finds a free link); at its rate nothing does, and every collision costs the tier its time.
+        mean = float(adaptive_use(topo, router, offered).max())
+        over *= mean * (1.0 + k)
+        factor = max(1.0, over) / max(1.0, mean)
     return factor, over, link_Bps
+
+
+def others_share(network: NetworkSpec) -> float:
+    """Load the other jobs of a busy cluster put on a scattered job's spine links, per unit of the job's
+    own: they hold `busy_share` of the servers and are taken to load the leaves' up-links as the job does
+    (so `busy / (1 - busy)`); 0 for a packed job."""
+    if network.placement != "scattered":
+        return 0.0
+    return network.busy_share / (1.0 - network.busy_share)
+
+
+def with_others(router, use: np.ndarray, k: float) -> np.ndarray:
+    """Utilisations with the other jobs' load on every spine link: `k` x the mean of the job's own over the
+    leaf's spine links of that direction (hashed or not, the others' flows land anywhere on the tier)."""
+    if k <= 0:
+        return use
+    first = router.spine_link(0, 0, False)
+    size = 2 * router.num_leaves * router.num_spines
+    tier = use[first:first + size].reshape(router.num_leaves, router.num_spines, 2)
+    out = use.copy()
+    out[first:first + size] = (tier + k * tier.mean(axis=1, keepdims=True)).ravel()
+    return out
 
 
 def routing_factor(topo, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray, network: NetworkSpec,
@@ -94,7 +125,7 @@ def routing_factor(topo, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarra
     return route_effects(topo, src, dst, size_bytes, network, salt)[0]
 
 
-def _adaptive_use(topo, router, use: np.ndarray) -> np.ndarray:
+def adaptive_use(topo, router, use: np.ndarray) -> np.ndarray:
     """Utilisations with every leaf's up- (and down-) traffic spread evenly over its spine links."""
     first = router.spine_link(0, 0, False)
     tier = use[first:first + 2 * router.num_leaves * router.num_spines].reshape(
@@ -112,18 +143,19 @@ def _ecmp(topo, router, src, dst, size, ideal: float, network: NetworkSpec, salt
     rate = size / ideal  # each flow's rate when all end together at the D-mod-K bottleneck
     rng = np.random.default_rng([network.routing_seed, salt, 0x45C3])
     cross = _spines(router, src, dst)
+    k = 0.0 if per_message else others_share(network)  # per message: the tier's mean carries the others
     factors, overs = [], []
     for _ in range(MESSAGE_DRAWS if per_message else 1):
         spine = rng.integers(router.num_spines, size=src.size)
         offsets, links = router.routes(src, dst, spine=spine)
-        use = _link_time(topo, offsets, links, rate)
+        use = with_others(router, _link_time(topo, offsets, links, rate), k)
         if per_message:  # the mean throughput: full links serve what they can, the rest flows
             scale = _flow_scale(offsets, links, use)
             factors.append(rate.sum() / float((rate * scale).sum()))
             overs.append(rate[cross].sum() / float((rate * scale)[cross].sum()))  # the loss at the tier
         else:  # the job keeps its draw: the slowest flow sets the time, the busiest link is overloaded
             factors.append(float(use.max()))
-            overs.append(float(offered_overload(topo, router, offsets, links, size).max()))
+            overs.append(float(with_others(router, offered_overload(topo, router, offsets, links, size), k).max()))
     return float(np.mean(factors)), float(np.mean(overs))
 
 
@@ -144,11 +176,12 @@ def demo() -> None:
 
 
 def draws(cluster, seeds: int) -> list:
-    """The cluster once per draw of its hashes (`network.routing_seed` on): one where nothing is drawn."""
+    """The cluster once per draw of its hashes and of a scattered job's servers (`network.routing_seed` on):
+    one where nothing is drawn."""
     from dataclasses import replace
 
     n = cluster.network
-    if n.routing != "ecmp" or seeds <= 1:
+    if (n.routing != "ecmp" and n.placement != "scattered") or seeds <= 1:
         return [cluster]
     return [replace(cluster, network=replace(n, routing_seed=n.routing_seed + i)) for i in range(seeds)]
 

@@ -14,7 +14,9 @@ resident memory (`ru_maxrss`) is its own:
   model, then each rank's critical path), the way a trace-driven simulator consumes an execution trace. Its
   step time differs by design: ranks are timed alone, a receive does not wait for its send, so it leaves
   out the pipeline's waits;
-* **ours at 1,024 GPUs**: the same model on 64 x fewer GPUs (DP 8), to show how the cost grows with scale.
+* **ours at 1,024 GPUs**: the same model on 64 x fewer GPUs (DP 8), to show how the cost grows with scale;
+* **ours, ECMP x 8**: the same step on `roce-h100` (ECMP hashing, DCQCN), over 8 draws of the hashes
+  (`nccl/routing.py`): the median and 90th percentile a `whatif llm --seeds 8` answer costs.
 
 Runs alternate (ours, peer, small) `repeats` times; the figures are medians. Try it: `fabriclab bench
 llm-step` (or `python -m fabriclab.bench.speed.llm_step`).
@@ -32,7 +34,8 @@ import time
 MODEL, SEQ, GBS = "llama3-405b", 8192, 2048
 LAYOUT = dict(tp=8, pp=16, cp=1, mbs=1, recompute="full")  # Llama 3 paper, Table 4 (16K GPUs, 8K sequences)
 GPUS, SMALL_GPUS = 16384, 1024
-WHAT = ("ours", "peer", "small")
+WHAT = ("ours", "peer", "small", "ecmp")
+ECMP_SEEDS = 8
 CHILD_TIMEOUT_S = 300.0
 LLM_STEP_BUDGET_S = 10.0  # whole process on the project's 2-core machine: a what-if answers while one waits
 
@@ -51,6 +54,14 @@ def child(what: str, gpus: int) -> dict:
     from fabriclab.whatif.llm.run import simulate_llm
 
     spec, par, cluster = _job(gpus)
+    if what == "ecmp":
+        from fabriclab.fabric.presets import cluster_preset
+        from fabriclab.nccl.routing import draws, median_p90
+
+        steps = [simulate_llm(spec, par, c).step_time_s for c in draws(cluster_preset("roce-h100"), ECMP_SEEDS)]
+        median, p90 = median_p90(steps)
+        return {"step_time_s": float(median), "detail": f"{ECMP_SEEDS} draws, p90 {float(p90):.4g} s",
+                "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     answer = simulate_llm(spec, par, cluster)
     if what == "peer":
         from fabriclab.whatif.graph_run import run_graphs
@@ -77,7 +88,7 @@ def _measure(what: str, gpus: int) -> dict:
 
 
 def run(*, repeats: int = 3, progress=lambda text: None) -> dict:
-    """The three runs, alternating, `repeats` times each; medians and the ratios (module doc)."""
+    """The four runs, alternating, `repeats` times each; medians and the ratios (module doc)."""
     runs: dict[str, list[dict]] = {w: [] for w in WHAT}
     for i in range(repeats):
         for what in WHAT:
@@ -94,7 +105,8 @@ def run(*, repeats: int = 3, progress=lambda text: None) -> dict:
     by = {r["run"]: r for r in rows}
     return {"model": MODEL, "layout": {**LAYOUT, "seq": SEQ, "gbs": GBS}, "repeats": repeats, "rows": rows,
             "peer_over_ours": by["peer"]["wall_s"] / by["ours"]["wall_s"],
-            "growth_16k_over_1k": by["ours"]["wall_s"] / by["small"]["wall_s"]}
+            "growth_16k_over_1k": by["ours"]["wall_s"] / by["small"]["wall_s"],
+            "ecmp_over_ours": by["ecmp"]["wall_s"] / by["ours"]["wall_s"]}
 
 
 if __name__ == "__main__":

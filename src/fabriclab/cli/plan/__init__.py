@@ -31,7 +31,8 @@ from fabriclab.cli.points_options import ProcessesOption, ResumeOption, Schedule
 from fabriclab.cli.nic_options import NicOption, NicsPerServerOption, RadixOption, RailsOption, swap_nic
 from fabriclab.cli.plan.llm import (ClustersOption, EfficiencyOption, EpBoundOption, ExhaustiveOption, GbsOption,
                                     MaxConfigsOption, MemoryReserveOption, NicRatesOption, PlanCalibratedOption, PlanGradDtypeOption,
-                                    PpBoundOption, PrecisionOption, SeqOption, TpBoundOption, ZeroBoundOption,
+                                    PlanSeedsOption, PpBoundOption, PrecisionOption, RoutingsOption, SeqOption,
+                                    TpBoundOption, ZeroBoundOption,
                                     check_cnn_options, run_llm)
 from fabriclab.units import parse_int_list, parse_time
 
@@ -138,7 +139,8 @@ def plan(
     prices: Optional[Path] = typer.Option(None, "--prices", metavar="FILE", dir_okay=False,
                                           help="Price table (JSON; default: the shipped illustrative one)."),
     iteration_time: Optional[str] = typer.Option(None, help="Single-GPU iteration time for a .bk.log profile."),
-    clusters: ClustersOption = None, nic_rates: NicRatesOption = None, gbs: GbsOption = None,
+    clusters: ClustersOption = None, nic_rates: NicRatesOption = None, routings: RoutingsOption = None,
+    seeds: PlanSeedsOption = None, gbs: GbsOption = None,
     seq: SeqOption = None, precision: PrecisionOption = None, max_configs: MaxConfigsOption = None,
     exhaustive: ExhaustiveOption = False, tp: TpBoundOption = None, pp: PpBoundOption = None,
     ep: EpBoundOption = None, zero: ZeroBoundOption = None, efficiency: EfficiencyOption = None,

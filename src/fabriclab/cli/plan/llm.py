@@ -29,6 +29,12 @@ from fabriclab.cli.llm_options import (CalibratedOption, GradDtypeOption, Memory
                                        memory_options, parse_share)
 from fabriclab.cli.options import load_cluster_option, parse_bisection, parse_count
 
+RoutingsOption = Annotated[Optional[str], typer.Option(
+    "--routings", metavar="NAMES", help="With an LLM: how flows find a spine, to compare: ideal, ecmp, adaptive "
+                                        "(default: each cluster's network.routing).")]
+PlanSeedsOption = Annotated[Optional[str], typer.Option(
+    "--seeds", metavar="N", help="With an LLM: draws of ECMP's hashes the best configuration runs over (median, "
+                                 "90th percentile; default 1).")]
 ClustersOption = Annotated[Optional[str], typer.Option(
     "--clusters", metavar="PRESETS|FILES", help="With an LLM: candidate clusters, presets or cluster files, comma "
     "separated (default: dgx-h100,hgx-h200, the H100-class presets).")]
@@ -66,7 +72,7 @@ EfficiencyOption = Annotated[Optional[str], typer.Option(
     "each cluster's calibration, else its kernel model).")]
 
 LLM_ONLY = ("clusters", "nic_rates", "gbs", "seq", "precision", "max_configs", "tp", "pp", "ep", "zero",
-            "efficiency", "grad_dtype", "memory_reserve", "calibrated")
+            "efficiency", "grad_dtype", "memory_reserve", "calibrated", "routings", "seeds")
 # CNN-only options and their defaults: given otherwise with an LLM, they are an error, not silently ignored
 CNN_ONLY = {"gpus_per_server": None, "levels": None, "algo": None, "hosts_per_leaf": None, "placement": "linear",
             "fusion": "time-or-size", "target": None, "iteration_time": None, "radix": None,
@@ -94,6 +100,7 @@ def _rates(text: str | None) -> tuple[float, ...]:
 
 def llm_request(o: dict):
     """The `LlmPlanRequest` of the parsed command line `o`; CNN-only options are an error."""
+    from fabriclab.cli.routing_options import parse_seeds
     from fabriclab.fabric.presets import PRESETS
     from fabriclab.plan.llm import DEFAULT_CLUSTERS, DEFAULT_MAX_CONFIGS, MAX_LLM_GPUS, LlmPlanRequest
     from fabriclab.units import parse_int_list
@@ -117,6 +124,7 @@ def llm_request(o: dict):
         fabrics=() if o["fabrics"] is None else tuple(dict.fromkeys(split_list(o["fabrics"], "--fabrics"))),
         bisections=() if o["bisection"] is None else tuple(dict.fromkeys(
             parse_bisection(b) for b in split_list(o["bisection"], "bisections"))),
+        routings=_routings(o["routings"]), seeds=1 if o["seeds"] is None else parse_seeds(o["seeds"]),
         gbs=None if o["gbs"] is None else parse_count(o["gbs"], "--gbs"),
         seq=None if o["seq"] is None else parse_count(o["seq"], "--seq"),
         precision=(o["precision"] or "bf16").strip().lower(),
@@ -124,6 +132,19 @@ def llm_request(o: dict):
         exhaustive=o["exhaustive"], budget_usd=_budget(o["budget"]),
         prices_path=None if o["prices"] is None else str(o["prices"]), bounds=_bounds(o),
         efficiency=parse_share(o["efficiency"]), memory=memory_options(o["grad_dtype"] or "fp32", o["memory_reserve"]))
+
+
+def _routings(text: str | None) -> tuple[str, ...]:
+    """`--routings ideal,ecmp,adaptive` (dmodk: ideal)."""
+    from fabriclab.fabric.cluster import ROUTINGS
+
+    if text is None:
+        return ()
+    words = ["ideal" if w.lower() == "dmodk" else w.lower() for w in split_list(text, "--routings")]
+    bad = [w for w in words if w not in ROUTINGS]
+    if bad:
+        raise ValueError(f"--routings {bad[0]!r}: use one or more of {', '.join(ROUTINGS)}")
+    return tuple(dict.fromkeys(words))
 
 
 def _bounds(o: dict):
@@ -162,7 +183,8 @@ def run_llm(o: dict) -> None:
     print_llm_plan(output, request, result)
     config = {"model": request.model, "gpus": list(request.gpus), "clusters": [n for n, _ in request.clusters],
               "nic_rates_Gbps": [r * 8 / 1e9 for r in request.nic_rates_Bps], "fabrics": list(request.fabrics),
-              "bisections": [str(b) for b in request.bisections], "gbs": result.stats["gbs"],
+              "bisections": [str(b) for b in request.bisections], "routings": list(request.routings),
+              "seeds": request.seeds, "gbs": result.stats["gbs"],
               "seq": result.stats["seq"], "precision": request.precision, "max_configs": request.max_configs,
               "exhaustive": request.exhaustive, "budget_usd": request.budget_usd, "prices": request.prices_path,
               **{f"bound_{k}": getattr(request.bounds, k) for k in ("tp", "pp", "ep", "zero")},
@@ -225,6 +247,19 @@ def _seconds(value: float) -> str:
     return f"{value:.3g}" if value >= 1e-9 else "0"  # rounding noise of the schedule's sums reads as 0
 
 
+def fabric_table(rows: list[dict]) -> Table:
+    """The fabric's mechanisms per option: the step over the hashes' draws and what routing and congestion
+    control add to the flow model's step."""
+    table = Table(title="the fabric as it runs: step over the draws, and what each mechanism adds (s)")
+    for col in ("#", "routing", "transport", "median", "p90", "flow model", "routing", "congestion"):
+        table.add_column(col, justify="left" if col in ("routing", "transport") else "right")
+    for i, r in enumerate(rows, 1):
+        table.add_row(str(i), r["routing"], r["transport"], _seconds(r["step_time_s_median"]),
+                      _seconds(r["step_time_s_p90"]), _seconds(r["flow_model_step_s"]), _seconds(r["routing_cost_s"]),
+                      _seconds(r["congestion_cost_s"]))
+    return table
+
+
 def runner_up_table(rows: list[dict]) -> Table:
     """Each row's second-best configuration and how much longer its step is."""
     table = Table(title="the runner-up configuration of each row")
@@ -244,6 +279,8 @@ def print_llm_plan(output: Output, request, result) -> None:
     output.table(configs_table(result.rows))
     output.table(network_table(result.rows))
     output.table(runner_up_table(result.rows))
+    if any((r["routing"], r["transport"]) != ("ideal", "ideal") for r in result.rows):
+        output.table(fabric_table(result.rows))
     for line in [*result.ties, *result.pcie]:
         output.note(line)
     for i, r in enumerate(result.rows, 1):

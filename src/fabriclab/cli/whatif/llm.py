@@ -30,7 +30,9 @@ from fabriclab.cli.llm_options import (AttentionOption, BisectionOption, CpOptio
                                        MemoryReserveOption, memory_options, parse_share, step_options)
 from fabriclab.cli.options import ClusterOption, load_cluster_option
 from fabriclab.cli.routing_options import (
+    BusyOption,
     ClusterRoutingOption,
+    JobPlacementOption,
     QpsOption,
     SeedsOption,
     TransportOption,
@@ -175,7 +177,7 @@ def register(app: typer.Typer) -> None:
                 fabric: FabricOption = None, bisection: BisectionOption = None, nic_rate: NicRateOption = None,
                 domain_gpus: DomainGpusOption = None, calibrated: CalibratedOption = None,
                 routing: ClusterRoutingOption = None, qps: QpsOption = None, transport: TransportOption = None,
-                seeds: SeedsOption = "1",
+                placement: JobPlacementOption = None, busy: BusyOption = None, seeds: SeedsOption = "1",
                 per_stage: bool = typer.Option(False, "--per-stage", help="Also every pipeline stage's split."),
                 efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Run every matrix at this "
                                                          "share of peak, e.g. 0.45 (default: each kernel by "
@@ -195,41 +197,60 @@ def register(app: typer.Typer) -> None:
         Default cluster: dgx-h100 (--cluster); compute timed kernel by kernel by the GPU's kernel model
         (`calibrate kernels`), x the scale `calibrate step` stored in the cluster file, else as measured
         alone (--efficiency: one share of peak instead)."""
-        from fabriclab.whatif.llm.run import simulate_llm
-
-        out = Output(fmt, json_path, store)
-        check_output_path(trace, "--trace")
-        check_trace_prefix(chakra, "--chakra")
+        out = _output(fmt, json_path, store, trace, chakra)
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
                                   recompute, precision, order, attention)
-        the_cluster = calibrated_cluster(vary_cluster_options(load_cluster_option(cluster or "dgx-h100"), fabric,
-                                                              bisection, nic_rate, domain_gpus), calibrated)
-        the_cluster = routed_cluster(the_cluster, routing, qps, transport)
+        the_cluster = routed_cluster(calibrated_cluster(vary_cluster_options(load_cluster_option(
+            cluster or "dgx-h100"), fabric, bisection, nic_rate, domain_gpus), calibrated), routing, qps, transport,
+            placement, busy)
         options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap, gpu_spread)
         kwargs = {"options": options, "efficiency": _share(efficiency),
                   "memory_options": memory_options(grad_dtype, memory_reserve)}
         stages = _trace_stages(trace_stage, job.par.pp)
-        answer = simulate_llm(job.spec, job.par, the_cluster, **kwargs)
+        answer = _simulate(job, the_cluster, kwargs)
         graphs = _export(answer) if chakra is not None else None  # refused before anything is printed
         print_answer(out, answer)
         drawn = _over_draws(out, job, the_cluster, answer, parse_seeds(seeds), kwargs)
         worth = _domain_worth(out, job, the_cluster, answer, kwargs)
-        per = print_stages(out, answer) if per_stage else [
-            {"stage": s, **split} for s, split in enumerate(answer.result.split_by_stage)]
+        per = print_stages(out, answer) if per_stage else _stage_splits(answer)
         sweep = _sweep(out, job, the_cluster, _rates(bandwidth), kwargs) if bandwidth else []
         links = print_links(out, answer)
         events = _write_files(out, answer, trace, (chakra, graphs), stages)
         config = {"cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap, "ep_overlap": ep_overlap,
                   **_options_config(options), "grad_dtype": grad_dtype, "fabric": fabric, "bisection": bisection,
-                  "nic_rate": nic_rate, "domain_gpus": domain_gpus, "calibrated": calibrated, "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes,
-                  "routing": the_cluster.network.routing, "qps_per_connection": the_cluster.network.qps_per_connection,
-                  "transport": the_cluster.network.transport, "seeds": parse_seeds(seeds)}
+                  "nic_rate": nic_rate, "domain_gpus": domain_gpus, "calibrated": calibrated,
+                  "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes, **_network_config(the_cluster, seeds)}
         _save(out, job, config, answer, {"stages": per, "bandwidth_sweep": sweep, "busiest_links": links,
                                          "trace": events, "domain_worth": worth, **drawn})
 
 
+def _output(fmt, json_path, store, trace: Path | None, chakra: Path | None) -> Output:
+    """The command's output, once `--trace` and `--chakra` are known to be writable."""
+    check_output_path(trace, "--trace")
+    check_trace_prefix(chakra, "--chakra")
+    return Output(fmt, json_path, store)
+
+
+def _stage_splits(answer) -> list[dict]:
+    return [{"stage": s, **split} for s, split in enumerate(answer.result.split_by_stage)]
+
+
+def _simulate(job: LlmJob, cluster, kwargs: dict):
+    from fabriclab.whatif.llm.run import simulate_llm
+
+    return simulate_llm(job.spec, job.par, cluster, **kwargs)
+
+
+def _network_config(cluster, seeds: str) -> dict:
+    """The fabric as it ran, for the record."""
+    n = cluster.network
+    return {"routing": n.routing, "qps_per_connection": n.qps_per_connection, "transport": n.transport,
+            "placement": n.placement, "busy_share": n.busy_share, "seeds": parse_seeds(seeds)}
+
+
 def _over_draws(out: Output, job: LlmJob, cluster, answer, seeds: int, kwargs: dict) -> dict:
-    """With ECMP and --seeds N > 1: the step over N draws of the hashes, its median and 90th percentile."""
+    """With ECMP or a scattered job and --seeds N > 1: the step over N draws of the hashes and servers, its
+    median and 90th percentile."""
     from fabriclab.nccl.routing import draws, median_p90
     from fabriclab.whatif.llm.run import simulate_llm
 
@@ -238,7 +259,7 @@ def _over_draws(out: Output, job: LlmJob, cluster, answer, seeds: int, kwargs: d
         return {}
     steps = [answer.step_time_s] + [simulate_llm(job.spec, job.par, c, **kwargs).step_time_s for c in clusters[1:]]
     median, p90 = (float(v) for v in median_p90(steps))
-    _note(out, f"over {seeds} draws of ECMP's hashes: step median {median:.3f} s, p90 {p90:.3f} s "
+    _note(out, f"over {seeds} draws of the hashes and servers: step median {median:.3f} s, p90 {p90:.3f} s "
                f"(min {min(steps):.3f}, max {max(steps):.3f})")
     return {"step_time_s_median": median, "step_time_s_p90": p90, "step_times_s": steps}
 

@@ -27,6 +27,7 @@ Try it: `fabriclab plan --model llama3-70b --gpus 1024 --clusters dgx-h100 --nic
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -67,6 +68,10 @@ class LlmPlanRequest:
     """Networks to try: rail and/or fat-tree; empty: each cluster's own."""
     bisections: tuple[Fraction, ...] = ()
     """Bisections to try, in (0, 1]; empty: each cluster's own."""
+    routings: tuple[str, ...] = ()
+    """How flows find a spine, to try: ideal, ecmp, adaptive (`nccl/routing.py`); empty: each cluster's own."""
+    seeds: int = 1
+    """Draws of ECMP's hashes the best configuration of an option is run over (median and 90th percentile)."""
     gbs: int | None = None
     """Global batch in sequences; None: DEFAULT_TOKENS_PER_STEP / seq as a power of two."""
     seq: int | None = None
@@ -202,13 +207,16 @@ def build_options(request: LlmPlanRequest) -> list[PlanOption]:
     for name, base in request.clusters:
         for rate in request.nic_rates_Bps or (base.server.nic_bandwidth_Bps,):
             for fabric in request.fabrics or (base.network.fabric,):
-                for ratio in request.bisections or (Fraction(base.network.bisection).limit_denominator(64),):
-                    key = (name, rate, fabric, ratio)
+                for ratio, routing in itertools.product(
+                        request.bisections or (Fraction(base.network.bisection).limit_denominator(64),),
+                        request.routings or (base.network.routing,)):
+                    key = (name, rate, fabric, ratio, routing)
                     if key in seen:
                         continue
                     seen.add(key)
-                    cluster = vary_cluster(base, nic_rate_Bps=rate, fabric=fabric, bisection=ratio)
-                    label = f"{name} {fabric} {_rate_label(rate)}" + ("" if ratio == 1 else f" {ratio}")
+                    cluster = vary_cluster(base, nic_rate_Bps=rate, fabric=fabric, bisection=ratio, routing=routing)
+                    label = (f"{name} {fabric} {_rate_label(rate)}" + ("" if ratio == 1 else f" {ratio}")
+                             + ("" if routing == "ideal" else f" {routing}"))
                     options.append(PlanOption(label=label, name=name, cluster=cluster))
                     used = 0 if base.server.domain_gpus_used else power_of_two_use(base)
                     if used and any(domain_gpus_used(cluster, n) != used for n in request.gpus if n % used == 0):
@@ -288,7 +296,7 @@ def llm_point(work: LlmPlanWork, point: tuple[int, int]) -> dict:
         f"{option.label}, {gpus:,} GPUs: configuration {i:,} of {n:,} that fit"))
     counts["simulated"], counts["bounded"] = len(found["answers"]), found["bounded"]
     ranked = sorted(found["answers"], key=lambda ab: (ab[0].step_time_s, ab[0].memory.total_bytes))
-    row = {**where, **_best_row(ranked[0][0], option, fitted, found),
+    row = {**where, **_best_row(ranked[0][0], option, fitted, found), **fabric_costs(work, k, ranked[0][0]),
            **_runner_up(ranked[0][0], ranked[1][0] if len(ranked) > 1 else None),
            **option_cost(option.cluster, gpus, work.table, shipped=work.shipped)}
     return {"rows": [row], "configs": [{**where, **_config_row(a, b)} for a, b in found["answers"]], "unfit": [],
@@ -392,6 +400,28 @@ def _runner_up(best, second) -> dict:
                 "runner_up_split_s": None}
     return {"runner_up": short(second.par), "runner_up_step_s": second.step_time_s,
             "runner_up_slower": second.step_time_s / best.step_time_s - 1, "runner_up_split_s": second.result.split_s}
+
+
+def fabric_costs(work: LlmPlanWork, k: int, answer) -> dict:
+    """The best configuration's step over the draws of the hashes (median, 90th percentile) and what the
+    routing and the congestion control each add to the flow model's step (`nccl/routing.py`,
+    `nccl/congestion.py`): the same configuration with the routing ideal and the transport ideal, then with
+    the routing alone."""
+    from fabriclab.nccl.routing import draws, median_p90
+
+    cluster, par = work.options[k].cluster, answer.par
+    n = cluster.network
+
+    def step(c) -> float:
+        return Evaluator(work.spec, c, memo=work.memo, efficiency=work.request.efficiency).simulate(par).step_time_s
+
+    steps = [answer.step_time_s] + [step(c) for c in draws(cluster, work.request.seeds)[1:]]
+    median, p90 = (float(v) for v in median_p90(steps))
+    flow = answer.step_time_s if (n.routing, n.transport) == ("ideal", "ideal") else step(
+        replace(cluster, network=replace(n, routing="ideal", transport="ideal")))
+    routed = answer.step_time_s if n.transport == "ideal" else step(replace(cluster, network=replace(n, transport="ideal")))
+    return {"routing": n.routing, "transport": n.transport, "step_time_s_median": median, "step_time_s_p90": p90,
+            "flow_model_step_s": flow, "routing_cost_s": routed - flow, "congestion_cost_s": answer.step_time_s - routed}
 
 
 def _smallest(fitted, ev: Evaluator) -> dict:

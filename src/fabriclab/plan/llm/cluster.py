@@ -10,24 +10,27 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 
-from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.fabric.cluster import ROUTINGS, ClusterModel
 
 FABRICS = ("rail", "fat-tree")
 
 
 def vary_cluster(base: ClusterModel, *, nic_rate_Bps: float | None = None, fabric: str | None = None,
-                 bisection: Fraction | float | None = None) -> ClusterModel:
+                 bisection: Fraction | float | None = None, routing: str | None = None) -> ClusterModel:
     """`base` with another NIC line rate per GPU, network between the servers (rail or fat-tree) or bisection:
     an option of `plan` (`--nic-rates`, `--fabrics`, `--bisection`) and the cluster `whatif llm --nic-rate
     --fabric --bisection` simulates; None keeps the cluster's own."""
     if fabric is not None and fabric not in FABRICS:
         raise ValueError(f"network {fabric!r}: with an LLM the network between the servers is "
                          f"{' or '.join(FABRICS)} (the NIC rate per GPU is a rate, e.g. 400Gbps)")
+    if routing is not None and routing not in ROUTINGS:
+        raise ValueError(f"routing {routing!r}: use one of {', '.join(ROUTINGS)}")
     if bisection is not None and not 0 < bisection <= 1:
         raise ValueError(f"bisection {bisection}: give a ratio in (0, 1], e.g. 1/2")
     server = base.server if nic_rate_Bps is None else replace(base.server, nic_bandwidth_Bps=nic_rate_Bps)
     network = replace(base.network, fabric=fabric or base.network.fabric,
-                      bisection=base.network.bisection if bisection is None else float(bisection))
+                      bisection=base.network.bisection if bisection is None else float(bisection),
+                      routing=routing or base.network.routing)
     return replace(base, server=server, network=network)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fabriclab.nccl.links import cluster_topology
+from fabriclab.nccl.links import cluster_topology, job_endpoints
 from fabriclab.workload.parallel import ParallelConfig
 
 KINDS = ("NVLink", "PCIe", "NIC-leaf", "leaf-spine")
@@ -201,7 +201,8 @@ def link_loads(answer):
             pending: list = []
             for lo in range(0, src.size, ROUTE_BATCH):  # in batches: the routes of 16,384 GPUs' rings are large
                 part = slice(lo, lo + ROUTE_BATCH)
-                offsets, hops = topology.routes(src[part], dst[part])
+                offsets, hops = topology.routes(job_endpoints(answer.cluster, par.num_gpus, src[part]),
+                                                job_endpoints(answer.cluster, par.num_gpus, dst[part]))
                 pending.append((hops, np.repeat(size[part], np.diff(offsets))))
                 if sum(h.size for h, _ in pending) >= FLUSH_ENTRIES or lo + ROUTE_BATCH >= src.size:
                     # one count over many batches: a count per batch costs a pass over every link
