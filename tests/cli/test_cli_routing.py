@@ -13,12 +13,12 @@ from fabriclab.cli.main import app
 def test_simulate_collective_reports_median_and_p90(tmp_path):
     out = tmp_path / "r.json"
     result = CliRunner().invoke(app, ["simulate", "collective", "--cluster", "roce-h100", "--gpus", "64",
-                                      "--sizes", "256MB", "--collective", "alltoall", "--seeds", "4",
+                                      "--sizes", "256MB", "--collective", "allreduce", "--seeds", "4",
                                       "--json", str(out), "--store", str(tmp_path / "s.db")], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     record = json.loads(out.read_text())
     row = record["results"][0]
-    assert row["time_us_p90"] >= row["time_us"] > 0
+    assert row["time_us_p90"] > row["time_us"] > 0  # these 4 draws differ
     assert record["config"]["routing"] == "ecmp" and record["config"]["seeds"] == 4
 
 

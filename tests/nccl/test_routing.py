@@ -65,14 +65,44 @@ def test_per_message_hashing_loses_what_balls_in_bins_say():
     assert got == pytest.approx(expected, rel=0.05)
 
 
-def test_adaptive_spreads_a_leaf_over_its_uplinks():
-    """Eight flows all to destinations D-mod-K puts on one spine: adaptive routing spreads them over four."""
+def test_adaptive_spreads_what_d_mod_k_piles_on_one_uplink():
+    """Two flows from NICs 0 and 4 of a server on leaf 0 to NICs 0 and 4 of a server on leaf 1: D-mod-K
+    sends both over spine 0 (port 16 and 20 are 0 mod the 4 spines of a 1/4 tree), two NICs' worth on one
+    up-link; adaptive routing spreads them over all 4, so the NICs bound them again: half the time."""
     topo = _two_leaves(1 / 4)
-    dst = np.full(8, 16)  # one destination GPU: D-mod-K sends every flow over its one spine
-    src = np.arange(8, 16)
-    ideal = route_effects(topo, src, dst, np.ones(8), _net())
-    adaptive = route_effects(topo, src, dst, np.ones(8), _net(routing="adaptive"))
-    assert adaptive[0] <= 1.0 and adaptive[1] <= ideal[1]
+    src, dst = np.array([8, 12]), np.array([16, 20])
+    assert {int(topo.router.nic_spine[d // 8, d % 8]) for d in dst} == {0}
+    factor, over, _ = route_effects(topo, src, dst, np.ones(2), _net(routing="adaptive"))
+    assert factor == pytest.approx(0.5) and over == pytest.approx(0.5)
+    assert route_effects(topo, src, dst, np.ones(2), _net())[1] == pytest.approx(2.0)  # D-mod-K's overload
+
+
+def test_a_draw_is_the_same_in_every_process():
+    """The hashes are a function of the seed, not of the Python process (str hashes are salted per process)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from fabriclab.fabric.presets import cluster_preset as c; from fabriclab.nccl.predict import "
+            "collective_times as t; print(t(c('roce-h100'), 64, [256 << 20], 'allreduce')[0][0])")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONHASHSEED": str(h)}).stdout for h in (1, 2, 3)}
+    assert len(outs) == 1 and float(outs.pop()) > 0
+
+
+def test_nvls_tree_is_moved_only_by_what_the_fabric_adds():
+    """Two servers on one leaf: no spine, so InfiniBand credits or adaptive routing add nothing to NCCL's
+    NVLS-tree estimate; an oversubscribed hashed RoCE tier does."""
+    c = cluster_preset("dgx-h100")
+    base = collective_times(c, 16, [1 << 30], "allreduce")
+    for changes in ({"transport": "ib"}, {"routing": "adaptive"}):
+        moved = collective_times(replace(c, network=replace(c.network, **changes)), 16, [1 << 30], "allreduce")
+        assert moved[1] == base[1] == ["nvls_tree/Simple"] and moved[0][0] == base[0][0]
+    roce = cluster_preset("roce-h100")
+    tight = replace(roce, network=replace(roce.network, leaf_ports=16, bisection=0.25))
+    t, pick = collective_times(tight, 32, [64 << 20], "allreduce")
+    plain = replace(tight, network=replace(tight.network, bisection=1.0, routing="ideal", transport="ideal"))
+    assert pick == ["nvls_tree/Simple"] and t[0] > 1.5 * collective_times(plain, 32, [64 << 20], "allreduce")[0][0]
 
 
 @pytest.mark.parametrize("ratio", [0.5, 1.0])

@@ -80,6 +80,8 @@ ServersOption = Annotated[Optional[str], typer.Option(
 
 def _cluster_prediction(o: dict, out: Output) -> None:
     """`--cluster FILE|PRESET`: the cluster's library model predicts a whole size sweep (`nccl/sweep.py`)."""
+    from dataclasses import replace
+
     from fabriclab.nccl.layout import on_servers
     from fabriclab.nccl.sweep import band_notes, switches
     from fabriclab.units import parse_size_range
@@ -95,6 +97,9 @@ def _cluster_prediction(o: dict, out: Output) -> None:
     sizes = parse_size_range(o["sizes"] if o["sizes"] is not None else "8B:1GB")
     placement = None if o["placement"] == "linear" else o["placement"]
     cluster = routed_cluster(cluster, o["routing"], o["qps"], o["transport"], placement, o["busy"])
+    if o["seed"] != "0":  # --seed: the first draw of the hashes and servers
+        cluster = replace(cluster, network=replace(cluster.network, routing_seed=parse_count(o["seed"], "--seed",
+                                                                                              minimum=0)))
     sweep = seeded_sweep(cluster, num_gpus, sizes, o["collective"], parse_seeds(o["seeds"]))
     if o["fmt"] == NCCL_TESTS:
         stream = sys.stderr if out.machine_stdout else sys.stdout
@@ -122,15 +127,17 @@ def seeded_sweep(cluster, num_gpus: int, sizes: list[int], collective: str, seed
     from fabriclab.nccl.sweep import predict_sweep
 
     sweeps = [predict_sweep(c, num_gpus, sizes, collective) for c in draws(cluster, seeds)]
-    if len(sweeps) == 1 and cluster.network.routing != "ecmp":
+    if len(sweeps) == 1 and cluster.network.routing != "ecmp" and cluster.network.placement != "scattered":
         return sweeps[0]
     times = [[r["time_us"] for r in s.rows] for s in sweeps]
     median, p90 = median_p90(times)
     rows = []
     for row, mid, high in zip(sweeps[0].rows, median, p90):
-        scale = row["time_us"] / mid
+        scale = row["time_us"] / mid  # the first draw's rates, moved to the median time
         rows.append({**row, "time_us": float(mid), "time_us_p90": float(high),
-                     "algbw_GBps": row["algbw_GBps"] * scale, "busbw_GBps": row["busbw_GBps"] * scale})
+                     **{k: row[k] * scale for k in ("algbw_GBps", "busbw_GBps", "inplace_algbw_GBps",
+                                                     "inplace_busbw_GBps", "busbw_low_GBps", "busbw_high_GBps")},
+                     "inplace_time_us": row["inplace_time_us"] / scale})
     return replace(sweeps[0], rows=rows)
 
 

@@ -20,6 +20,14 @@ from rich.table import Table
 from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, user_errors
 from fabriclab.cli.llm_options import BisectionOption, FabricOption
 from fabriclab.cli.options import ClusterOption, load_cluster_option, parse_count, parse_number
+from fabriclab.cli.routing_options import (
+    ClusterRoutingOption,
+    QpsOption,
+    SeedsOption,
+    TransportOption,
+    parse_seeds,
+    routed_cluster,
+)
 
 JobOption = Annotated[Optional[list[str]], typer.Option(
     "--job", metavar="COLLECTIVE:GPUS:SIZE",
@@ -31,14 +39,6 @@ PlacementOption = Annotated[str, typer.Option(
 BusyOption = Annotated[str, typer.Option(
     "--busy", metavar="SHARE", help="Share of the cluster's servers other jobs hold, in [0, 1), e.g. 0.5: the "
                                     "cluster has the jobs' servers / (1 - SHARE).")]
-RoutingNameOption = Annotated[Optional[str], typer.Option(
-    "--routing", metavar="NAME", help="ideal (D-mod-K), ecmp (hashed flows) or adaptive, instead of the "
-                                      "cluster's.")]
-QpsOption = Annotated[Optional[str], typer.Option(
-    "--qps", metavar="N", help="Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION), instead of the "
-                               "cluster's: each a flow ECMP hashes.")]
-SeedsOption = Annotated[str, typer.Option(
-    "--seeds", metavar="N", help="Draws of the hashes and of a scattered placement (median and p90).")]
 ServersOption = Annotated[Optional[str], typer.Option(
     "--servers", metavar="N", help="Servers of the cluster (default: the jobs' servers / (1 - busy)).")]
 
@@ -63,22 +63,11 @@ def parse_job(text: str, cluster):
 
 
 def jobs_cluster(o: dict):
-    """The cluster of the command line `o`, with --fabric, --bisection, --routing and --qps applied."""
-    from dataclasses import replace
-
+    """The cluster of the command line `o`, with --fabric, --bisection, --routing, --qps and --transport."""
     from fabriclab.cli.llm_options import vary_cluster_options
-    from fabriclab.fabric.cluster import ROUTINGS
 
     cluster = vary_cluster_options(load_cluster_option(o["cluster"]), o["fabric"], o["bisection"], None)
-    network = cluster.network
-    if o["routing"] is not None:
-        routing = o["routing"].strip().lower()
-        if routing not in ROUTINGS:
-            raise ValueError(f"--routing {o['routing']!r}: use one of {', '.join(ROUTINGS)}")
-        network = replace(network, routing=routing)
-    if o["qps"] is not None:
-        network = replace(network, qps_per_connection=parse_count(o["qps"], "--qps", maximum=128))
-    return replace(cluster, network=network)
+    return routed_cluster(cluster, o["routing"], o["qps"], o["transport"])
 
 
 def _busy(text: str) -> float:
@@ -104,8 +93,9 @@ def jobs_cmd(
     job: JobOption = None,
     placement: PlacementOption = "packed",
     busy: BusyOption = "0",
-    routing: RoutingNameOption = None,
+    routing: ClusterRoutingOption = None,
     qps: QpsOption = None,
+    transport: TransportOption = None,
     seeds: SeedsOption = "1",
     servers: ServersOption = None,
     fabric: FabricOption = None,
@@ -132,14 +122,15 @@ def jobs_cmd(
     share = _busy(busy)
     num_servers = None if servers is None else parse_count(servers, "--servers")
     _check_fit(model, jobs, share, num_servers)
-    num_seeds = parse_count(seeds, "--seeds", maximum=1000)
+    num_seeds = parse_seeds(seeds)
     results = simulate_jobs(model, jobs, placement=placement, busy=share, num_seeds=num_seeds,
                             num_servers=num_servers)
     rows = [r.summary() for r in results]
     out.table(_table(rows, model, placement, share, num_seeds))
     config = {"cluster": cluster, "cluster_name": model.name, "jobs": [asdict(j) for j in jobs], "placement": placement,
               "busy": share, "routing": model.network.routing, "qps_per_connection": model.network.qps_per_connection,
-              "seeds": num_seeds, "num_servers": num_servers, "fabric": model.network.fabric,
+              "transport": model.network.transport, "seeds": num_seeds, "num_servers": num_servers,
+              "fabric": model.network.fabric,
               "bisection": model.network.bisection}
     out.record("simulate.jobs", config, rows)
 
@@ -149,7 +140,7 @@ def _table(rows: list[dict], cluster, placement: str, busy: float, seeds: int) -
 
     n = cluster.network
     where = cluster.name if n.fabric in cluster.name else f"{cluster.name} ({n.fabric})"
-    table = Table(title=f"{where}, routing {n.routing}, {placement}, busy {busy:g}, "
+    table = Table(title=f"{where}, {n.routing} over {n.transport}, {placement}, busy {busy:g}, "
                         f"{seeds} seed{'s' if seeds > 1 else ''}")
     for col in ("job", "GPUs", "size", "servers", "leaves", "alone ms", "together ms", "slowdown", "p90"):
         table.add_column(col, justify="left" if col == "job" else "right")

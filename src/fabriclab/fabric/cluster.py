@@ -521,21 +521,25 @@ def check_routing(n: NetworkSpec, where: str) -> None:
     for key, value, allowed in (("routing", n.routing, ROUTINGS), ("transport", n.transport, TRANSPORTS)):
         if value not in allowed:
             raise ValueError(f"cluster file {where}: network.{key} is {value!r}; use one of {', '.join(allowed)}")
-    for key, value in (("qps_per_connection", n.qps_per_connection), ("routing_seed", n.routing_seed + 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"cluster file {where}: network.{key} is {getattr(n, key)!r}; give a whole number "
-                             f">= {1 if key == 'qps_per_connection' else 0}")
+    for key, least, most in (("qps_per_connection", 1, 64), ("routing_seed", 0, 2**32 - 1)):
+        value = getattr(n, key)
+        if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
+            raise ValueError(f"cluster file {where}: network.{key} is {value!r}; give a whole number from {least} "
+                             f"to {most}")
     if not isinstance(n.hash_per_message, bool):
         raise ValueError(f"cluster file {where}: network.hash_per_message is {n.hash_per_message!r}; give true or false")
     m = n.messages_in_flight
-    if not isinstance(m, (int, float)) or isinstance(m, bool) or not math.isfinite(m) or m < 1:
-        raise ValueError(f"cluster file {where}: network.messages_in_flight is {m!r}; give a number >= 1")
+    if not isinstance(m, (int, float)) or isinstance(m, bool) or not 1 <= m <= 64:
+        raise ValueError(f"cluster file {where}: network.messages_in_flight is {m!r}; give a number from 1 to 64")
     if n.placement not in PLACEMENTS:
         raise ValueError(f"cluster file {where}: network.placement is {n.placement!r}; use one of "
                          f"{', '.join(PLACEMENTS)}")
     b = n.busy_share
     if not isinstance(b, (int, float)) or isinstance(b, bool) or not 0 <= b < 1:
         raise ValueError(f"cluster file {where}: network.busy_share is {b!r}; give a share in [0, 1), e.g. 0.5")
+    if b and n.placement != "scattered":
+        raise ValueError(f"cluster file {where}: network.busy_share is {b!r} with placement {n.placement!r}; a busy "
+                         f"share goes with placement scattered (a packed job holds the first servers)")
 
 
 def check_domain(s: ServerSpec, where: str) -> None:

@@ -36,6 +36,7 @@ from fabriclab.nccl.links import link_seconds_per_byte as l; print(l(c('dgx-h100
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -62,6 +63,8 @@ _REF_BYTES = float(1 << 30)
 # Transfers the general engine is given at most (about 1 kB of Python objects each): an all-to-all of
 # 1,024 GPUs is 1.05 M.
 MAX_GENERAL_TRANSFERS = 2_000_000
+# Servers a scattered job's cluster may have (16,384 servers of 8 GPUs: the layout's own limit).
+MAX_SCATTERED_SERVERS = 16_384
 
 
 def _endpoints(lay: Layout, g: int, ranks: np.ndarray) -> np.ndarray:
@@ -139,6 +142,9 @@ def job_server_map(network: NetworkSpec, servers: int) -> tuple[int, tuple[int, 
     if network.placement != "scattered" or servers < 2:
         return servers, None
     total = math.ceil(servers / (1.0 - network.busy_share) - 1e-9)
+    if total > MAX_SCATTERED_SERVERS:
+        raise ValueError(f"a job of {servers:,} servers scattered over a cluster {network.busy_share:.0%} busy needs "
+                         f"{total:,} servers; at most {MAX_SCATTERED_SERVERS:,} are simulated: give a lower busy share")
     if total == servers:
         return servers, None
     rng = np.random.default_rng([network.routing_seed, 0x91AC])
@@ -240,7 +246,8 @@ def _route_effects(key: TopologyKey, lay: Layout, algorithm: str, collective: st
     """The routed time over the D-mod-K time of the same transfers, and the overload of the busiest spine
     link with its rate (`nccl/routing.py`)."""
     src, dst, size = _pairs(lay, algorithm, collective, num_channels, key.gpus_per_server, key.server_map)
-    salt = hash((algorithm, collective, num_channels, lay.num_gpus)) & 0xFFFFFFFF
+    # a digest, not hash(): Python salts str hashes per process, and a draw must not change with the process
+    salt = zlib.crc32(repr((algorithm, collective, num_channels, lay.num_gpus)).encode())
     return route_effects(_topology(key), src, dst, size, network, salt)
 
 

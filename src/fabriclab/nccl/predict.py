@@ -121,17 +121,19 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
 
 
 def _nvls_tree_network(cluster: ClusterModel, num_gpus: int, size: np.ndarray, estimate: np.ndarray) -> np.ndarray:
-    """NVLS-tree's time with the network's floor. NCCL's estimate has no topology; between the servers its
-    bytes cross the NICs as a ring's would (every server sends and receives its share of the buffer), so
-    on a fabric that is not a full-bisection D-mod-K one (an oversubscribed, hashed or congested tier) it
-    takes at least that data time, with the congestion the transport adds. On a non-blocking D-mod-K
-    network the estimate stands (NCCL's own, as before routing was modelled)."""
+    """NVLS-tree's time with what the fabric adds. NCCL's estimate has no topology; between the servers its
+    bytes cross the NICs as a ring's would (every server sends and receives its share of the buffer), so an
+    oversubscribed, hashed, congested or shared tier adds to it what it adds to those bytes: their data time
+    here less their data time on a non-blocking D-mod-K fabric of the same servers (nothing on that fabric,
+    so NCCL's own estimate stands there)."""
     network = cluster.network
-    if network == replace(network, bisection=1.0, routing="ideal", transport="ideal"):
+    plain = replace(network, bisection=1.0, routing="ideal", transport="ideal", placement="packed", busy_share=0.0)
+    if network == plain:
         return estimate
     data = link_seconds_per_byte(cluster, num_gpus, "ring", "allreduce") * size
     data = congested_seconds(data, overload(cluster, num_gpus, "ring", "allreduce"), network.transport)
-    return np.maximum(estimate, data + cluster.library.host_overhead_s)
+    base = link_seconds_per_byte(replace(cluster, network=plain), num_gpus, "ring", "allreduce") * size
+    return estimate + np.maximum(0.0, data - base)
 
 
 def _pat_times(cluster: ClusterModel, num_gpus: int, lay, size: np.ndarray, collective: str, lat,

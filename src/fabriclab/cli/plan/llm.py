@@ -248,10 +248,12 @@ def _seconds(value: float) -> str:
 
 
 def fabric_table(rows: list[dict]) -> Table:
-    """The fabric's mechanisms per option: the step over the hashes' draws and what routing and congestion
-    control add to the flow model's step."""
-    table = Table(title="the fabric as it runs: step over the draws, and what each mechanism adds (s)")
-    for col in ("#", "routing", "transport", "median", "p90", "flow model", "routing", "congestion"):
+    """The fabric's mechanisms per option: the step over the draws and what routing and congestion control
+    add to the best configuration's flow-model step."""
+    table = Table(title="the fabric as it runs: the best configuration's step (s) over the --seeds draws (the rows "
+                        "above show the draw at the median), its flow-model step and what routing and congestion "
+                        "control add")
+    for col in ("#", "routing", "transport", "median", "p90", "flow model", "+routing", "+congestion"):
         table.add_column(col, justify="left" if col in ("routing", "transport") else "right")
     for i, r in enumerate(rows, 1):
         table.add_row(str(i), r["routing"], r["transport"], _seconds(r["step_time_s_median"]),

@@ -197,7 +197,7 @@ def register(app: typer.Typer) -> None:
         Default cluster: dgx-h100 (--cluster); compute timed kernel by kernel by the GPU's kernel model
         (`calibrate kernels`), x the scale `calibrate step` stored in the cluster file, else as measured
         alone (--efficiency: one share of peak instead)."""
-        out = _output(fmt, json_path, store, trace, chakra)
+        out = _output(fmt, json_path, store, trace, chakra, seeds)
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
                                   recompute, precision, order, attention)
         the_cluster = routed_cluster(calibrated_cluster(vary_cluster_options(load_cluster_option(
@@ -224,10 +224,11 @@ def register(app: typer.Typer) -> None:
                                          "trace": events, "domain_worth": worth, **drawn})
 
 
-def _output(fmt, json_path, store, trace: Path | None, chakra: Path | None) -> Output:
-    """The command's output, once `--trace` and `--chakra` are known to be writable."""
+def _output(fmt, json_path, store, trace: Path | None, chakra: Path | None, seeds: str) -> Output:
+    """The command's output, once `--trace` and `--chakra` are known to be writable and `--seeds` to read."""
     check_output_path(trace, "--trace")
     check_trace_prefix(chakra, "--chakra")
+    parse_seeds(seeds)
     return Output(fmt, json_path, store)
 
 
@@ -256,6 +257,9 @@ def _over_draws(out: Output, job: LlmJob, cluster, answer, seeds: int, kwargs: d
 
     clusters = draws(cluster, seeds)
     if len(clusters) == 1:
+        if seeds > 1:
+            _note(out, f"--seeds {seeds}: nothing is drawn on this fabric (routing {cluster.network.routing}, "
+                       f"placement {cluster.network.placement}): one step")
         return {}
     steps = [answer.step_time_s] + [simulate_llm(job.spec, job.par, c, **kwargs).step_time_s for c in clusters[1:]]
     median, p90 = (float(v) for v in median_p90(steps))

@@ -264,10 +264,13 @@ class LlmPlanWork:
         self._caches()
 
     def evaluator(self, k: int) -> Evaluator:
-        """The Evaluator of option `k`, built once per process."""
+        """The Evaluator of option `k`, built once per process (over the draws with `--seeds`)."""
         if k not in self.evaluators:
-            self.evaluators[k] = Evaluator(self.spec, self.options[k].cluster, memo=self.memo,
-                                           efficiency=self.request.efficiency)
+            from fabriclab.nccl.routing import draws
+
+            evs = [Evaluator(self.spec, c, memo=self.memo, efficiency=self.request.efficiency)
+                   for c in draws(self.options[k].cluster, self.request.seeds)]
+            self.evaluators[k] = evs[0] if len(evs) == 1 else DrawnEvaluator(evs)
         return self.evaluators[k]
 
 
@@ -403,25 +406,61 @@ def _runner_up(best, second) -> dict:
 
 
 def fabric_costs(work: LlmPlanWork, k: int, answer) -> dict:
-    """The best configuration's step over the draws of the hashes (median, 90th percentile) and what the
-    routing and the congestion control each add to the flow model's step (`nccl/routing.py`,
-    `nccl/congestion.py`): the same configuration with the routing ideal and the transport ideal, then with
-    the routing alone."""
-    from fabriclab.nccl.routing import draws, median_p90
+    """The best configuration over the draws of the hashes and servers (`--seeds`: the median and 90th
+    percentile of its step; `answer` is its draw at the median, `DrawnEvaluator`) and what routing and
+    congestion control add to that draw's flow-model step (`nccl/routing.py`, `nccl/congestion.py`): the
+    same configuration with the routing ideal and the transport ideal, then with the routing alone."""
+    from fabriclab.nccl.routing import median_p90
 
-    cluster, par = work.options[k].cluster, answer.par
+    ev = work.evaluator(k)
+    steps = ev.steps(answer.par) if isinstance(ev, DrawnEvaluator) else [answer.step_time_s]
+    median, p90 = (float(v) for v in median_p90(steps))
+    cluster = answer.cluster
     n = cluster.network
 
-    def step(c) -> float:
-        return Evaluator(work.spec, c, memo=work.memo, efficiency=work.request.efficiency).simulate(par).step_time_s
+    def step(network) -> float:
+        c = replace(cluster, network=network)
+        return Evaluator(work.spec, c, memo=work.memo, efficiency=work.request.efficiency).simulate(answer.par).step_time_s
 
-    steps = [answer.step_time_s] + [step(c) for c in draws(cluster, work.request.seeds)[1:]]
-    median, p90 = (float(v) for v in median_p90(steps))
     flow = answer.step_time_s if (n.routing, n.transport) == ("ideal", "ideal") else step(
-        replace(cluster, network=replace(n, routing="ideal", transport="ideal")))
-    routed = answer.step_time_s if n.transport == "ideal" else step(replace(cluster, network=replace(n, transport="ideal")))
+        replace(n, routing="ideal", transport="ideal"))
+    routed = answer.step_time_s if n.transport == "ideal" else step(replace(n, transport="ideal"))
     return {"routing": n.routing, "transport": n.transport, "step_time_s_median": median, "step_time_s_p90": p90,
             "flow_model_step_s": flow, "routing_cost_s": routed - flow, "congestion_cost_s": answer.step_time_s - routed}
+
+
+class DrawnEvaluator:
+    """An option's Evaluator over the draws of its hashes and servers (`plan --seeds N` on an ECMP or
+    scattered fabric): a configuration's answer is its draw at the median (the upper middle of an even
+    count: a planner does not bet on the lucky draw), its lower bound the least of the draws' (a bound on
+    each of them), so the search ranks configurations by their typical step."""
+
+    def __init__(self, evaluators: list[Evaluator]) -> None:
+        self.evaluators = evaluators
+        self._answers: dict = {}
+
+    def __getattr__(self, name: str):
+        return getattr(self.evaluators[0], name)
+
+    def compute_bound_s(self, par) -> float:
+        return self.evaluators[0].compute_bound_s(par)  # compute alone: the same on every draw
+
+    def lower_bound_s(self, par) -> float:
+        return min(ev.lower_bound_s(par) for ev in self.evaluators)
+
+    def _all(self, par, memory=None) -> list:
+        key = par.describe()
+        if key not in self._answers:
+            self._answers[key] = [ev.simulate(par, memory) for ev in self.evaluators]
+        return self._answers[key]
+
+    def steps(self, par) -> list[float]:
+        return [a.step_time_s for a in self._all(par)]
+
+    def simulate(self, par, memory=None):
+        answers = self._all(par, memory)
+        order = sorted(range(len(answers)), key=lambda i: (answers[i].step_time_s, i))
+        return answers[order[len(answers) // 2]]
 
 
 def _smallest(fitted, ev: Evaluator) -> dict:
