@@ -14,7 +14,8 @@ from fabriclab.collectives import registry
 from fabriclab.collectives.schedule import RECV_COPY, RECV_REDUCE, Op, bus_bandwidth_factor
 from fabriclab.runtime.launch import LaunchConfig, spawn
 
-# Sizes are whole elements of every dtype used below (int64: 8 B); 8 B of float32 is 2 elements.
+# Sizes are whole elements of every dtype used below (int64: 8 B); 8 B of float32 is 2 elements. One round
+# of 3 iterations (no max_iters: no repetition): these tests check results, not which algorithm is faster.
 SMALL = dict(sizes_bytes=(8, 1000, 1 << 16), iters=3, warmup=1, num_ranks=3, timeout_s=30)
 
 
@@ -31,12 +32,21 @@ def corrupted_build(collective, algo, num_ranks, count, root=0):
 
 
 def test_small_sweep_has_every_column_and_no_wrong_result():
-    config = BenchConfig(algos=("ring", "butterfly", "native"), op="allreduce", **SMALL)
-    progress = []
-    rows = run_bench(config, on_row=progress.append)
+    # rounds of 3 up to 9 iterations or 0.3 s: every rank stops after the same round (or the run would hang)
+    config = BenchConfig(algos=("ring", "butterfly", "native"), op="allreduce", **SMALL | dict(max_iters=9,
+                                                                                                max_time_s=0.3))
+    progress, rounds = [], []
+    rows = run_bench(config, on_row=progress.append, on_progress=rounds.append)
     assert [(r["algo"], r["size_bytes"]) for r in rows] == [
         (a, s) for a in ("ring", "butterfly", "native") for s in (8, 1000, 1 << 16)]
     assert sorted(map(str, progress)) == sorted(map(str, rows))  # rank 0 reported each row as it finished
+    assert BenchConfig(**SMALL).repeat_cap.max_iters == 3  # without max_iters: one round, as bench.validate needs
+    # after every round rank 0 says how the comparison stands; the last round of a size says why it stopped
+    last = {m["size_bytes"]: m for m in rounds}
+    for row in rows:
+        assert row["iters"] in (3, 6, 9) and row["stop"] == last[row["size_bytes"]]["stop"] is not None
+        assert last[row["size_bytes"]]["verdict"].num_samples == row["iters"]
+        assert row["time_us_ci_low"] <= row["time_us_median"] <= row["time_us_ci_high"]
     for row in rows:
         assert set(COLUMNS) <= set(row)
         assert row["num_wrong"] == 0, row
@@ -120,6 +130,9 @@ def test_exchange_inputs_expect_what_the_exchange_delivers_and_catch_a_misplaced
     (dict(num_ranks=0), "number of ranks must be >= 1"),
     (dict(root=4), "root 4 is out of range for 4 ranks"),
     (dict(iters=0), "iters >= 1"),
+    (dict(iters=30, max_iters=20), "need 1 <= iters <= max iters, got 30 and 20"),
+    (dict(max_time_s=float("nan")), "max time nan: give a finite number of seconds"),
+    (dict(confidence=1.0), "confidence 1.0: give a probability from 0.5 to 0.999"),
     (dict(sizes_bytes=()), "non-empty"),
     (dict(algos=("ring", "native", "ring")), "listed twice"),
     (dict(algos=("ring", "nosuch")), "unknown allreduce algorithm 'nosuch'"),

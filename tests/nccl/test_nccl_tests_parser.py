@@ -361,3 +361,11 @@ def test_later_columns_cputime_timestamps_and_per_iteration_statistics():
                                   ["301.0", "390.7", "388.2", "2.94"]))
     per_iter = per_iter[:10] + lines[10:11] + per_iter[10:] + lines[14:]
     assert parse_nccl_tests("\n".join(per_iter), "x")[0].rows == plain.rows
+
+
+def test_the_bench_conclusion_after_the_table_is_not_a_row():
+    """`collectives bench` ends with its verdict (stderr in a pipe; `emu run` merges it into the log)."""
+    verdict = "conclusion: 1KB  n=30  within noise (spread +-45%): native, ring\n  native wins nowhere\n"
+    merged = "".join(f"[0] {line}\n" for line in (BENCH_PLAIN + verdict).splitlines())
+    assert [r.rows for r in parse_bench_table(merged, "emu.txt")] == \
+        [r.rows for r in parse_bench_table(BENCH_PLAIN, "bench.txt")]

@@ -4,9 +4,9 @@
 in a fraction of a second; `fabriclab simulate ...` imports the simulate module only (and never torch:
 torch is imported inside the commands that run it). `fabriclab run` runs the main job on a built-in
 default, the short collectives benchmark (ring, butterfly and the native all-reduce on 4 local ranks,
-sizes 1KB:16MB), the same code as `fabriclab collectives bench` with its defaults, and ends with its
-conclusion (`report/bench_verdict.py`: which algorithm wins where, by how much), its record and the next
-commands.
+sizes 1KB:16MB, each size repeated until its winner is clear of the noise or a cap is hit), the same code
+as `fabriclab collectives bench`, and ends with its conclusion (`report/bench_verdict.py`: per size the
+winner and by how much, or "within noise" and the spread), its record and the next commands.
 
 Try it: `fabriclab --help`.
 """
@@ -221,28 +221,15 @@ NEXT = ("fabriclab report (every record on one HTML page)",
         "fabriclab whatif llm --model llama3-70b --gpus 1024 --tp 8 --pp 4 (an LLM training step)")
 
 
-class _KeepRows(Output):
-    """An Output that also keeps the rows of the record it writes (for the conclusion)."""
-
-    rows: list = []
-
-    def record(self, kind: str, config: dict, results: Any, top: dict | None = None) -> dict | None:
-        self.rows = results
-        return super().record(kind, config, results, top)
-
-
 @_run_app.command("run")
 @user_errors
 def run(fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
     """The main job on a built-in default: ring, butterfly and the native all-reduce on 4 local ranks, then
-    which algorithm wins where, the record and the next commands."""
+    which algorithm wins where (or is within noise), the record and the next commands."""
     from fabriclab.cli.collectives import bench as collectives_bench
-    from fabriclab.report.bench_verdict import verdict
 
-    out = _KeepRows(fmt, json_path, store)
-    code = collectives_bench.execute(collectives_bench.DEFAULT_CONFIG, out)
-    if out.rows:
-        out.note("conclusion: " + "\n  ".join(verdict(out.rows)))
+    out = Output(fmt, json_path, store)
+    code = collectives_bench.execute(collectives_bench.DEFAULT_CONFIG, out, conclusion_to_stdout=True)
     saved = out.saved
     out.note(f"record {saved['id']} in {saved['store']} (fabriclab results show {saved['id']})" if saved
              else "record: not stored (--store off)" + (f"; written to {json_path}" if json_path else ""))

@@ -52,6 +52,9 @@ Sources:
 * `gb300-nvl72`: NVIDIA GB300 NVL72 (product page): 72 Blackwell Ultra GPUs, the same NVLink 5 domain and 18
   trays of 4; 72 ConnectX-8 SuperNICs at 800 Gb/s (one per GPU, on PCIe 6.0), XDR on Quantum-X800 Q3400 leaves.
 
+Every preset but `roce-h100` and `ib-h100-ar` routes `ideal` (D-mod-K) over an `ideal` transport, the flow
+model (`nccl/routing.py`, `nccl/congestion.py`); `--routing`, `--transport` or a cluster file says otherwise.
+
 Try it: `fabriclab simulate collective --cluster hgx-b200 --gpus 64 --sizes 1MB,1GB`.
 """
 

@@ -151,8 +151,24 @@ def _proto_enabled(t: TuningTable, m: _Machine, algo: str, proto: str) -> bool:
 
 def _bandwidth(t: TuningTable, m: _Machine, coll: str, algo: str, proto: str) -> float:
     """comm->bandwidths[coll][algo][proto]: algBw in GB/s."""
-    n, nodes, i2, arch, nch = m.n, m.nodes, m.index2, m.arch, m.channels
+    n, nodes = m.n, m.nodes
     nsteps = 2 * (n - 1) if coll == "allreduce" else n - 1 if coll in _AG_RS else n
+    bus = _bus(t, m, coll, algo, proto)
+    if algo in t.ag_rs_no_ratio and coll in _AG_RS:
+        return bus
+    if algo == "ring":
+        return bus * n / nsteps
+    if algo == "nvls":
+        return bus * (t.nvls_ratio if t.nvls_ratio is not None else n / nsteps)
+    if algo == "nvls_tree":
+        r = t.nvls_tree_ratio
+        return bus * (0.70 * nodes / (2 * (nodes - 1)) if r == "nodes" else n / nsteps if r is None else r)
+    return bus * 0.5
+
+
+def _bus(t: TuningTable, m: _Machine, coll: str, algo: str, proto: str) -> float:
+    """busBw in GB/s: the graph's bandwidth x the protocol's and algorithm's factors, at most the ceilings."""
+    nodes, i2, arch, nch = m.nodes, m.index2, m.arch, m.channels
     ll_max = t.ll_max_bw["volta" if nodes > 1 else arch][i2]  # across servers: the Intel CPU row
     ll128 = t.ll128_max_bw_per_collective
     bus = m.speed
@@ -184,16 +200,7 @@ def _bandwidth(t: TuningTable, m: _Machine, coll: str, algo: str, proto: str) ->
         bus *= t.pat_factor
     if algo.startswith("collnet"):
         bus = _collnet_bus(t, m, coll, algo, bus, bw_intra, bw_inter, heads)
-    if algo in t.ag_rs_no_ratio and coll in _AG_RS:
-        return bus
-    if algo == "ring":
-        return bus * n / nsteps
-    if algo == "nvls":
-        return bus * (t.nvls_ratio if t.nvls_ratio is not None else n / nsteps)
-    if algo == "nvls_tree":
-        r = t.nvls_tree_ratio
-        return bus * (0.70 * nodes / (2 * (nodes - 1)) if r == "nodes" else n / nsteps if r is None else r)
-    return bus * 0.5
+    return bus
 
 
 def _nvls_bus(t: TuningTable, m: _Machine, coll: str, algo: str, heads: int, bw_intra: float,
@@ -335,6 +342,22 @@ def nccl_estimates(cluster: ClusterModel, num_gpus: int, num_servers: int, sizes
     return under_env(cluster, num_gpus, num_servers, collective, out)
 
 
+def nccl_busbw_GBps(cluster: ClusterModel, num_gpus: int, num_servers: int, collective: str, algorithm: str,
+                    protocol: str) -> float:
+    """The busBw in GB/s NCCL's tuning model of the cluster's release gives a ring or tree with `protocol`
+    (`ncclTopoTuneModel`, src/graph/tuning.cc: the graph's bandwidth x the protocol's factor, at most the
+    release's ceilings such as llMaxBws), before it turns busBw into algBw. `nccl/library.py` costs LL by it
+    where nothing was fitted."""
+    if algorithm not in ("ring", "tree") or collective not in COLLECTIVES:
+        raise ValueError(f"{algorithm}/{protocol} for {collective}: NCCL's busBw is given here for the ring and "
+                         f"the tree of {', '.join(COLLECTIVES)}; ask for one of those")
+    table = table_of(cluster.library.nccl_version)
+    if table is LEGACY_TABLE:
+        return _legacy_bus(cluster, num_gpus, num_servers, collective, algorithm, protocol)
+    m = _machine(cluster, table, num_gpus, num_servers, cluster.network.sharp)
+    return _bus(table, m, collective, algorithm, protocol)
+
+
 def under_env(cluster: ClusterModel, num_gpus: int, num_servers: int, collective: str,
               estimates: dict[tuple[str, str], np.ndarray]) -> dict[tuple[str, str], np.ndarray]:
     """The entries (NCCL's estimates, or the cost model's candidates) of the pairs `library.nccl_env`
@@ -385,13 +408,7 @@ def tuned(cluster: ClusterModel, num_gpus: int, nodes: int, collective: str, siz
 def _legacy_estimates(cluster: ClusterModel, n: int, nodes: int, size: np.ndarray,
                       collective: str) -> dict[tuple[str, str], np.ndarray]:
     t, server, lib = LEGACY_TABLE, cluster.server, cluster.library
-    ppn = n / nodes
     nvlink = server.intra == "nvswitch"
-    intra_speed = server.intra_bandwidth_Bps if nvlink else server.pcie_bandwidth_Bps
-    net_speed = min(intra_speed, server.nics_per_server * server.nic_bandwidth_Bps)
-    speed = (intra_speed if nodes <= 2 else net_speed) / 1e9
-    cap = lib.selection_busbw_cap_Bps
-    sm80, channels = cap is not None, lib.num_channels
     nsteps, ninter = (2 * (n - 1), 2 * (nodes - 1)) if collective == "allreduce" else \
         (n - 1, nodes - 1) if collective in _AG_RS else (n, nodes)
     intra_hw = "nvlink" if nvlink else "pci"
@@ -402,21 +419,7 @@ def _legacy_estimates(cluster: ClusterModel, n: int, nodes: int, size: np.ndarra
         for p, proto in enumerate(PROTOCOLS):
             if proto not in lib.protocols or (proto == "LL128" and not nvlink):
                 continue
-            bus = min(speed, cap / 1e9) if sm80 else speed
-            if algo == "ring" and proto == "LL":
-                bus *= 1 / 4 if (nodes > 1 or collective in ("allreduce", "reduce")) else 1 / 3
-            if algo == "ring" and proto == "LL128":
-                bus = min(bus * (0.7 if ppn < 2 else 0.92), t.ll128_max_bw_per_collective[collective] * channels)
-            if algo == "tree":  # v2.7.8-1 maxTreeBw: a ceiling for all channels together
-                max_tree = (105.0 if sm80 and proto == "LL128" else 80.0) if nodes > 2 else \
-                    (130.0 if sm80 and proto == "LL128" else 110.0)
-                bus = min(bus * t.tree_factor, max_tree)
-                if proto == "LL":
-                    bus *= t.tree_ll_factor
-                if proto == "LL128":
-                    bus = min(bus * t.tree_ll128_factor[0 if nodes == 1 else 1],
-                              t.ll128_max_bw_per_collective[collective] * channels * 7 / 9)
-            algbw = bus * (n / nsteps if algo == "ring" else 0.5)
+            algbw = _legacy_bus(cluster, n, nodes, collective, algo, proto) * (n / nsteps if algo == "ring" else 0.5)
             hw = t.hw_lat_us
             intra_lat = hw[intra_hw][algo][p] * (1.8 if nodes > 1 and proto == "LL" else 1.0)
             lat = t.base_lat_us[algo][p]
@@ -435,3 +438,28 @@ def _legacy_estimates(cluster: ClusterModel, n: int, nodes: int, size: np.ndarra
                 lat = np.where(size >= n / 16 * 65536, lat * 1.9, lat)
             out[(algo, proto)] = lat + size / (1000 * bw)
     return out
+
+
+def _legacy_bus(cluster: ClusterModel, n: int, nodes: int, collective: str, algo: str, proto: str) -> float:
+    """busBw in GB/s of the legacy model (v2.7.8-1 src/graph/tuning.cc)."""
+    t, server, lib = LEGACY_TABLE, cluster.server, cluster.library
+    intra_speed = server.intra_bandwidth_Bps if server.intra == "nvswitch" else server.pcie_bandwidth_Bps
+    net_speed = min(intra_speed, server.nics_per_server * server.nic_bandwidth_Bps)
+    speed = (intra_speed if nodes <= 2 else net_speed) / 1e9
+    cap = lib.selection_busbw_cap_Bps
+    sm80, channels = cap is not None, lib.num_channels
+    bus = min(speed, cap / 1e9) if sm80 else speed
+    if algo == "ring" and proto == "LL":
+        bus *= 1 / 4 if (nodes > 1 or collective in ("allreduce", "reduce")) else 1 / 3
+    if algo == "ring" and proto == "LL128":
+        bus = min(bus * (0.7 if n / nodes < 2 else 0.92), t.ll128_max_bw_per_collective[collective] * channels)
+    if algo == "tree":  # v2.7.8-1 maxTreeBw: a ceiling for all channels together
+        max_tree = (105.0 if sm80 and proto == "LL128" else 80.0) if nodes > 2 else \
+            (130.0 if sm80 and proto == "LL128" else 110.0)
+        bus = min(bus * t.tree_factor, max_tree)
+        if proto == "LL":
+            bus *= t.tree_ll_factor
+        if proto == "LL128":
+            bus = min(bus * t.tree_ll128_factor[0 if nodes == 1 else 1],
+                      t.ll128_max_bw_per_collective[collective] * channels * 7 / 9)
+    return bus

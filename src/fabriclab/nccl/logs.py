@@ -522,6 +522,8 @@ def parse_bench_table(text: str, source: str = "<text>") -> list[NcclRun]:
     columns = split(lines[header_at].replace("vs native", "vs-native"))
     by_algo: dict[str, list[NcclRow]] = {}
     for offset, line in enumerate(lines[header_at + 1:], start=header_at + 2):
+        if line.startswith("conclusion:"):  # the bench's verdict after its table (on stderr, merged by emu run)
+            break
         if not line or set(line) <= set("─━-=+| "):
             continue
         cells = split(line)

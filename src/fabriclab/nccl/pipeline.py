@@ -45,11 +45,12 @@ import math
 
 import numpy as np
 
-from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.fabric.cluster import ClusterModel, ProtocolSpec
 from fabriclab.fabric.nccl_env import simple_buffer_bytes
 from fabriclab.nccl.choice import tuned
 from fabriclab.nccl.layout import layout
-from fabriclab.nccl.versions import channels_used, tree_chunk_bytes, table_of
+from fabriclab.nccl.library import ll_write_s_per_byte, nccl_own, protocol_spec
+from fabriclab.nccl.versions import channels_used, max_threads, thread_threshold, tree_chunk_bytes, table_of
 
 # LL's unit of forwarding: every thread of a channel moves one 16-byte line (8 data bytes + flags) at a
 # time (NCCL `src/include/device.h` NCCL_LL_MAX_NTHREADS 512, `union ncclLLFifoLine` of 16 bytes).
@@ -76,17 +77,45 @@ def active_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protoc
     return out
 
 
-def _hop_rates(cluster: ClusterModel, protocol: str, channels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def ceiling_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protocol: str, sizes_bytes,
+                     channels: np.ndarray) -> np.ndarray:
+    """The channels a per-channel ceiling (LL128's) is charged on at each size: `channels` (those NCCL runs,
+    `active_channels`), except where NCCL drops channels, read there as size / (threads x threshold), the
+    count at which every thread keeps exactly its threshold of bytes. NCCL's count is the floor of that, so
+    the bytes a channel moves jump between one and two thresholds per thread as each channel is added, and a
+    ceiling charged on the whole count falls as the size grows (LL128 8 -> 16 KB: 1 channel moves 8 KB, 3
+    move 5.3 KB each). At those sizes each thread moves a line or two per step and the step latency decides,
+    not the channel's rate: the smooth count keeps the charge from falling without pricing anything else."""
+    lib = cluster.library
+    size = np.asarray(sizes_bytes, dtype=np.float64)
+    channels = np.asarray(channels, dtype=np.float64)
+    if lib.selection != "nccl":
+        return channels
+    table = table_of(lib.nccl_version)
+    counted = "ring" if algorithm == "pat" else algorithm
+    per_channel = max_threads(table, counted, protocol) * thread_threshold(table, counted, protocol, num_gpus)
+    if per_channel == 0:  # PAT: never reduced
+        return channels
+    own = np.asarray(channels_used(table, counted, protocol, size, lib.num_channels, num_gpus), dtype=np.float64)
+    smooth = np.clip(size / per_channel, 1.0, lib.num_channels)
+    return np.where(channels == own, np.maximum(channels, smooth), channels)  # a tuner's count stands
+
+
+def _hop_rates(cluster: ClusterModel, protocol: str, channels: np.ndarray,
+               spec: ProtocolSpec | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(intra-server, network) rate of one channel on one hop, bytes/s: its share of the GPU's internal link
     (every channel's chain passes every GPU) and of the NICs (channels spread over them, at most one NIC
-    each), times the protocol's wire share, at most the protocol's per-channel ceiling."""
+    each), times the protocol's wire share (`spec`, `library.protocol_spec`; the cluster's own when None),
+    at most the protocol's per-channel ceiling. LL's ceiling where nothing was fitted is NCCL's busBw of a
+    whole collective (across servers its CPU row, llMaxBws N2 / N4), not a hop's: a hop pays LL's wire
+    share and the GPU's write of the step (`tree_fill_s`)."""
     server, lib = cluster.server, cluster.library
-    spec = lib.protocols[protocol]
+    spec = spec or lib.protocols[protocol]
     intra = server.intra_bandwidth_Bps if server.intra == "nvswitch" else server.pcie_bandwidth_Bps
     nic = server.nic_bandwidth_Bps * server.nic_efficiency
     intra_ch = intra / channels * spec.link_factor
     net_ch = nic * np.minimum(1.0, server.nics_per_server / channels) * spec.link_factor
-    if spec.busbw_cap_Bps is not None:
+    if spec.busbw_cap_Bps is not None and not (protocol == "LL" and nccl_own(cluster)):
         cap = spec.busbw_cap_Bps / lib.num_channels
         intra_ch, net_ch = np.minimum(intra_ch, cap), np.minimum(net_ch, cap)
     return intra_ch, net_ch
@@ -109,13 +138,14 @@ def tree_fill_s(cluster: ClusterModel, num_gpus: int, protocol: str, sizes_bytes
     chunk = np.asarray(tree_chunk_bytes(table, protocol, size, channels, lay.num_servers, num_gpus, depth, buffer),
                        dtype=np.float64)
     unit = np.minimum(size / channels, chunk)
-    intra_ch, net_ch = _hop_rates(cluster, protocol, channels)
+    spec = protocol_spec(cluster, "tree", protocol, num_gpus, lay.num_servers, "allreduce")
+    intra_ch, net_ch = _hop_rates(cluster, protocol, channels, spec)
     # a binary tree's node takes its two children's chunks in through its channel's NIC and sends the result
     # down to both through it (a tree of 2 servers has one child)
     children = min(2, lay.num_servers - 1)
     if protocol == "LL":  # lines inside the server; the whole step, written first, across the network
         t_intra = np.minimum(unit, _LL_UNIT_BYTES) / intra_ch
-        t_net = children * unit / net_ch + unit * lib.protocols["LL"].per_byte_s
+        t_net = children * unit / net_ch + unit * ll_write_s_per_byte(cluster)
     else:
         t_intra, t_net = unit / intra_ch, children * unit / net_ch
     slowest = np.maximum(t_intra if intra_hops else 0.0, t_net)

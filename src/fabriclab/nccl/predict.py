@@ -34,11 +34,11 @@ from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.domains import domain_view
 from fabriclab.nccl.choice import nccl_choices, nccl_estimates, under_env
 from fabriclab.nccl.layout import layout, steps
-from fabriclab.nccl.library import step_latencies
+from fabriclab.nccl.library import nccl_own, protocol_spec, step_latencies
 from fabriclab.nccl.congestion import congested_seconds
 from fabriclab.nccl.links import link_seconds_per_byte, overload
 from fabriclab.nccl.logs import NcclRow, NcclRun
-from fabriclab.nccl.pipeline import active_channels, tree_fill_s
+from fabriclab.nccl.pipeline import active_channels, ceiling_channels, tree_fill_s
 from fabriclab.nccl.versions import p2p_net_channels, table_of
 
 # NCCL's ring (and tree) collectives, and its point-to-point ones (every pair at once, or one neighbour).
@@ -79,9 +79,16 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
         if algo == "tree" and (collective != "allreduce" or (lay.num_servers == 1 and lib.selection != "nccl")):
             continue
         efficiency = lib.tree_efficiency if algo == "tree" else 1.0
-        for proto, spec in lib.protocols.items():
+        for proto in lib.protocols:
+            spec = protocol_spec(cluster, algo, proto, lay.num_gpus, lay.num_servers, collective)
             lat = latencies[algo][proto]
-            if algo == "ring":
+            if algo == "ring" and collective in ("broadcast", "reduce") and nccl_own(cluster):
+                # NCCL's own latency of a ring that does not share channels: a step per rank, each at the
+                # tree's Simple hop (the pipeline of a Simple chunk) or the ring's LL/LL128 one, all across
+                # the network when it spans servers (src/graph/tuning.cc; `choice._latency`)
+                hop = latencies["tree" if proto == "Simple" else "ring"][proto]
+                latency = lat.base_s + nsteps * (hop.net_step_s if lay.num_servers > 1 else hop.intra_step_s)
+            elif algo == "ring":
                 latency = lat.base_s + (nsteps - ninter) * lat.intra_step_s + ninter * lat.net_step_s
             else:
                 latency = lat.base_s + 2 * ((lay.per_server - 1) * lat.intra_step_s
@@ -94,7 +101,11 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
             data = _link_time(cluster, num_gpus, algo, collective, channels) * size / (wire * efficiency)
             data = congested_seconds(data, overload(cluster, num_gpus, algo, collective), cluster.network.transport)
             if spec.busbw_cap_Bps is not None:  # a per-channel ceiling: the channels NCCL runs at this size
-                data = np.maximum(data, bus / (spec.busbw_cap_Bps * channels / lib.num_channels))
+                # (LL's ceiling stands on every channel: NCCL drops an LL channel only while each thread still
+                # has a line per step to move, where the step latency and not the threads' rate decides)
+                running = lib.num_channels if proto == "LL" else \
+                    ceiling_channels(cluster, num_gpus, algo, proto, size, channels)
+                data = np.maximum(data, bus / (spec.busbw_cap_Bps * running / lib.num_channels))
             if algo == "tree":
                 data = data + tree_fill_s(cluster, num_gpus, proto, size)
             # a ring step handles one rank's chunk (size / n); a tree passes the whole buffer down its chain.

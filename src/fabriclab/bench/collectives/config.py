@@ -4,7 +4,8 @@
 all-to-all has no schedule here: only `native`, the backend's own `all_to_all_single`);
 sizes that are not a whole number of elements of the dtype (6 B of int32 would silently measure 4 B);
 more local ranks than this machine can hold (`bench.limits`); buffers that would not fit its memory;
-timeouts and iteration counts that are not finite positive numbers.
+timeouts and iteration counts that are not finite positive numbers, and a cap on repetition
+(`max_iters`, `max_time_s`, `bench.noise`) below what one round takes.
 
 Try it: `fabriclab collectives bench --dtype int32 --sizes 6B` (one error line: 6 B is not whole int32s).
 """
@@ -15,6 +16,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from fabriclab.bench.limits import check_local_ranks, check_memory
+from fabriclab.bench.noise import NoiseRule, RepeatCap
 from fabriclab.bench.schedule_limits import schedule_work
 from fabriclab.collectives.matching import DEFAULT_SEGMENT_BYTES
 from fabriclab.collectives.schedule import ALLTOALL, COLLECTIVES, SENDRECV
@@ -55,9 +57,20 @@ class BenchConfig:
     root: int = 0
     """Root rank of reduce and broadcast."""
     iters: int = 20
-    """Timed iterations per algorithm and size."""
+    """Timed iterations per algorithm and size in the first round, and at most this many in each later one."""
     warmup: int = 5
     """Untimed iterations before them."""
+    max_iters: int | None = None
+    """Cap on timed iterations per algorithm and size: rounds of `iters` repeat until the fastest algorithm
+    is clear of the others (`bench.noise`), or this cap or `max_time_s` is reached. None (or `iters`): one
+    round, no repetition, as callers that time on their own terms (`bench.validate`) need; the commands
+    that name a winner ask for repetition (`cli/collectives/bench.py`)."""
+    max_time_s: float = 3.0
+    """Cap on the seconds of timing one size (the first round always runs in full)."""
+    confidence: float = 0.95
+    """Probability that each algorithm's interval holds its median time (`bench.noise`)."""
+    resolution: float = 0.02
+    """Relative half-width under which algorithms within noise of each other stop being repeated."""
     num_ranks: int = 4
     """Local ranks to spawn (a torchrun/Slurm/MPI launch brings its own)."""
     timeout_s: float = 60.0
@@ -82,9 +95,11 @@ class BenchConfig:
         if not 0 <= self.root < self.num_ranks:
             raise ValueError(f"root {self.root} is out of range for {self.num_ranks} ranks: "
                              f"use 0..{self.num_ranks - 1}")
-        if not (1 <= self.iters <= MAX_ITERS and 0 <= self.warmup <= MAX_ITERS):
-            raise ValueError(f"need iters >= 1 and warmup >= 0 (each at most {MAX_ITERS:,}), got {self.iters} "
-                             f"and {self.warmup}")
+        if not (1 <= self.iters <= MAX_ITERS and 0 <= self.warmup <= MAX_ITERS
+                and self.repeat_cap.max_iters <= MAX_ITERS):
+            raise ValueError(f"need iters >= 1 and warmup >= 0 (each at most {MAX_ITERS:,}, max iters too), got "
+                             f"{self.iters}, {self.warmup} and {self.max_iters}")
+        _ = self.repeat_cap, self.noise_rule  # building them checks them (iters <= max iters, finite time)
         if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
             raise ValueError(f"timeout {self.timeout_s}: give a finite number of seconds > 0")
         resolve_backend(self.device, self.backend)
@@ -100,6 +115,17 @@ class BenchConfig:
         for algo in self.algos:
             if algo != NATIVE:
                 schedule_work(self.op, algo, self.num_ranks)
+
+    @property
+    def repeat_cap(self) -> RepeatCap:
+        """How long one size may be repeated (`bench.noise`)."""
+        cap = self.iters if self.max_iters is None else self.max_iters
+        return RepeatCap(round_iters=self.iters, max_iters=cap, max_time_s=self.max_time_s)
+
+    @property
+    def noise_rule(self) -> NoiseRule:
+        """When one algorithm's time is clear of another's (`bench.noise`)."""
+        return NoiseRule(confidence=self.confidence, resolution=self.resolution)
 
     def _check_sizes(self) -> None:
         itemsize = self.itemsize
