@@ -149,6 +149,13 @@ def test_the_flow_log_gives_flows_ports_and_flows_in_flight():
     assert stats["span_ns"] == 2200
 
 
+def test_on_a_rail_fabric_a_servers_own_flows_do_not_cross_leaves():
+    # GPU 1 -> 2: one server, rail leaves 1 and 2, over NVSwitch; GPU 0 -> 16 and 0 -> 17: rails 0 -> 0 and 0 -> 1
+    stats = flow_stats(read_flows(FCT.splitlines()), leaf=lambda g: leaf_of(g, "rail"))
+    assert (stats["cross_server_flows"], stats["cross_leaf_flows"], stats["cross_leaf_connections"]) == (3, 1, 1)
+    assert stats["ports_per_connection_mean"] == 1 and stats["in_flight_per_nic_mean"] == 1
+
+
 def test_flows_in_flight_of_spans_that_touch_are_one_at_a_time():
     assert _in_flight([(0, 10), (10, 20)]) == (1.0, 1)
     assert _in_flight([(0, 10), (0, 10), (5, 10)]) == (2.5, 3)

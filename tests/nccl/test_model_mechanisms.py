@@ -107,9 +107,10 @@ def test_a_row_deeper_than_any_fitted_row_gets_a_wider_range():
 def test_ll_holds_a_step_back_at_every_network_hop():
     """Across the network LL is store and forward (NCCL's proxy sends a step once every line has its
     flag): one more tree level adds, up and down, the step written by the GPU and moved over the NIC."""
+    from fabriclab.nccl.library import resolved
     from fabriclab.nccl.pipeline import _hop_rates
 
-    c = a100_hdr_prior()
+    c = resolved(a100_hdr_prior())  # a calibrated file: the GPU writes LL at its fitted per-byte cost
     size = [64 << 10]
     ch = active_channels(c, 128, "tree", "LL", size)
     assert (ch == active_channels(c, 64, "tree", "LL", size)).all()

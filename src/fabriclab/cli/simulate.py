@@ -83,6 +83,7 @@ def _cluster_prediction(o: dict, out: Output) -> None:
     from dataclasses import replace
 
     from fabriclab.nccl.layout import on_servers
+    from fabriclab.nccl.predict import choice_notes
     from fabriclab.nccl.sweep import band_notes, switches
     from fabriclab.units import parse_size_range
 
@@ -108,7 +109,7 @@ def _cluster_prediction(o: dict, out: Output) -> None:
     else:
         out.table(_sweep_table(sweep.rows, f"predicted {sweep.collective} on {sweep.where}"))
         out.note(f"algorithm/protocol (NCCL's choice): {switches(sweep.rows)}")
-        for line in band_notes(sweep.rows, cluster):
+        for line in [*choice_notes(cluster, num_gpus, sizes, o["collective"]), *band_notes(sweep.rows, cluster)]:
             out.note(line)
     lay = sweep.layout
     config = {"cluster": o["cluster"], "cluster_name": cluster.name, "num_gpus": num_gpus,

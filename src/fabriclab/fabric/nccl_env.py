@@ -8,6 +8,8 @@ A cluster's `library.nccl_env` holds the variables its runs were made with, as N
   `ring,tree;allreduce:tree;allgather:^pat` (a first part without a collective for every collective; a
   collective no part names keeps every algorithm).
 * `NCCL_PROTO`: a comma list of LL, LL128, Simple, or `^` and the ones turned off; per collective as above.
+* `NCCL_PXN_DISABLE=1`: a message to another server leaves through the sender's own NIC, not over NVLink
+  through the NIC on the receiver's rail (`fabric/rail.py`: on a rail-optimised fabric it crosses the spines).
 * `NCCL_NVLS_ENABLE=0`: no NVLS and no NVLS-tree.
 * `NCCL_BUFFSIZE`: the Simple protocol's buffer per connection (default 4 MiB): a tree's chunk is an eighth
   of it (NCCL_STEPS), which decides how long its pipeline takes to fill (`nccl/pipeline.py`).
@@ -30,7 +32,7 @@ PROTOCOL_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 COLLECTIVE_NAMES = {"allreduce": "allreduce", "allgather": "allgather", "reducescatter": "reduce_scatter",
                     "broadcast": "broadcast", "reduce": "reduce"}
 """NCCL_ALGO's per-collective keys -> fabriclab's collective names."""
-MODELLED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_BUFFSIZE")
+MODELLED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_BUFFSIZE", "NCCL_PXN_DISABLE")
 
 
 def _names(items_text: str, value: str, table: dict[str, str], variable: str) -> tuple[bool, set[str]]:
@@ -133,6 +135,9 @@ def check_nccl_env(env: object, where: str) -> None:
         if not text.isdigit() or not 65536 <= int(text) <= 1 << 30:
             raise ValueError(f"{where}: NCCL_BUFFSIZE={env['NCCL_BUFFSIZE']!r}: give bytes as a whole number from "
                              f"65536 to 1073741824 (NCCL's default is 4194304)")
+    if "NCCL_PXN_DISABLE" in env and env["NCCL_PXN_DISABLE"].strip() not in ("0", "1"):
+        raise ValueError(f"{where}: NCCL_PXN_DISABLE={env['NCCL_PXN_DISABLE']!r}: give 1 (a message to another "
+                         f"server leaves through the sender's own NIC) or 0 (PXN, NCCL's default)")
     if "NCCL_NVLS_ENABLE" in env and env["NCCL_NVLS_ENABLE"].strip() not in ("0", "1", "2"):
         raise ValueError(f"{where}: NCCL_NVLS_ENABLE={env['NCCL_NVLS_ENABLE']!r}: give 0 (off), 1 or 2")
     try:

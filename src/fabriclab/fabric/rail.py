@@ -68,6 +68,9 @@ class GpuClusterRouter:
     """(S, K) spine index a message *to* this NIC crosses when it changes leaves (-1: no spines)."""
     num_leaves: int
     num_spines: int
+    pxn: bool = True
+    """NVSwitch servers send to another server through the NIC on the destination GPU's rail (NCCL's PXN,
+    since 2.12); False (NCCL_PXN_DISABLE=1): through the sender's own NIC, to the receiver's."""
 
     @property
     def num_endpoints(self) -> int:
@@ -103,6 +106,15 @@ class GpuClusterRouter:
     def spine_link(self, leaf, spine, down: bool):
         return self.S * self.per_server + (leaf * self.num_spines + spine) * 2 + int(down)
 
+    def end_nics(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The NIC (index in its server) a message from `src` to `dst` on another server leaves through,
+        and the one it arrives at (module doc: PXN, or the sender's own NIC)."""
+        ka = np.asarray(src) % self.G * self.K // self.G
+        kb = np.asarray(dst) % self.G * self.K // self.G
+        if not self.nvswitch:
+            return ka, ka
+        return (kb, kb) if self.pxn else (ka, kb)
+
     def routes(self, src: np.ndarray, dst: np.ndarray, spine: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
         """CSR (offsets, link ids) of the routes of pairs (src[i], dst[i]), each in order from the source.
@@ -126,14 +138,13 @@ class GpuClusterRouter:
         if self.nvswitch:
             put(intra, self.gpu_link(sa, ga, 2))
             put(intra, self.gpu_link(sb, gb, 3))
-            k = kb
         else:  # through the shared PCIe switch, or NIC -> root complex -> NIC
             via = intra[ka[intra] != kb[intra]]
             put(intra, self.gpu_link(sa, ga, 0))
             put(via, self.nic_link(sa, ka, 0))
             put(via, self.nic_link(sb, kb, 1))
             put(intra, self.gpu_link(sb, gb, 1))
-            k = ka
+        k, k_in = self.end_nics(src, dst)
         relay = inter[ka[inter] != k[inter]]  # PXN: over NVLink to the GPU next to the destination's rail NIC
         relay_gpu = k * G // K
         put(inter[ka[inter] == k[inter]], self.gpu_link(sa, ga, 0))
@@ -141,13 +152,13 @@ class GpuClusterRouter:
         put(relay, self.gpu_link(sa, relay_gpu, 3))
         put(relay, self.gpu_link(sa, relay_gpu, 0))
         put(inter, self.nic_link(sa, k, cpu))
-        leaf_a, leaf_b = self.nic_leaf[sa, k], self.nic_leaf[sb, k]
+        leaf_a, leaf_b = self.nic_leaf[sa, k], self.nic_leaf[sb, k_in]
         cross = inter[leaf_a[inter] != leaf_b[inter]]
-        spine = self.nic_spine[sb, k] if spine is None else np.asarray(spine, dtype=np.int64)
+        spine = self.nic_spine[sb, k_in] if spine is None else np.asarray(spine, dtype=np.int64)
         put(cross, self.spine_link(leaf_a, spine, False))
         put(cross, self.spine_link(leaf_b, spine, True))
-        put(inter, self.nic_link(sb, k, cpu + 1))
-        land = inter[kb[inter] != k[inter]]  # PCIe: through the root complex to the destination's NIC
+        put(inter, self.nic_link(sb, k_in, cpu + 1))
+        land = inter[kb[inter] != k_in[inter]]  # PCIe: through the root complex to the destination's NIC
         put(land, self.nic_link(sb, k, 0))
         put(land, self.nic_link(sb, kb, 1))
         put(inter, self.gpu_link(sb, gb, 1))
@@ -193,9 +204,9 @@ def _columns(pairs: list, shape: tuple[int, int]) -> list[np.ndarray]:
 def gpu_cluster_topology(*, num_servers: int, gpus_per_server: int = 8, intra: str = "nvswitch",
                          intra_link: Link | str = "NVLink-A100", pcie: Link | str = "PCIe4x16",
                          nics_per_server: int = 8, nic: Link | str = "HDR", fabric: str = "rail",
-                         leaf_ports: int = 20, bisection: float = 1.0) -> Topology:
+                         leaf_ports: int = 20, bisection: float = 1.0, pxn: bool = True) -> Topology:
     """A Topology of GPU servers (module doc). `leaf_ports`: NIC ports per leaf; `bisection`: leaf up-links
-    per down-port (1 = non-blocking)."""
+    per down-port (1 = non-blocking); `pxn`: NCCL's PXN on NVSwitch servers (`GpuClusterRouter.pxn`)."""
     S, G, K = num_servers, gpus_per_server, nics_per_server
     _check(S, G, K, leaf_ports, intra, fabric, bisection)
     intra_link, pcie, nic = parse_link(intra_link), parse_link(pcie), parse_link(nic)
@@ -211,7 +222,7 @@ def gpu_cluster_topology(*, num_servers: int, gpus_per_server: int = 8, intra: s
     num_spines = 0 if num_leaves == 1 else max(1, round(leaf_ports * bisection))
     router = GpuClusterRouter(G=G, K=K, S=S, nvswitch=nvswitch, nic_leaf=nic_leaf.astype(np.int64),
                               nic_spine=port % num_spines if num_spines else np.full((S, K), -1),
-                              num_leaves=num_leaves, num_spines=num_spines)
+                              num_leaves=num_leaves, num_spines=num_spines, pxn=pxn)
     hub = "nvsw" if nvswitch else ("cpu" if K > 1 else None)
     gpu = np.arange(S * G).reshape(S, G)
     hub_node = S * G + server * (router.hub + K)

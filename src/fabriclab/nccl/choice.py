@@ -5,7 +5,8 @@ the bandwidth its topology search found, and runs the cheapest (`ncclTopoTuneMod
 `ncclTopoGetAlgoTime` in `src/graph/tuning.cc`, the pick in `src/enqueue.cc`). This module re-implements
 that estimate with the constants of the cluster's `library.nccl_version` (`nccl/versions.py`, 2.9 to 2.30)
 so a prediction runs what NCCL would run, at any scale; what the choice then *costs* on the cluster is
-`nccl/predict.py`'s fitted model. Per algorithm and protocol:
+`nccl/predict.py`'s fitted model (where nothing was fitted, LL at the busBw this model gives it:
+`nccl_busbw_GBps`, `nccl/library.py`). Per algorithm and protocol:
 
 * latency = baseLat + hwLat per step (NVLink or PCI inside a server, NET across) x steps, plus the
   version's refinements (LL x 1.8 inside servers up to 2.17, the network overhead floor from 2.18, ...);

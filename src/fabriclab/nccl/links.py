@@ -127,6 +127,8 @@ class TopologyKey:
     bisection: float
     server_map: tuple[int, ...] | None = None
     """Where the run's servers sit among `num_servers` (a scattered job, `job_server_map`); None: the first."""
+    pxn: bool = True
+    """NCCL's PXN (off with NCCL_PXN_DISABLE=1): `fabric/rail.py`."""
 
     def shape(self) -> TopologyKey:
         """The same nodes, links and routes with one made-up rate per kind of link (NVLink or PCIe inside,
@@ -165,7 +167,9 @@ def job_endpoints(cluster: ClusterModel, num_gpus: int, endpoints: np.ndarray) -
 def _topology_key(cluster: ClusterModel, servers: int) -> TopologyKey:
     s, n = cluster.server, cluster.network
     servers, where = job_server_map(n, servers)
-    return TopologyKey(num_servers=servers, server_map=where, gpus_per_server=s.gpus_per_server, intra=s.intra,
+    pxn = cluster.library.nccl_env.get("NCCL_PXN_DISABLE", "0").strip() != "1"
+    return TopologyKey(num_servers=servers, server_map=where, pxn=pxn, gpus_per_server=s.gpus_per_server,
+                       intra=s.intra,
                        intra_bandwidth_Bps=s.intra_bandwidth_Bps, intra_latency_s=s.intra_latency_s,
                        pcie_bandwidth_Bps=s.pcie_bandwidth_Bps, nics_per_server=s.nics_per_server,
                        nic_payload_Bps=s.nic_bandwidth_Bps * s.nic_efficiency, nic_latency_s=s.nic_latency_s,
@@ -180,7 +184,7 @@ def _topology(key: TopologyKey):
         pcie=Link(name="pcie", bandwidth_Bps=key.pcie_bandwidth_Bps, latency_s=0.1e-6),
         nics_per_server=key.nics_per_server,
         nic=Link(name="nic", bandwidth_Bps=key.nic_payload_Bps, latency_s=key.nic_latency_s), fabric=key.fabric,
-        leaf_ports=key.leaf_ports, bisection=key.bisection)
+        leaf_ports=key.leaf_ports, bisection=key.bisection, pxn=key.pxn)
 
 
 def cluster_topology(cluster: ClusterModel, num_gpus: int):

@@ -6,7 +6,9 @@ version the cluster runs (`nccl/versions.py` holds the constants with their file
 * **Channels at a size.** NCCL runs a collective on fewer channels (and threads) when the buffer is small
   for them: while size < channels x threads x threshold it drops a channel (`enqueue.cc`, the
   `threadThresholds` loop). Fewer channels leave NICs idle and lower the GPU-side ceiling (a per-channel
-  rate x the channels), so the link time is simulated with the channels NCCL really runs.
+  rate x the channels), so the link time is simulated with the channels NCCL really runs. NCCL's count
+  is a floor, so what each channel moves jumps as a channel is added; the bytes are charged as shared over
+  the exact count (`smooth_channels`), and a larger buffer never comes out cheaper.
 * **A tree's pipeline.** A tree moves each channel's share in chunks (NCCL picks the chunk per size and
   tree depth: `enqueue.cc`'s `tree.depth` rules for Simple, `nstepsLL128` for LL128). A chunk is forwarded
   hop by hop, up the chain inside a server and the binary tree across servers (a server takes its two
@@ -77,15 +79,17 @@ def active_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protoc
     return out
 
 
-def ceiling_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protocol: str, sizes_bytes,
-                     channels: np.ndarray) -> np.ndarray:
-    """The channels a per-channel ceiling (LL128's) is charged on at each size: `channels` (those NCCL runs,
-    `active_channels`), except where NCCL drops channels, read there as size / (threads x threshold), the
-    count at which every thread keeps exactly its threshold of bytes. NCCL's count is the floor of that, so
-    the bytes a channel moves jump between one and two thresholds per thread as each channel is added, and a
-    ceiling charged on the whole count falls as the size grows (LL128 8 -> 16 KB: 1 channel moves 8 KB, 3
-    move 5.3 KB each). At those sizes each thread moves a line or two per step and the step latency decides,
-    not the channel's rate: the smooth count keeps the charge from falling without pricing anything else."""
+def smooth_channels(cluster: ClusterModel, num_gpus: int, algorithm: str, protocol: str, sizes_bytes,
+                    channels: np.ndarray) -> np.ndarray:
+    """The channels the bytes are shared over at each size, for what a channel moves (its link share, its
+    ceiling, its pipeline unit): `channels` (those NCCL runs, `active_channels`), except where NCCL drops
+    channels, read there as size / (threads x threshold), the count at which every thread keeps exactly its
+    threshold of bytes. NCCL's count is the floor of that, so the bytes a channel moves jump between one and
+    two thresholds per thread as each channel is added, and a cost charged on the whole count falls as the
+    size grows (LL128 8 -> 16 KB: 1 channel moves 8 KB, 3 move 5.3 KB each; on one NIC each, the 16 KB
+    call came out faster). At those sizes each thread moves a line or two per step and the step latency
+    decides, not the channel's rate: the smooth count keeps the charge from falling without pricing
+    anything else (sizes of whole thresholds, every power of two for Simple and LL, are charged as before)."""
     lib = cluster.library
     size = np.asarray(sizes_bytes, dtype=np.float64)
     channels = np.asarray(channels, dtype=np.float64)
@@ -137,9 +141,10 @@ def tree_fill_s(cluster: ClusterModel, num_gpus: int, protocol: str, sizes_bytes
     buffer = simple_buffer_bytes(lib.nccl_env)
     chunk = np.asarray(tree_chunk_bytes(table, protocol, size, channels, lay.num_servers, num_gpus, depth, buffer),
                        dtype=np.float64)
-    unit = np.minimum(size / channels, chunk)
+    shared = smooth_channels(cluster, num_gpus, "tree", protocol, size, channels)
+    unit = np.minimum(size / shared, chunk)
     spec = protocol_spec(cluster, "tree", protocol, num_gpus, lay.num_servers, "allreduce")
-    intra_ch, net_ch = _hop_rates(cluster, protocol, channels, spec)
+    intra_ch, net_ch = _hop_rates(cluster, protocol, shared, spec)
     # a binary tree's node takes its two children's chunks in through its channel's NIC and sends the result
     # down to both through it (a tree of 2 servers has one child)
     children = min(2, lay.num_servers - 1)

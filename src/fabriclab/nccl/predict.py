@@ -15,7 +15,17 @@ this model, `selection: fastest`), and what that choice costs here is
               (chunk: size / n for a ring, whose steps each handle one rank's share; size for a tree)
 
 The *link time* comes from the flow-level simulator on the cluster's topology (`nccl/links.py`), with the
-channels NCCL runs at that size (it drops channels for small buffers: `nccl/pipeline.py`).
+channels NCCL runs at that size (it drops channels for small buffers: `nccl/pipeline.py`; where it does,
+the bytes are charged as shared over size / (threads x threshold) channels, `smooth_channels`, so that
+adding a channel never makes a larger buffer cheaper).
+
+The protocol's factors are the cluster's own (`library.protocol_spec`): what its logs fitted, or where
+nothing was fitted (a preset) NCCL's own for LL: half of the link (8 data bytes per 16-byte line), at most
+the busBw NCCL's tuning model of its release gives LL (llMaxBws on every channel), and no per-byte extra;
+a ring broadcast/reduce then also pays NCCL's own latency (a step per rank at the tree's Simple hop). So
+the cost of what NCCL picks agrees with NCCL's own estimate of it (issue 47: a 1 MiB all-reduce on 2 H100s
+cost 124 us with LL, the 2 MiB one 22 us with Simple; now 16 and 22 us). Where NCCL's pick still costs
+more than another pair (a tree's pipeline fill, which its estimate leaves out), `choice_notes` says so.
 
 Try it: `python -c "from fabriclab.fabric.cluster import a100_hdr_prior as c;
 from fabriclab.nccl.predict import predict_nccl_table as p; print(p(c(), 16, [1 << 20, 1 << 30])[1])"`.
@@ -38,7 +48,7 @@ from fabriclab.nccl.library import nccl_own, protocol_spec, step_latencies
 from fabriclab.nccl.congestion import congested_seconds
 from fabriclab.nccl.links import link_seconds_per_byte, overload
 from fabriclab.nccl.logs import NcclRow, NcclRun
-from fabriclab.nccl.pipeline import active_channels, ceiling_channels, tree_fill_s
+from fabriclab.nccl.pipeline import active_channels, smooth_channels, tree_fill_s
 from fabriclab.nccl.versions import p2p_net_channels, table_of
 
 # NCCL's ring (and tree) collectives, and its point-to-point ones (every pair at once, or one neighbour).
@@ -98,13 +108,15 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
             wire = spec.link_factor
             if algo == "ring" and proto == "LL128" and lay.per_server == 1 and lay.num_servers > 1:
                 wire *= LL128_ONE_PER_SERVER  # every step of the ring crosses the network
-            data = _link_time(cluster, num_gpus, algo, collective, channels) * size / (wire * efficiency)
+            # the link time of the channels NCCL runs, their bytes shared as `smooth_channels` says
+            shared = smooth_channels(cluster, num_gpus, algo, proto, size, channels)
+            data = _link_time(cluster, num_gpus, algo, collective, channels) * size * channels / shared \
+                / (wire * efficiency)
             data = congested_seconds(data, overload(cluster, num_gpus, algo, collective), cluster.network.transport)
             if spec.busbw_cap_Bps is not None:  # a per-channel ceiling: the channels NCCL runs at this size
                 # (LL's ceiling stands on every channel: NCCL drops an LL channel only while each thread still
                 # has a line per step to move, where the step latency and not the threads' rate decides)
-                running = lib.num_channels if proto == "LL" else \
-                    ceiling_channels(cluster, num_gpus, algo, proto, size, channels)
+                running = lib.num_channels if proto == "LL" else shared
                 data = np.maximum(data, bus / (spec.busbw_cap_Bps * running / lib.num_channels))
             if algo == "tree":
                 data = data + tree_fill_s(cluster, num_gpus, proto, size)
@@ -262,3 +274,51 @@ def prediction_run(cluster: ClusterModel, num_gpus: int, rows: list[dict], colle
     return NcclRun(source=f"prediction for {cluster.name}", collective=collective, hosts=hosts,
                    gpus_per_process=gpus_per_process, device_name=cluster.server.gpu_name,
                    rows=tuple(NcclRow(**{k: v for k, v in r.items() if k in fields}) for r in rows))
+
+
+def choice_notes(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: str = "allreduce", *,
+                 gpus_per_process: int = 1) -> list[str]:
+    """Lines for the output wherever NCCL's pick (its own estimate, `nccl/choice.py`) is not the pair this
+    model costs lowest, one per run of sizes with the same two pairs, and where the time falls from one size
+    to the next larger because NCCL leaves such a pick there. NCCL runs what it picks even when slower, so
+    the time is the cost of its pick; the lines say where its estimate and this model disagree. The one
+    mechanism that makes a fall at the preset clusters (`tests/nccl/test_monotone.py`): a tree's pipeline
+    (its chunks climb the chain and the tree hop by hop, LL held back at every network hop, `nccl/pipeline.py`)
+    that NCCL's estimate leaves out, so NCCL keeps a tree a size or two past where it costs more than the
+    pair it switches to. Empty for a library that is not NCCL and for point-to-point collectives."""
+    from fabriclab.units import format_size
+
+    lib = cluster.library
+    if lib.selection != "nccl" or collective in P2P or num_gpus < 2:
+        return []
+    order = np.argsort(np.asarray(sizes_bytes, dtype=np.float64), kind="stable")
+    size = np.asarray(sizes_bytes, dtype=np.float64)[order]
+    view = domain_view(cluster, num_gpus)
+    nodes = layout(view, num_gpus).num_servers
+    candidates = candidate_times(view, num_gpus, size, collective, gpus_per_process=gpus_per_process)
+    picks = nccl_choices(view, num_gpus, size, collective, nodes)
+    runnable = nccl_estimates(view, num_gpus, nodes, size[:1], collective)  # what NCCL may pick here at all
+    candidates = {k: v for k, v in candidates.items() if k in runnable or k in picks}
+    labels = list(candidates)
+    stacked = np.stack([candidates[k] for k in labels])
+    cheapest = [labels[i] for i in stacked.argmin(axis=0)]
+    cost = np.array([candidates[p][i] for i, p in enumerate(picks)])
+    lines, runs = [], []
+    for i, (pick, best) in enumerate(zip(picks, cheapest)):
+        if pick != best and candidates[pick][i] > candidates[best][i] * (1 + 1e-9):
+            if runs and runs[-1][1] == i - 1 and tuple(runs[-1][2:]) == (pick, best):
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, pick, best])
+    for first, last, pick, best in runs:
+        where = format_size(int(size[first])) + ("" if first == last else f"-{format_size(int(size[last]))}")
+        worse = max(candidates[pick][i] / candidates[best][i] - 1 for i in range(first, last + 1))
+        lines.append(f"{where}: NCCL runs {'/'.join(pick)} by its own estimate; here {'/'.join(best)} costs "
+                     f"less (NCCL's pick up to {worse:.0%} more)")
+    for i in range(size.size - 1):
+        if cost[i + 1] < cost[i] * (1 - 1e-9):
+            lines.append(f"{format_size(int(size[i]))} -> {format_size(int(size[i + 1]))}: the time falls "
+                         f"({cost[i] * 1e6:.4g} -> {cost[i + 1] * 1e6:.4g} us) where NCCL leaves "
+                         f"{'/'.join(picks[i])}, which costs more here than its estimate says, for "
+                         f"{'/'.join(picks[i + 1])}")
+    return lines

@@ -54,11 +54,9 @@ def _flow_scale(offsets: np.ndarray, links: np.ndarray, use: np.ndarray) -> np.n
 
 def _spines(router, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Which flows change leaves (only they meet a hash)."""
+    k, k_in = router.end_nics(src, dst)
     sa, sb = src // router.G, dst // router.G
-    k = dst % router.G * router.K // router.G  # the destination's rail: the NIC the flow leaves from (PXN)
-    if not router.nvswitch:
-        k = src % router.G * router.K // router.G
-    return (sa != sb) & (router.nic_leaf[sa, k] != router.nic_leaf[sb, k])
+    return (sa != sb) & (router.nic_leaf[sa, k] != router.nic_leaf[sb, k_in])
 
 
 def route_effects(topo, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray, network: NetworkSpec,

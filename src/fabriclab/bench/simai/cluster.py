@@ -19,11 +19,16 @@ from fabriclab.fabric import cluster as cluster_module
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.presets import cluster_preset
 
+# What SimAI 1.6's MockNccl sends without PXN whatever AS_PXN_ENABLE says: its all-to-all has no PXN path,
+# and its all-gather tests the variable with `PXN_ENV == "1"` (a pointer compare, never true;
+# MockNcclGroup::genAllGatherFlowModels, where the all-reduce and reduce-scatter use strcmp).
+NO_PXN = ("allgather", "alltoall")
 NIC_BPS = 400e9 / 8  # SimAI's -bw 400Gbps, bytes/s per direction
 NVLINK_BPS = 3388e9 / 8  # its -nvbw 3388Gbps (the dgx-h100 preset's 423.5 GB/s: NVLink 4's 450 GB/s x 16/17)
 
 
-def simai_cluster(num_gpus: int, fabric: str, oversubscription: int, *, routing: str | None = None) -> ClusterModel:
+def simai_cluster(num_gpus: int, fabric: str, oversubscription: int, *, routing: str | None = None,
+                  collective: str | None = None) -> ClusterModel:
     """The `dgx-h100` preset on SimAI's topology of `num_gpus` GPUs (module docstring); `routing`: the
     network's routing (None: as SimAI runs it, per-message ECMP with DCQCN; `ideal`: the flow model alone)."""
     check_shape(num_gpus, fabric, oversubscription)
@@ -38,7 +43,13 @@ def simai_cluster(num_gpus: int, fabric: str, oversubscription: int, *, routing:
         if routing not in cluster_module.ROUTINGS:
             raise ValueError(f"routing {routing!r}: use one of {', '.join(cluster_module.ROUTINGS)}")
         network["routing"] = routing
-    return replace(base, name=f"simai-{fabric}-{oversubscription}to1", server=server,
+    # SimAI's MockNccl runs every DP-group collective as a ring (MockNcclGroup::get_algo_proto_info, v1.6:
+    # NVLS only for an H100 TP group of 8 or more): the ring here, in the protocol NCCL picks for it
+    env = {**base.library.nccl_env, "NCCL_ALGO": "Ring"}
+    if collective in NO_PXN:
+        env["NCCL_PXN_DISABLE"] = "1"
+    library = replace(base.library, nccl_env=env)
+    return replace(base, name=f"simai-{fabric}-{oversubscription}to1", server=server, library=library,
                    network=replace(base.network, **network),
                    description=f"dgx-h100 on SimAI's {num_gpus}-GPU {fabric} topology: leaves of {NICS_PER_LEAF} "
                                f"x 400 Gb/s NICs, {NICS_PER_LEAF // oversubscription} spines "

@@ -40,7 +40,8 @@ def predict(case: SimaiCase, *, routing: str | None = None) -> dict:
     from fabriclab.nccl.predict import collective_times
 
     start = time.perf_counter()
-    cluster = simai_cluster(case.num_gpus, case.fabric, case.oversubscription, routing=routing)
+    cluster = simai_cluster(case.num_gpus, case.fabric, case.oversubscription, routing=routing,
+                            collective=case.collective)
     times, picks = collective_times(cluster, case.num_gpus, [case.size_bytes], case.collective)
     return {"time_s": float(times[0]), "algorithm": picks[0], "wall_s": time.perf_counter() - start,
             "routing": getattr(cluster.network, "routing", "ideal")}

@@ -9,7 +9,9 @@ MockNccl gives every flow of a connection (src, dst) the next source port (`port
 ns-3's per-flow ECMP hashes each flow anew; the statistics here say how many ports a connection used and
 how many flows a NIC had in flight, the two things that decide how evenly ECMP spreads.
 
-Ports, concurrency and slowdown are taken over the flows that cross leaves (the ones the spines route):
+Ports, concurrency and slowdown are taken over the flows that cross leaves (the ones the spines route: between
+servers whose NICs are on different leaves; on a rail fabric a server's GPUs sit on different leaves, but
+their flows take the shorter way over the server's NVSwitch):
 `ports_per_connection` counts the distinct source ports of each (src, dst) pair; `in_flight_per_nic` is, per
 sending GPU, its flows' summed duration over the time at least one is in flight, averaged over the GPUs
 that send any (`_max`: the most at one instant on any of them); `in_flight_per_connection` the same per pair;
@@ -82,8 +84,9 @@ def flow_stats(flows: Flows, *, leaf: Callable[[int], int]) -> dict:
     cross_server, slowdown = 0, []
     for i in range(n):
         src, dst = flows.src[i], flows.dst[i]
-        cross_server += src // GPUS_PER_SERVER != dst // GPUS_PER_SERVER
-        if leaf(src) != leaf(dst):
+        between_servers = src // GPUS_PER_SERVER != dst // GPUS_PER_SERVER
+        cross_server += between_servers
+        if between_servers and leaf(src) != leaf(dst):  # a server's own GPUs talk over its NVSwitch
             span = (flows.start_ns[i], flows.start_ns[i] + flows.fct_ns[i])
             ports[(src, dst)].add(flows.sport[i])
             by_nic[src].append(span)
