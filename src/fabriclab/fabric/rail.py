@@ -106,6 +106,12 @@ class GpuClusterRouter:
     def spine_link(self, leaf, spine, down: bool):
         return self.S * self.per_server + (leaf * self.num_spines + spine) * 2 + int(down)
 
+    @property
+    def spine_tier(self) -> slice:
+        """The ids of every leaf-spine link: leaf by leaf, spine by spine, up then down."""
+        first = self.spine_link(0, 0, False)
+        return slice(first, first + 2 * self.num_leaves * self.num_spines)
+
     def end_nics(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The NIC (index in its server) a message from `src` to `dst` on another server leaves through,
         and the one it arrives at (module doc: PXN, or the sender's own NIC)."""

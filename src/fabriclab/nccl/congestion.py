@@ -94,23 +94,6 @@ def congested_seconds(data_s, overload: Overload | None, transport: str) -> np.n
     return out
 
 
-def offered_overload(topo, router, offsets: np.ndarray, links: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """Per link: the load offered when each flow runs at what the links off the spine tier allow, over the
-    link's rate (only spine links are returned non-zero)."""
-    first = router.spine_link(0, 0, False)
-    last = first + 2 * router.num_leaves * router.num_spines
-    per_entry = np.repeat(size, np.diff(offsets))
-    load = np.bincount(links, weights=per_entry, minlength=topo.num_links) / topo.bandwidth_Bps
-    edge = load.copy()
-    edge[first:last] = 0.0
-    t_edge = float(edge.max())
-    if t_edge <= 0:
-        return np.zeros_like(load)
-    out = np.zeros_like(load)
-    out[first:last] = load[first:last] / t_edge  # at the edge-limited rates, over each spine link's rate
-    return out
-
-
 def demo() -> None:
     """A 2 ms data time at overloads 0.5 to 2 on RoCE, for restarting and long-lived flows."""
     for ratio in (0.5, 1.0, 1.3, 2.0):

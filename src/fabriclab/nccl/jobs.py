@@ -37,7 +37,7 @@ from fabriclab.nccl.layout import layout
 from fabriclab.nccl.links import _p2p_pairs, _ring_pairs
 from fabriclab.nccl.placement import leaves_spanned, place_jobs, placement_topology
 from fabriclab.nccl.congestion import TRANSPORTS, Overload, congested_seconds
-from fabriclab.nccl.routing import MESSAGE_DRAWS, adaptive_use
+from fabriclab.nccl.routing import MESSAGE_DRAWS, adaptive_use, offered_load
 
 COLLECTIVES = ("allreduce", "allgather", "reduce_scatter", "alltoall")
 # Flows (after one per QP and message) routed at once: 16 M route entries of int64, about 130 MB. An all-to-all
@@ -196,15 +196,9 @@ def _bottlenecks(topo, router, owner, src, dst, size, spine, num_jobs: int, adap
 def _congested(topo, router, seconds, alone, together, transport: str):
     """The times with each job's overload alone and together: every job's flows at what its edge links
     allow (its spine-free bottleneck), summed on each spine link, over the link's rate."""
-    first = router.spine_link(0, 0, False)
-    tier = slice(first, first + 2 * router.num_leaves * router.num_spines)
-    edge = seconds.copy()
-    edge[:, tier] = 0.0
-    t_edge = np.maximum(edge.max(axis=1, keepdims=True), 1e-30)
-    offered = np.zeros_like(seconds)
-    offered[:, tier] = seconds[:, tier] / t_edge
+    offered = offered_load(router, seconds)
     shared = offered.sum(axis=0)
-    link_Bps = float(topo.bandwidth_Bps[first])
+    link_Bps = float(topo.bandwidth_Bps[router.spine_tier.start])
     out_alone, out_together = alone.copy(), together.copy()
     for j, row in enumerate(offered):
         mine = seconds[j] > 0

@@ -29,7 +29,6 @@ from __future__ import annotations
 import numpy as np
 
 from fabriclab.fabric.cluster import NetworkSpec
-from fabriclab.nccl.congestion import offered_overload
 
 # Draws of a per-message hash averaged into one throughput (the spread of the mean is then about 1 %).
 MESSAGE_DRAWS = 32
@@ -50,6 +49,18 @@ def _flow_scale(offsets: np.ndarray, links: np.ndarray, use: np.ndarray) -> np.n
     starts = offsets[:-1]
     worst = np.minimum.reduceat(scale[links], starts) if links.size else np.ones(starts.size)
     return np.where(np.diff(offsets) > 0, worst, 1.0)
+
+
+def offered_load(router, use: np.ndarray) -> np.ndarray:
+    """Per link (the last axis of `use`, each row a set of flows' link times or utilisations): the load the
+    spine links are offered when the flows run at what the links off the spine tier allow, over each link's
+    rate (`nccl/congestion.py`'s overload); 0 off the spine tier."""
+    tier = router.spine_tier
+    edge = use.copy()
+    edge[..., tier] = 0.0
+    out = np.zeros_like(use)
+    out[..., tier] = use[..., tier] / np.maximum(edge.max(axis=-1, keepdims=True), 1e-30)
+    return out
 
 
 def _spines(router, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -76,10 +87,10 @@ def route_effects(topo, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarray
         src, dst, size = src[keep], dst[keep], size[keep] * (src.size / MAX_ROUTED_FLOWS)
     if not _spines(router, src, dst).any():
         return 1.0, 0.0, 0.0
-    link_Bps = float(topo.bandwidth_Bps[router.spine_link(0, 0, False)])
+    link_Bps = float(topo.bandwidth_Bps[router.spine_tier.start])
     offsets, links = router.routes(src, dst)
-    offered = offered_overload(topo, router, offsets, links, size)
     ideal_use = _link_time(topo, offsets, links, size)
+    offered = offered_load(router, ideal_use)
     ideal = float(ideal_use.max())
     if ideal <= 0:
         return 1.0, float(offered.max()), link_Bps
@@ -115,11 +126,10 @@ def with_others(router, use: np.ndarray, k: float) -> np.ndarray:
     leaf's spine links of that direction (hashed or not, the others' flows land anywhere on the tier)."""
     if k <= 0:
         return use
-    first = router.spine_link(0, 0, False)
-    size = 2 * router.num_leaves * router.num_spines
-    tier = use[first:first + size].reshape(router.num_leaves, router.num_spines, 2)
+    spines = router.spine_tier
+    tier = use[spines].reshape(router.num_leaves, router.num_spines, 2)
     out = use.copy()
-    out[first:first + size] = (tier + k * tier.mean(axis=1, keepdims=True)).ravel()
+    out[spines] = (tier + k * tier.mean(axis=1, keepdims=True)).ravel()
     return out
 
 
@@ -131,11 +141,10 @@ def routing_factor(topo, src: np.ndarray, dst: np.ndarray, size_bytes: np.ndarra
 
 def adaptive_use(topo, router, use: np.ndarray) -> np.ndarray:
     """Utilisations with every leaf's up- (and down-) traffic spread evenly over its spine links."""
-    first = router.spine_link(0, 0, False)
-    tier = use[first:first + 2 * router.num_leaves * router.num_spines].reshape(
-        router.num_leaves, router.num_spines, 2)
+    spines = router.spine_tier
+    tier = use[spines].reshape(router.num_leaves, router.num_spines, 2)
     out = use.copy()
-    out[first:first + tier.size] = np.broadcast_to(tier.mean(axis=1, keepdims=True), tier.shape).ravel()
+    out[spines] = np.broadcast_to(tier.mean(axis=1, keepdims=True), tier.shape).ravel()
     return out
 
 
@@ -159,7 +168,8 @@ def _ecmp(topo, router, src, dst, size, ideal: float, network: NetworkSpec, salt
             overs.append(rate[cross].sum() / float((rate * scale)[cross].sum()))  # the loss at the tier
         else:  # the job keeps its draw: the slowest flow sets the time, the busiest link is overloaded
             factors.append(float(use.max()))
-            overs.append(float(with_others(router, offered_overload(topo, router, offsets, links, size), k).max()))
+            load = _link_time(topo, offsets, links, size)
+            overs.append(float(with_others(router, offered_load(router, load), k).max()))
     return float(np.mean(factors)), float(np.mean(overs))
 
 
