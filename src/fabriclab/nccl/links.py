@@ -261,20 +261,25 @@ def _one_building(cluster: ClusterModel, lay: Layout) -> Layout:
     return lay if inside == lay.num_servers else Layout(inside * lay.per_server, inside, lay.per_server)
 
 
+def _run(cluster: ClusterModel, num_gpus: int, algorithm: str, collective: str, num_channels: int | None = None):
+    """(layout, the run inside one building, its topology key, the p2p collective or "", the channels): across
+    buildings a run is simulated in one building and on the third tier (`fabric/buildings.py`)."""
+    lay = layout(cluster, num_gpus)
+    one = _one_building(cluster, lay)
+    channels = (num_channels or cluster.library.num_channels) if algorithm != "p2p" else 0
+    return lay, one, _topology_key(cluster, one.num_servers), collective if algorithm == "p2p" else "", channels
+
+
 def overload(cluster: ClusterModel, num_gpus: int, algorithm: str, collective: str,
              num_channels: int | None = None) -> Overload | None:
     """How hard the run's flows press on the busiest spine link, where the cluster's transport has a
     congestion control that reacts (`nccl/congestion.py`); None otherwise."""
     if TRANSPORTS.get(cluster.network.transport) is None or algorithm not in ALGORITHMS:
         return None
-    lay = layout(cluster, num_gpus)
+    lay, one, key, p2p, channels = _run(cluster, num_gpus, algorithm, collective, num_channels)
     if lay.num_servers < 2:
         return None
-    one = _one_building(cluster, lay)
-    channels = (num_channels or cluster.library.num_channels) if algorithm != "p2p" else 0
-    p2p = collective if algorithm == "p2p" else ""
-    _, ratio, link_Bps = _route_effects(_topology_key(cluster, one.num_servers), one, algorithm, p2p, channels,
-                                        cluster.network)
+    _, ratio, link_Bps = _route_effects(key, one, algorithm, p2p, channels, cluster.network)
     restarts = cluster.network.hash_per_message and algorithm != "p2p"
     return Overload(ratio, link_Bps, restarts) if link_Bps > 0 else None
 
@@ -289,14 +294,9 @@ def link_seconds_per_byte(cluster: ClusterModel, num_gpus: int, algorithm: str, 
         raise ValueError(f"collective {collective!r} is not point-to-point: p2p takes {', '.join(P2P)}")
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r}: use one of {', '.join(ENGINES)}")
-    lay = layout(cluster, num_gpus)
+    lay, one, key, p2p, channels = _run(cluster, num_gpus, algorithm, collective)
     if lay.num_gpus == 1:
         return 0.0
-    # Across buildings: one building alone, and the third tier (`fabric/buildings.py`), the slower of the two.
-    one = _one_building(cluster, lay)
-    key = _topology_key(cluster, one.num_servers)
-    channels = cluster.library.num_channels if algorithm != "p2p" else 0
-    p2p = collective if algorithm == "p2p" else ""
     per_unit = _link_seconds_per_unit(key, one, algorithm, p2p, channels, engine)
     if cluster.network.routing != "ideal" or cluster.network.placement == "scattered":
         per_unit *= _route_effects(key, one, algorithm, p2p, channels, cluster.network)[0]
