@@ -1,10 +1,12 @@
 """The layer rules of DESIGN.md: imports point down only, and the simulator side never needs torch.
 
 Static part: every file under `src/fabriclab/<layer>/` imports only `fabriclab.<same or lower layer>`
-and the root-level modules every layer may use (`units`, `record`); the light layers import only the
+and the root-level modules every layer may use (`units`, `record`, `textfile`); the light layers import only the
 standard library and numpy; tests mirror the package, so only `tests/cli/` drives the CLI (`fabriclab.cli`),
 the tests of every other layer test that layer. Dynamic part: importing every module of a light layer, in
-a fresh interpreter, loads neither torch nor any fabriclab layer above it.
+a fresh interpreter, loads neither torch nor any fabriclab layer above it. Circles: no module of
+`src/fabriclab` imports itself through others, inside a folder or across folders, at any depth (an import
+inside a function counts: it only postpones the circle to the first call).
 """
 
 import ast
@@ -23,7 +25,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 LAYERS = ("workload", "collectives", "fabric", "sim", "nccl", "whatif", "plan", "runtime", "emu", "bench", "report",
           "cli")
 # Root-level modules any layer may import; they themselves import only the standard library.
-ROOT_MODULES = ("units", "record")
+ROOT_MODULES = ("units", "record", "textfile")
 # Layers that need only the standard library and numpy (DESIGN.md). In workload/ that holds for the
 # data modules only: the profiler measures real models with torch.
 LIGHT_LAYERS = ("workload", "collectives", "fabric", "sim", "nccl", "whatif", "plan")
@@ -67,6 +69,60 @@ def _heavy_imports(layer: str, src_dir: Path = SRC_DIR) -> list[str]:
             for path in _layer_files(layer, src_dir)
             if not path.relative_to(src_dir / "fabriclab" / layer).parts[0].startswith(TORCH_MODULE_PREFIXES.get(layer, ()))
             for line, module in _imports(path, src_dir) if module.split(".")[0] not in ok]
+
+
+def _import_graph(src_dir: Path = SRC_DIR) -> dict[str, dict[str, str]]:
+    """module -> {module of fabriclab it imports: `path:line` of the first such import}, from every import
+    of every file at any depth, relative imports resolved. A package is its `__init__`; `from pkg import name`
+    imports pkg (its `__init__` runs and is read) and pkg.name where that is a module; `import a.b` imports
+    a.b. A module's imports of itself are left out."""
+    paths = {}
+    for path in sorted((src_dir / "fabriclab").rglob("*.py")):
+        parts = path.relative_to(src_dir).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, dict[str, str]] = {}
+    for name, path in paths.items():
+        package = list(path.relative_to(src_dir).with_suffix("").parts)[:-1]
+        edges = graph[name] = {}
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[:len(package) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                targets = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for target in targets:
+                if target in paths and target != name:
+                    edges.setdefault(target, f"{path.relative_to(src_dir)}:{node.lineno}")
+    return graph
+
+
+def _circles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """Every import circle: each set of two or more modules that reach one another (a strongly connected
+    component of the graph), sorted."""
+    reach = {}
+    for start in graph:
+        seen, todo = set(), [start]
+        while todo:
+            for module in graph.get(todo.pop(), ()):
+                if module not in seen:
+                    seen.add(module)
+                    todo.append(module)
+        reach[start] = seen
+    circles = {frozenset({v} | {m for m in reach[v] if v in reach.get(m, ())}) for v in graph if v in reach[v]}
+    return sorted(sorted(c) for c in circles)
+
+
+def _circle_report(graph: dict[str, dict[str, str]]) -> list[str]:
+    """One entry per circle: its modules, then where each of them imports another."""
+    out = []
+    for circle in _circles(graph):
+        edges = [f"    {where} imports {target}" for module in circle
+                 for target, where in graph[module].items() if target in circle]
+        out.append("\n".join([f"circle of {', '.join(circle)}:", *edges]))
+    return out
 
 
 def test_every_subpackage_is_a_known_layer():
@@ -121,6 +177,53 @@ def test_the_checks_catch_upward_relative_and_heavy_imports(tmp_path):
         "numpy", "fabriclab.sim", "fabriclab.collectives", "fabriclab.units", "fabriclab.runtime", "torch"]
     assert _upward_imports("sim", tmp_path) == ["fabriclab/sim/flows.py:6 imports fabriclab.runtime"]
     assert _heavy_imports("sim", tmp_path) == ["fabriclab/sim/flows.py:7 imports torch"]
+
+
+def test_no_module_is_in_an_import_circle():
+    bad = _circle_report(_import_graph())
+    assert not bad, ("modules that import one another (move what both need into a lower module, pass a "
+                     "function in, or merge them; an import inside a function does not untie a circle):\n"
+                     + "\n".join(bad))
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / "fabriclab" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_circle_check_finds_circles_through_an_init_and_a_function(tmp_path):
+    graph = _import_graph(_tree(tmp_path, {
+        "__init__.py": "",
+        # the package re-exports x, and x reads the package: a circle through the __init__
+        "a/__init__.py": "from fabriclab.a.x import f\n",
+        "a/x.py": "from fabriclab.a import y\ndef f():\n    pass\n",
+        # y imports z inside a function, z imports y: still a circle
+        "a/y.py": "import numpy\ndef g():\n    from .z import h\n",
+        "a/z.py": "import fabriclab.a.y\ndef h():\n    pass\n",
+        "b/__init__.py": "",
+        "b/p.py": "from ..a import z\n"}))
+    assert graph["fabriclab.b.p"] == {"fabriclab.a": "fabriclab/b/p.py:1", "fabriclab.a.z": "fabriclab/b/p.py:1"}
+    assert _circles(graph) == [["fabriclab.a", "fabriclab.a.x"], ["fabriclab.a.y", "fabriclab.a.z"]]
+    assert _circle_report(graph)[1] == ("circle of fabriclab.a.y, fabriclab.a.z:\n"
+                                        "    fabriclab/a/y.py:3 imports fabriclab.a.z\n"
+                                        "    fabriclab/a/z.py:1 imports fabriclab.a.y")
+
+
+def test_the_circle_check_passes_a_tree_whose_imports_point_one_way(tmp_path):
+    graph = _import_graph(_tree(tmp_path, {
+        "__init__.py": "",
+        "a/__init__.py": "from .x import f\n",  # a package may re-export a module that does not read it
+        "a/x.py": "from fabriclab.a.y import g\ndef f():\n    from .z import h\n",
+        "a/y.py": "import numpy\nfrom ..b import p\n",
+        "a/z.py": "import fabriclab.a.y\n",
+        "b/__init__.py": "",
+        "b/p.py": "from . import q\n",
+        "b/q.py": "from fabriclab import units\n"}))
+    assert graph["fabriclab.a.x"] == {"fabriclab.a.y": "fabriclab/a/x.py:1", "fabriclab.a.z": "fabriclab/a/x.py:3"}
+    assert _circles(graph) == [] and _circle_report(graph) == []
 
 
 def test_only_the_cli_tests_import_the_cli():

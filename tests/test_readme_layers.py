@@ -1,4 +1,5 @@
-"""The README's layer picture is the tree: every package once, in the import-rule order (top first)."""
+"""The layer picture (docs/layers.md, linked from the README) is the tree: every package once, in the import-rule
+order (top first)."""
 
 import re
 from pathlib import Path
@@ -6,13 +7,13 @@ from pathlib import Path
 import fabriclab
 from test_import_rules import LAYERS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+LAYERS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "layers.md"
 PACKAGE = Path(fabriclab.__file__).resolve().parent
 
 
 def _pictured() -> list[str]:
-    text = README.read_text()
-    block = text[text.index("## Layers"):]
+    text = LAYERS_PAGE.read_text()
+    block = text[text.index("# Layers"):]
     block = block[block.index("```") + 3:]
     block = block[:block.index("```")]
     return [m.group(1) for m in re.finditer(r"^(\w+)/\s", block, flags=re.M)]
@@ -21,8 +22,9 @@ def _pictured() -> list[str]:
 def test_the_picture_names_every_package_in_layer_order():
     packages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
     pictured = _pictured()
-    assert sorted(pictured) == packages, f"README pictures {sorted(pictured)}, the tree has {packages}"
-    assert pictured == list(reversed(LAYERS)), f"README order {pictured}, layer order (top first) {LAYERS[::-1]}"
+    assert sorted(pictured) == packages, f"docs/layers.md pictures {sorted(pictured)}, the tree has {packages}"
+    assert pictured == list(reversed(LAYERS)), \
+        f"docs/layers.md order {pictured}, layer order (top first) {LAYERS[::-1]}"
 
 
 def test_the_picture_check_reads_the_block():

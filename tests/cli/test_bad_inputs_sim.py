@@ -114,7 +114,7 @@ CASES = [
     # validate
     (("validate", "emulated", "--from-record", "{tmp}/missing.json"), "no such file", 2),
     (("validate", "emulated", "--from-record", "{tmp}/other_kind.json"), "not a 'validate' record", 2),
-    (("validate", "emulated", "--from-record", "{tmp}/junk.bin"), "not a JSON record", 2),
+    (("validate", "emulated", "--from-record", "{tmp}/junk.bin"), "junk.bin is not UTF-8 text", 2),
     (("validate", "emulated", "--from-record", "{tmp}/empty_runs.json"), "no runs with rows", 2),
     (("validate", "emulated", "--from-record", "{tmp}/other_kind.json", "--out", "{tmp}/a_file"),
      "that is a file", 2),

@@ -43,6 +43,8 @@ def test_its_options_and_defaults_are_whatif_llms():
     only_whatif |= {"calibrated"}  # another machine's calibration carried: what calibrate step writes
     # the fabric as it runs (routing, QPs, transport, a job's placement and the draws): the cluster file's own
     only_whatif |= {"routing", "qps", "transport", "placement", "busy", "seeds"}
+    # goodput: what the cluster's failures cost the job (docs/goodput.md), not what its step measures
+    only_whatif |= {"checkpoint_interval", "async_checkpoint", "restart_time", "storage_bandwidth", "failure_rates"}
     assert set(whatif) - set(calibrate) <= only_whatif
     for name in set(whatif) & set(calibrate) - {"gbs"}:
         assert calibrate[name].default == whatif[name].default, name

@@ -24,7 +24,7 @@ def test_tables_fit_80_columns_and_say_where_compute_and_prices_come_from():
     assert result.exit_code == 0, result.output
     out = result.stdout
     table_lines = [line for line in out.splitlines() if line.startswith(("  1 ", "  2 "))]
-    assert len(table_lines) == 8 and all(len(line) <= 80 for line in table_lines)  # 4 tables of 2 rows
+    assert len(table_lines) == 10 and all(len(line) <= 80 for line in table_lines)  # 5 tables of 2 rows
     assert "dgx-h100 rail 400G" in out and "dgx-h100 rail 800G" in out
     assert "llama3-8b at 64 GPUs: the lowest cost per token/s is" in out
     flat = " ".join(out.split())

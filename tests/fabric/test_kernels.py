@@ -1,4 +1,5 @@
-"""The kernel model (`fabric/kernels.py`) and its fit to measured kernel tables (`fabric/kernel_fit.py`)."""
+"""The kernel model (`fabric/kernels.py`), its fit to measured kernel tables (`fabric/kernel_fit.py`) and
+the defaults that fit gives (`fabric/kernel_defaults.py`)."""
 
 import json
 import math
@@ -11,8 +12,8 @@ from fabriclab.fabric.cluster import ComputeSpec, from_dict, to_dict
 from fabriclab.fabric.gpus import gpu_preset
 from fabriclab.fabric.kernel_fit import (fit_kernel_table, kernel_spread, read_kernel_table, shipped_table,
                                          spread_summary)
-from fabriclab.fabric.kernels import (Attention, Gemm, MemoryPass, default_kernels, hopper_kernels,
-                                      kernel_model_from_dict, wave_share)
+from fabriclab.fabric.kernel_defaults import default_kernels, hopper_kernels
+from fabriclab.fabric.kernels import Attention, Gemm, MemoryPass, kernel_model_from_dict, wave_share
 from fabriclab.fabric.presets import cluster_preset
 
 H100_TABLE = Path(__file__).resolve().parents[2] / "docs" / "measurements" / "h100-2026-11-27" / "kernels.csv"

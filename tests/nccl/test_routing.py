@@ -174,8 +174,9 @@ def test_scattered_on_a_busy_oversubscribed_tree_is_slower_and_adaptive_routing_
     def t(bisection, routing, placement):
         n = replace(c.network, bisection=bisection, routing=routing, transport="ideal", placement=placement,
                     busy_share=0.5)
-        return collective_times(replace(c, network=n), 256, [256 << 20], "allgather")[0][0]
+        return collective_times(replace(c, network=n), 256, [1 << 30], "allgather")[0][0]
 
+    # 1 GiB: the bytes outlast the 256-rank ring's step latency, under which the others' load would hide
     assert t(0.25, "adaptive", "scattered") > 1.3 * t(0.25, "adaptive", "packed")
     assert t(1.0, "adaptive", "scattered") == pytest.approx(t(1.0, "adaptive", "packed"))
     assert t(1.0, "ideal", "scattered") > t(1.0, "ideal", "packed")  # D-mod-K pins the job onto others' links
@@ -189,3 +190,17 @@ def test_the_cluster_file_keeps_a_placement():
         check_cluster(replace(c, network=replace(c.network, busy_share=1.0)))
     with pytest.raises(ValueError, match="network.placement"):
         check_cluster(replace(c, network=replace(c.network, placement="random")))
+
+
+def test_what_the_fabric_adds_hides_under_the_steps_latency_until_the_bytes_outlast_it():
+    """Hashed rings on a 4:1 tree: the added data time costs a latency-bound all-gather nothing and a
+    bytes-bound one most of it, so the slowdown grows with size; without the hiding it would not start at 1."""
+    c = cluster_preset("roce-h100")
+
+    def t(bisection, routing, size):
+        n = replace(c.network, bisection=bisection, routing=routing, transport="ideal")
+        return collective_times(replace(c, network=n), 256, [size], "allgather")[0][0]
+
+    slowdown = [t(0.25, "ecmp", s) / t(1.0, "ideal", s) for s in (8 << 20, 512 << 20, 2 << 30)]
+    assert slowdown[0] == pytest.approx(1.0)
+    assert 1.3 < slowdown[1] < slowdown[2]

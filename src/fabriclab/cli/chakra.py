@@ -40,13 +40,16 @@ NumGpusOption = Annotated[Optional[str], typer.Option(
 def _load(source: list[str], comm_groups: Path | None, num_gpus: int | None = None):
     import json
 
+    from fabriclab.textfile import read_text
     from fabriclab.workload.chakra import load_et
 
     groups = None
     if comm_groups is not None:
         try:
-            groups = json.loads(comm_groups.read_text())
-        except (OSError, ValueError) as exc:
+            groups = json.loads(read_text(comm_groups, "--comm-groups"))
+        except OSError as exc:
+            raise ValueError(f"--comm-groups {comm_groups}: cannot read it ({exc.strerror or exc})") from None
+        except json.JSONDecodeError as exc:
             raise ValueError(f"--comm-groups {comm_groups}: cannot read it as JSON ({exc})") from None
     try:
         return load_et(source[0] if len(source) == 1 else source, comm_groups=groups, num_ranks=num_gpus)

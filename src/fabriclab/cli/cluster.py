@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, check_output_path, user_errors
+from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, check_output_file, user_errors
 from fabriclab.cli.llm_options import BisectionOption, FabricOption, NicRateOption, vary_cluster_options
 
 app = typer.Typer(help="Cluster presets and files: show one, or export it as a file to edit.",
@@ -70,6 +70,8 @@ def cluster_rows(cluster) -> list[dict]:
             *((("p2p channel", f"{lib.p2p_channel_bandwidth_Bps / 1e9:.3g} GB/s a channel to a peer on another "
                                f"server (sendrecv runs on the few channels NCCL gives it)"),)
               if lib.p2p_channel_bandwidth_Bps else ()),
+            ("storage", f"checkpoints at {cluster.storage.total_Bps / 1e12:.3g} TB/s in all, "
+                        f"{cluster.storage.per_server_Bps / 1e9:.3g} GB/s a server: {cluster.storage.source}"),
             ("source", cluster.description or "-")]
     cap = pcie_cap(cluster)
     if cap:
@@ -158,7 +160,7 @@ def export_cmd(cluster: ClusterArgument,
     """Write a preset (or a file, changed by the options) as a cluster file to edit and pass to --cluster."""
     from fabriclab.fabric.cluster import save_cluster
 
-    check_output_path(out_path, "--out")
+    check_output_file(out_path, "--out")
     model = _load(cluster, fabric, bisection, nic_rate)
     save_cluster(model, out_path)
     typer.echo(f"cluster {model.name} written to {out_path} (read back by --cluster {out_path})")

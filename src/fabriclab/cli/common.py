@@ -223,12 +223,25 @@ def check_output_path(path: Path | None, option: str = "--json") -> None:
         raise ValueError(f"{option} {path}: not a regular file location; give a path in a writable directory")
 
 
+def check_output_file(path: Path | None, option: str = "--out") -> None:
+    """Before the work: `path`, a file the command writes itself (a cluster file), is writable in a folder
+    that exists (a record's folders are created; a cluster file's missing folder was a traceback after the
+    work), or a ValueError says what to change."""
+    check_output_path(path, option)
+    if path is not None and path != STDOUT and not path.parent.is_dir():
+        raise ValueError(f"{option} {path}: the folder {path.parent} does not exist; create it first or give a "
+                         f"path in an existing folder")
+
+
 def check_trace_prefix(prefix: Path | None, option: str = "--out") -> None:
     """Before the work: the files a Chakra prefix names (PREFIX.0.et, PREFIX.comm_groups.json) can be
     written, or a ValueError says what to change (a folder of that name was found only after minutes of
     work)."""
     if prefix is None:
         return
+    if prefix.name in ("", ".", ".."):  # `--chakra ''` is Path('.'): it wrote .0.et, .1.et, ... here, hidden
+        raise ValueError(f"{option} {'' if str(prefix) == '.' else str(prefix)!r}: give a file prefix such as "
+                         f"traces/step (the files are PREFIX.<rank>.et), not an empty path or a folder")
     from fabriclab.workload.chakra import comm_groups_path
 
     check_output_dir(prefix.parent, option)

@@ -181,6 +181,22 @@ def step_options(tp_overlap: bool, fsdp_unit: str = "1", shard_group: str = "0",
                        gpu_spread=spread)
 
 
+def llm_ignored(par, o: dict) -> list:
+    """The rules (`cli/ignored.py`) of the job's options in `o` (a command's parameters; those it lacks are not
+    given) that the job `par` ignores; `o`'s values were checked already."""
+    fsdp_unit = parse_count(o.get("fsdp_unit") or "1", "--fsdp-unit")
+    return [
+        (fsdp_unit != 1 and par.zero != 3, "--fsdp-unit",
+         f"with --zero {par.zero}: it groups the layers ZeRO-3 (FSDP) gathers; add --zero 3 or drop it"),
+        (bool(o.get("tp_overlap")) and par.tp == 1, "--tp-overlap",
+         "with --tp 1: there is no TP communication to hide; give --tp 2 or more, or drop it"),
+        (bool(o.get("ep_overlap")) and par.ep == 1, "--ep-overlap",
+         "with --ep 1: there are no EP all-to-alls to hide; give an MoE model with --ep 2 or more, or drop it"),
+        (o.get("calibrated") is not None and o.get("efficiency") is not None, "--calibrated",
+         "with --efficiency: that share of peak replaces every calibration; drop one of them"),
+    ]
+
+
 def _flash(attention: str) -> bool:
     key = attention.strip().lower() if isinstance(attention, str) else ""
     if key not in ("flash", "unfused"):

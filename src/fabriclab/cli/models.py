@@ -6,7 +6,11 @@ LLMs (`fabriclab.workload.transformer`): built-in names or any HuggingFace confi
 per token at the model's default sequence length, model FLOPs = 3 x forward (Megatron's MFU convention).
 The `--json` record of the list holds the CNN rows and then the LLM rows (`"family": "llm"`).
 
-Try it: `fabriclab models`, `fabriclab models resnet50` or `fabriclab models llama3-70b`.
+`--model FILE_OR_DIR` shows an LLM read from a HuggingFace config.json (or a folder holding one) by the reader
+`whatif llm --model` and `plan --model` use (`workload.transformer.load_model`).
+
+Try it: `fabriclab models`, `fabriclab models resnet50`, `fabriclab models llama3-70b` or `fabriclab models
+--model path/to/config.json`.
 """
 
 from __future__ import annotations
@@ -166,6 +170,9 @@ def _is_llm(name: str) -> bool:
 def models_cmd(
     name: Optional[str] = typer.Argument(None, help="Show this model's layer table, or an LLM's (name or "
                                                     "HuggingFace config.json) parameters and FLOPs."),
+    model: Optional[str] = typer.Option(None, "--model", metavar="FILE|DIR|NAME", help=(
+        "Show the LLM `whatif llm --model` and `plan --model` read: a HuggingFace config.json, a folder holding "
+        "one, or a built-in LLM (its parameters and FLOPs).")),
     fmt: FormatOption = None,
     json_path: JsonOption = None,
 ) -> None:
@@ -173,6 +180,11 @@ def models_cmd(
 
     A listing of packaged data, not a run: nothing goes to the results store (--json writes the rows)."""
     out = Output(fmt, json_path, STORE_OFF)
+    if model is not None:
+        if name is not None:
+            raise ValueError(f"give one model: {name!r} or --model {model!r}")
+        out.record("models.llm", {"model": model}, _print_llm(out, load_model(model)))
+        return
     if name is None:
         rows = _zoo_rows()
         llms = [_llm_row(load_model(n)) for n in list_llms()]

@@ -94,6 +94,14 @@ def parse_number(text: str | float, option: str, *, minimum: float = 0.0, exampl
     return value
 
 
+def parse_nice(text: str) -> int:
+    """`--nice`: a nice(1) priority, -20..19."""
+    value = text.strip()
+    if not value.lstrip("-").isdigit() or not -20 <= int(value) <= 19:
+        raise ValueError(f"--nice {text!r}: give a priority in -20..19 (nice(1))")
+    return int(value)
+
+
 def parse_dims(text: str | None) -> tuple[int, ...] | None:
     """`4x4` -> (4, 4); None stays None."""
     if text is None:

@@ -63,6 +63,19 @@ def routed_cluster(cluster, routing: str | None, qps: str | None, transport: str
     return replace(cluster, network=network, name=f"{cluster.name} {label}")
 
 
+def routing_ignored(cluster, qps: str | None, seeds: str | int | None) -> list:
+    """The rules (`cli/ignored.py`) of `--qps` and `--seeds` that the cluster's network, as routed, ignores."""
+    n = cluster.network
+    drawn = n.routing == "ecmp" or n.placement == "scattered"  # nccl/routing.draws
+    return [
+        (qps is not None and n.routing != "ecmp", "--qps",
+         f"with routing {n.routing}: only ECMP hashes each QP to a spine; add --routing ecmp or drop it"),
+        (seeds is not None and parse_seeds(seeds) > 1 and not drawn, "--seeds",
+         f"with routing {n.routing} and placement {n.placement}: nothing is drawn, one answer; add --routing "
+         f"ecmp or --placement scattered, or drop it"),
+    ]
+
+
 def parse_seeds(text: str | int) -> int:
     """`--seeds`: draws, 1 to 256."""
     from fabriclab.cli.options import parse_count

@@ -58,7 +58,9 @@ from fabriclab.cli.routing_options import (
     TransportOption,
     parse_seeds,
     routed_cluster,
+    routing_ignored,
 )
+from fabriclab.cli.ignored import given, warn_ignored
 from fabriclab.cli.points_options import ProcessesOption, ResumeOption, SchedulerOption, point_runner
 
 app = typer.Typer(help="Simulate collectives on modelled fabrics (flow-level, max-min sharing).",
@@ -101,6 +103,7 @@ def _cluster_prediction(o: dict, out: Output) -> None:
     if o["seed"] != "0":  # --seed: the first draw of the hashes and servers
         cluster = replace(cluster, network=replace(cluster.network, routing_seed=parse_count(o["seed"], "--seed",
                                                                                               minimum=0)))
+    warn_ignored([*_cluster_ignored(o, cluster), *routing_ignored(cluster, o["qps"], o["seeds"])])
     sweep = seeded_sweep(cluster, num_gpus, sizes, o["collective"], parse_seeds(o["seeds"]))
     if o["fmt"] == NCCL_TESTS:
         stream = sys.stderr if out.machine_stdout else sys.stdout
@@ -118,6 +121,31 @@ def _cluster_prediction(o: dict, out: Output) -> None:
               "qps_per_connection": cluster.network.qps_per_connection, "transport": cluster.network.transport,
               "seeds": parse_seeds(o["seeds"])}
     out.record("simulate.cluster", config, sweep.rows)
+
+
+# The options of a topology's flow simulation that a --cluster prediction does not read, and why.
+TOPOLOGY_ONLY = {
+    "algo": "the cluster's library picks the algorithm and protocol per size (NCCL's choice)",
+    **dict.fromkeys(("topology", "hosts", "levels", "hosts_per_leaf", "bisection", "leaves_per_pod", "spines", "dims",
+                     "link", "latency", "gpus_per_server"), "the cluster file gives the servers and the network"),
+    **dict.fromkeys(("ranks", "size", "itemsize"), "--gpus and --sizes say what runs"),
+    **dict.fromkeys(("gamma", "engine", "top", "ops_csv", "simgrid"), "it is for a topology's flow simulation"),
+}
+
+
+def _cluster_ignored(o: dict, cluster) -> list:
+    """The rules (`cli/ignored.py`) of the options `--cluster` leaves unread, and of `--seed` where nothing is
+    drawn; an option counts as given when its value is not `collective_cmd`'s default."""
+    import inspect
+
+    defaults = {name: getattr(p.default, "default", p.default)
+                for name, p in inspect.signature(collective_cmd).parameters.items()}
+    n = cluster.network
+    return [*((given(o[name], defaults[name]), f"--{name.replace('_', '-')}", f"with --cluster: {why}; drop it")
+              for name, why in TOPOLOGY_ONLY.items()),
+            (given(o["seed"], "0") and n.routing != "ecmp" and n.placement != "scattered", "--seed",
+             f"with routing {n.routing} and placement {n.placement}: nothing is drawn; add --routing ecmp or "
+             f"drop it")]
 
 
 def seeded_sweep(cluster, num_gpus: int, sizes: list[int], collective: str, seeds: int):

@@ -41,7 +41,7 @@ from typing import Iterator
 
 import numpy as np
 
-from fabriclab.emu import netns
+import fabriclab.emu.netns as netns
 from fabriclab.emu.launch import hop_latency, ping_hosts
 from fabriclab.emu.state import (ClusterState, EmuHost, EmuLink, clear_state, cluster_lock, load_state, name_tag,
                                  private_state_path, save_state)

@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from fabriclab.emu import netns
+import fabriclab.emu.netns as netns
 from fabriclab.emu.state import ClusterState, load_state
 from fabriclab.fabric.scenario import build_topology
 from fabriclab.fabric.topology import Topology

@@ -33,6 +33,9 @@ from fabriclab.fabric.kernels import KernelModel, kernel_model_from_dict
 from fabriclab.fabric.links import Link, link_preset
 from fabriclab.fabric.nccl_env import check_nccl_env
 from fabriclab.fabric.nccl_tuner import TunerRule, rules_from_json
+from fabriclab.fabric.resilience import ResilienceSpec, check_resilience
+from fabriclab.fabric.storage import StorageSpec, check_storage
+from fabriclab.textfile import read_text
 
 SCHEMA = "fabriclab.cluster/1"
 ALGORITHMS = ("ring", "tree")
@@ -250,6 +253,10 @@ class ClusterModel:
     """Calibration summary (logs, parameters fitted or prior, residuals); None for a preset."""
     compute: ComputeSpec | None = None
     """The GPUs' roofline and measured efficiency; None: the preset `server.gpu_name` names (`cluster_gpu`)."""
+    storage: StorageSpec = field(default_factory=StorageSpec)
+    """Where checkpoints are written and read, and how fast (`fabric/storage.py`; default: Llama 3's path)."""
+    resilience: ResilienceSpec = field(default_factory=ResilienceSpec)
+    """Dual ToR, spare spine capacity, spare servers (`fabric/resilience.py`; default: none of them)."""
 
 
 def cluster_gpu(cluster: ClusterModel) -> GpuSpec:
@@ -336,6 +343,9 @@ def to_dict(model: ClusterModel) -> dict:
         data["library"].pop("tuner")
     if model.library.p2p_channel_bandwidth_Bps is None:
         data["library"].pop("p2p_channel_bandwidth_Bps")
+    for key, plain in (("storage", StorageSpec()), ("resilience", ResilienceSpec())):
+        if getattr(model, key) == plain:  # the defaults: the file reads as before checkpoints were modelled
+            data.pop(key)
     if model.network.servers_per_building == 0:  # one building: the file reads as before the third tier
         for key in ("servers_per_building", "building_bandwidth_Bps", "building_latency_s"):
             data["network"].pop(key)
@@ -361,7 +371,7 @@ def load_cluster(path: Path | str) -> ClusterModel:
     """Read a cluster file; a ValueError naming the file and the key on bad content."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text(path, "cluster file"))
     except OSError as exc:
         raise ValueError(f"cannot read cluster file {path}: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
@@ -396,7 +406,9 @@ def from_dict(data: object, where: str = "<cluster>") -> ClusterModel:
                          f"{where}: library")
         model = ClusterModel(name=str(data.get("name", "cluster")), description=str(data.get("description", "")),
                              server=server, network=network, library=library, fit=data.get("fit"),
-                             compute=_compute(data.get("compute"), where))
+                             compute=_compute(data.get("compute"), where),
+                             storage=_build(StorageSpec, data.get("storage", {}), f"{where}: storage"),
+                             resilience=_build(ResilienceSpec, data.get("resilience", {}), f"{where}: resilience"))
     except TypeError as exc:
         raise ValueError(f"cluster file {where}: {exc}") from None
     check_cluster(model, where)
@@ -491,6 +503,8 @@ def check_cluster(model: ClusterModel, where: str = "<cluster>") -> None:
         raise ValueError(f"cluster file {where}: network.servers_per_building is {n.servers_per_building!r}; give a "
                          f"whole number of servers (0: one building)")
     check_routing(n, where)
+    check_storage(model.storage, where)
+    check_resilience(model.resilience, where)
     choices = {"server.intra": (s.intra, ("nvswitch", "pcie")), "network.fabric": (n.fabric, ("rail", "fat-tree")),
                "library.selection": (lib.selection, SELECTIONS)}
     for key, (value, allowed) in choices.items():

@@ -46,6 +46,13 @@ import re
 from dataclasses import dataclass, replace
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+# What a GPU copies to and from host memory per direction (HOST_LINKS: the sources), bytes/s: a PCIe x16 link's
+# rate (Gen3 16 GB/s, Gen4 32, Gen5 64 per direction: PCI-SIG) less ~15 % of headers and DMA overhead (an
+# estimate); NVLink-C2C, 900 GB/s both directions between a Grace and the two Blackwell GPUs of a GB200 / GB300
+# superchip (NVIDIA's GB200 NVL72 and GB300 NVL72 specifications), 225 GB/s a direction for each GPU.
+PCIE_GEN5_HOST_Bps = 0.85 * 64e9
+HOST_LINKS = {"v100": 0.85 * 16e9, "v100-pcie": 0.85 * 16e9, "a100-40gb": 0.85 * 32e9, "a100-80gb": 0.85 * 32e9,
+              "gb200": 900e9 / 2 / 2, "gb300": 900e9 / 2 / 2}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +73,9 @@ class GpuSpec:
     """Streaming multiprocessors (the kernel model's waves, `fabric/kernels.py`); 0: unknown, no waves."""
     generation: str = ""
     """Architecture (`volta`, `ampere`, `hopper`, `blackwell`): which measured kernel table carries to it."""
+    host_bandwidth_Bps: float = PCIE_GEN5_HOST_Bps
+    """GPU <-> host memory per direction, bytes/s (activation offloading): PCIe to the host CPU's memory, or
+    NVLink-C2C to Grace's on a GB200 / GB300 (`HOST_LINKS`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.peak_flops, dict) or not self.peak_flops:
@@ -78,6 +88,7 @@ class GpuSpec:
             _check_positive(f"GPU {self.name!r}: peak_flops.{key}", value)
         _check_positive(f"GPU {self.name!r}: memory_bytes", self.memory_bytes)
         _check_positive(f"GPU {self.name!r}: memory_bandwidth_Bps", self.memory_bandwidth_Bps)
+        _check_positive(f"GPU {self.name!r}: host_bandwidth_Bps", self.host_bandwidth_Bps)
         if not isinstance(self.num_sms, int) or isinstance(self.num_sms, bool) or not 0 <= self.num_sms <= 10_000:
             raise ValueError(f"GPU {self.name!r}: num_sms is {self.num_sms!r}; give the SM count (0: unknown)")
 
@@ -160,6 +171,7 @@ GPU_PRESETS: dict[str, GpuSpec] = {
                             "2.5 PFLOP/s, FP8 5, 20 TB HBM3e at 576 TB/s (278 GB at 8 TB/s per GPU)",
                      num_sms=160, generation="blackwell"),
 }
+GPU_PRESETS = {k: replace(v, host_bandwidth_Bps=HOST_LINKS.get(k, v.host_bandwidth_Bps)) for k, v in GPU_PRESETS.items()}
 _ALIASES = {"a100": "a100-80gb"}
 GPU_PRESET_NAMES = (*GPU_PRESETS, *_ALIASES)
 
@@ -191,6 +203,15 @@ _NAME_RULES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p), key) for
     (r"(?<![A-Z0-9])A100(?![0-9])", "a100-80gb"),
 ))
 _V100 = re.compile(r"(?<![A-Z0-9])V100(?![0-9S])")
+
+
+def same_gpu(name: str, other: str) -> bool:
+    """Whether two names stand for one GPU: the same preset (`NVIDIA H100 80GB HBM3` and `H100-SXM5-80GB`),
+    or, for GPUs fabriclab does not know, the same name ignoring case."""
+    ours, theirs = gpu_for_name(name), gpu_for_name(other)
+    if ours is not None and theirs is not None:
+        return ours.name == theirs.name
+    return str(name).strip().lower() == str(other).strip().lower()
 
 
 def gpu_for_name(gpu_name: str) -> GpuSpec | None:

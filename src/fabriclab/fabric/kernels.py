@@ -4,12 +4,16 @@ GEMMs run closer to peak than narrow ones (on one H200 bf16 GEMMs run from under
 shape), so a step calibrated on one model size was 19-42 % off on others. The mechanisms:
 
 * **GEMM**: t = latency + max(2 M N K / (peak x share x waves x K / (K + k0)), bytes / (bandwidth x copy)).
-  - `waves`: output tiles are spread over the SMs in waves; a last, partial wave leaves SMs idle. The
-    libraries' Hopper kernels tile the output 128 x 256 (either way round), so waves = tiles /
-    (ceil(tiles / SMs) x SMs), for the better orientation.
+  - `waves`: output tiles are spread over the SMs in waves; a last, partial wave leaves SMs idle, and a
+    tile that overhangs the matrix computes its padding. The libraries' Hopper kernels tile the output
+    128 x 256 (either way round), so waves = M N / (ceil(tiles / SMs) x SMs x tile), for the better
+    orientation. A grouped GEMM (the local experts' GEMMs of an MoE layer, each on the tokens routed to it)
+    pools its GEMMs' tiles in the same waves: few tokens per expert leave the SMs idle and the tiles padded.
   - `K / (K + k0)`: each tile's main loop over K has a fixed prologue and epilogue, worth k0 of K.
   - `share`: what the main loop reaches of the data sheet's peak (clocks under the power limit).
-  - `latency`: the per-kernel floor of back-to-back launches.
+  - `latency`: the per-kernel floor of back-to-back launches on the GPU (`fixed_s`: it does not move with
+    the GPU's rates, nor with a calibrated scale). The host's dispatch of each kernel is apart
+    (`fabric/host.py`, `launches`).
 * **Flash attention** (causal: half the scores are computed): the same share-of-peak form with its own
   shares, forward and backward (the backward does 2.5 x the forward's FLOPs), over tiles of 128 queries
   per (batch, head).
@@ -17,21 +21,20 @@ shape), so a step calibrated on one model size was 19-42 % off on others. The me
   (bandwidth x copy share), plus the latency per kernel.
 
 The shares are measured: `fit_kernel_table` fits them to a kernel table (`fabriclab calibrate kernels`;
-the H200 table shipped in `fabric/data/kernels-h200.csv` gives the Hopper defaults). They carry to another
-GPU of the same generation by its data-sheet peak, bandwidth and SM count (H200 -> H100: the GEMMs of a
-table measured on an H100 land 2 % from the H200 fit's prediction, median); to another generation they are
-an assumption, and the range says so.
+the H200 table shipped in `fabric/data/kernels-h200.csv` gives the Hopper defaults, `default_kernels` in
+`fabric/kernel_defaults.py`). They carry to another GPU of the same generation by its data-sheet peak,
+bandwidth and SM count (H200 -> H100: the GEMMs of a table measured on an H100 land 2 % from the H200
+fit's prediction, median); to another generation they are an assumption, and the range says so.
 
-Try it: `python -c "from fabriclab.fabric.kernels import default_kernels, Gemm; from fabriclab.fabric.gpus
-import gpu_preset; g = gpu_preset('h100'); k = default_kernels(g); print(k.source);
-print(k.time_s(Gemm(8192, 8192, 8192), g, 'bf16'))"`.
+Try it: `python -c "from fabriclab.fabric.kernel_defaults import default_kernels; from fabriclab.fabric.kernels
+import Gemm; from fabriclab.fabric.gpus import gpu_preset; g = gpu_preset('h100'); k = default_kernels(g);
+print(k.source); print(k.time_s(Gemm(8192, 8192, 8192), g, 'bf16'))"`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import dataclass
 
 from fabriclab.fabric.gpus import GpuSpec
 
@@ -41,6 +44,10 @@ TILES = ((128, 256), (256, 128))
 SMALL_TILE = (128, 128)
 ATTENTION_TILE = 128  # queries per flash-attention thread block (FlashAttention-2/3 on Hopper)
 ATTENTION_BACKWARD_FLOPS = 2.5  # backward FLOPs per forward FLOP of flash attention (dQ, dK, dV, recomputed P)
+# Transformer Engine runs a grouped GEMM as one cuBLAS GEMM per expert over 4 CUDA streams
+# (`general_grouped_gemm`, NVTE_... num_streams 4; Megatron-Core's --moe-grouped-gemm, "multi-stream + cuBLAS"
+# in NVIDIA's DeepSeek-V3 GB200 guide): the GPU pays a launch per round of 4.
+GROUPED_STREAMS = 4
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,9 @@ class Gemm:
     """Runs in bf16 whatever the step's precision (Transformer Engine keeps the output layer in bf16)."""
     chunks: int = 1
     """Run as this many GEMMs of m / chunks rows each (TP overlap's ring exchange: one per TP rank)."""
+    grouped: bool = False
+    """The `count` GEMMs run together (an MoE layer's grouped GEMM): their tiles share the SMs' waves, and
+    the GPU pays a launch per round of GROUPED_STREAMS of them; the host still dispatches each."""
 
     @property
     def flops(self) -> float:
@@ -72,11 +82,14 @@ class Attention:
     head_dim: float
     causal: bool = True
     backward: bool = False
+    value_dim: float = 0
+    """Width of a value head where it differs from the query's and key's (MLA: 128 beside 192); 0: head_dim."""
 
     @property
     def flops(self) -> float:
-        """FLOPs the kernel really computes (causal: half the scores)."""
-        f = 4 * self.batch * self.heads * self.seq_q * self.seq_k * self.head_dim * (0.5 if self.causal else 1)
+        """FLOPs the kernel really computes (causal: half the scores): 2 b h sq sk (d_qk + d_v)."""
+        dims = self.head_dim + (self.value_dim or self.head_dim)
+        f = 2 * self.batch * self.heads * self.seq_q * self.seq_k * dims * (0.5 if self.causal else 1)
         return f * (ATTENTION_BACKWARD_FLOPS if self.backward else 1)
 
 
@@ -123,38 +136,53 @@ class KernelModel:
                 raise ValueError(f"kernel model: gemm_share.{key} is {value!r}; give a share in (0, 1]")
 
     def gemm_s(self, g: Gemm, gpu: GpuSpec, precision: str) -> float:
+        return sum(self.gemm_parts(g, gpu, precision))
+
+    def gemm_parts(self, g: Gemm, gpu: GpuSpec, precision: str) -> tuple[float, float]:
+        """(work, fixed) seconds of a GEMM (`time_s` is their sum)."""
         prec = "bf16" if g.bf16 or precision not in self.gemm_share else precision
-        peak = gpu.peak(prec)
         if g.m <= 0 or g.n <= 0 or g.k <= 0:
-            return 0.0
+            return 0.0, 0.0
         if g.chunks > 1:
-            return self.gemm_s(Gemm(g.m / g.chunks, g.n, g.k, g.count * g.chunks, g.bf16), gpu, precision)
-        waves = wave_share(g.m, g.n, gpu.num_sms, self.small_tile_share)
-        rate = peak * self.gemm_share[prec] * waves * g.k / (g.k + self.gemm_k0[prec])
+            return self.gemm_parts(Gemm(g.m / g.chunks, g.n, g.k, g.count * g.chunks, g.bf16), gpu, precision)
+        pooled = g.count if g.grouped else 1
+        waves = wave_share(g.m, g.n, gpu.num_sms, self.small_tile_share, pooled)
+        rate = gpu.peak(prec) * self.gemm_share[prec] * waves * g.k / (g.k + self.gemm_k0[prec])
         width = 1 if prec == "fp8" else 2
         moved = (g.m * g.k + g.k * g.n) * width + g.m * g.n * 2
-        one = self.latency_s + max(2 * g.m * g.n * g.k / rate, moved / (gpu.memory_bandwidth_Bps * self.copy_share))
-        return one * g.count
+        work = max(2 * g.m * g.n * g.k / rate, moved / (gpu.memory_bandwidth_Bps * self.copy_share)) * g.count
+        return work, self.latency_s * (math.ceil(g.count / GROUPED_STREAMS) if g.grouped else g.count)
 
     def attention_s(self, a: Attention, gpu: GpuSpec) -> float:
+        return sum(self.attention_parts(a, gpu))
+
+    def attention_parts(self, a: Attention, gpu: GpuSpec) -> tuple[float, float]:
         if a.seq_q <= 0 or a.batch * a.heads <= 0:
-            return 0.0
+            return 0.0, 0.0
         blocks = a.batch * a.heads * math.ceil(a.seq_q / ATTENTION_TILE)
         sms = gpu.num_sms or blocks
         waves = blocks / (math.ceil(blocks / sms) * sms)
         share = self.attention_backward_share if a.backward else self.attention_share
-        return self.latency_s + a.flops / (gpu.peak("bf16") * share * waves)
+        return a.flops / (gpu.peak("bf16") * share * waves), self.latency_s
 
     def memory_s(self, p: MemoryPass, gpu: GpuSpec) -> float:
-        return p.kernels * self.latency_s + p.bytes / (gpu.memory_bandwidth_Bps * self.copy_share)
+        return sum(self.memory_parts(p, gpu))
+
+    def memory_parts(self, p: MemoryPass, gpu: GpuSpec) -> tuple[float, float]:
+        return p.bytes / (gpu.memory_bandwidth_Bps * self.copy_share), p.kernels * self.latency_s
 
     def time_s(self, kernel: Gemm | Attention | MemoryPass, gpu: GpuSpec, precision: str) -> float:
         """Seconds of one kernel (or `count` like ones) on `gpu` in a step of `precision`."""
+        return sum(self.parts_s(kernel, gpu, precision))
+
+    def parts_s(self, kernel: Gemm | Attention | MemoryPass, gpu: GpuSpec, precision: str) -> tuple[float, float]:
+        """(work, fixed) seconds of a kernel: what runs at the GPU's rates (a calibrated scale acts on it) and
+        the launches' floor (module doc)."""
         if isinstance(kernel, Gemm):
-            return self.gemm_s(kernel, gpu, precision)
+            return self.gemm_parts(kernel, gpu, precision)
         if isinstance(kernel, Attention):
-            return self.attention_s(kernel, gpu)
-        return self.memory_s(kernel, gpu)
+            return self.attention_parts(kernel, gpu)
+        return self.memory_parts(kernel, gpu)
 
     def to_dict(self) -> dict:
         return {"gemm_share": dict(self.gemm_share), "gemm_k0": dict(self.gemm_k0), "latency_s": self.latency_s,
@@ -162,16 +190,26 @@ class KernelModel:
                 "small_tile_share": self.small_tile_share, "copy_share": self.copy_share, "source": self.source, "error": self.error}
 
 
-def wave_share(m: float, n: float, num_sms: int, small_tile_share: float = 1.0) -> float:
-    """The share of the SMs' time a GEMM's output tiles keep busy, over the waves they run in, for the best
-    tile (module doc)."""
+def wave_share(m: float, n: float, num_sms: int, small_tile_share: float = 1.0, groups: float = 1) -> float:
+    """The share of the SMs' time a GEMM's output tiles keep busy with its M x N outputs, over the waves
+    they run in, for the best tile (module doc); `groups` like GEMMs pooled in one grouped GEMM."""
     if num_sms <= 0:  # unknown SM count: no wave quantization
         return 1.0
     best = 0.0
     for (tm, tn), share in ((TILES[0], 1.0), (TILES[1], 1.0), (SMALL_TILE, small_tile_share)):
-        tiles = math.ceil(m / tm) * math.ceil(n / tn)
-        best = max(best, share * tiles / (math.ceil(tiles / num_sms) * num_sms))
+        tiles = math.ceil(groups * math.ceil(m / tm) * math.ceil(n / tn))
+        best = max(best, share * groups * m * n / (math.ceil(tiles / num_sms) * num_sms * tm * tn))
     return best
+
+
+def launches(kernel: Gemm | Attention | MemoryPass) -> float:
+    """Kernels the host dispatches for one of these (a grouped GEMM: one per expert; TP overlap's chunks
+    each)."""
+    if isinstance(kernel, Gemm):
+        return kernel.count * kernel.chunks
+    if isinstance(kernel, Attention):
+        return 1
+    return kernel.kernels
 
 
 def kernel_model_from_dict(value: dict, where: str = "compute.kernels") -> KernelModel:
@@ -189,28 +227,3 @@ def kernel_model_from_dict(value: dict, where: str = "compute.kernels") -> Kerne
             raise ValueError(f"{where}.{key} is {value[key]!r}: give a mapping of precision to a number")
     return KernelModel(**{k: (dict(v) if isinstance(v, dict) else v) for k, v in value.items()})
 
-
-# The generation whose table the defaults come from, by SM count of the data sheet's part: Hopper is the
-# only generation with a shipped table; the others borrow its shares, an assumption the range widens.
-_CARRIED_ERROR = 0.15
-
-
-@lru_cache(maxsize=1)
-def hopper_kernels() -> KernelModel:
-    """The Hopper defaults: the fit of the shipped H200 kernel table (`fabric/data/kernels-h200.csv`)."""
-    from fabriclab.fabric.kernel_fit import fit_kernel_table, read_kernel_table, shipped_table
-    from fabriclab.fabric.gpus import gpu_preset
-
-    model = fit_kernel_table(read_kernel_table(shipped_table()), gpu_preset("h200"))
-    return replace(model, source="fit of one H200's kernel table (fabric/data/kernels-h200.csv, 2026-11-27)")
-
-
-def default_kernels(gpu: GpuSpec) -> KernelModel:
-    """The kernel model of `gpu` when none was calibrated: Hopper's fit, carried by the data sheet's rates
-    (same generation: its error; another generation: widened to 15 %, an assumption said in `source`)."""
-    base = hopper_kernels()
-    if gpu.generation == "hopper":
-        return base
-    return replace(base, error=max(base.error, _CARRIED_ERROR),
-                   source=f"{base.source}, carried to {gpu.name} ({gpu.generation or 'unknown generation'}) by "
-                          f"its data sheet: not measured on it (range widened to {_CARRIED_ERROR:.0%})")

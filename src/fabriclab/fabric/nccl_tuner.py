@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from fabriclab.fabric.nccl_env import ALGORITHM_NAMES, PROTOCOL_NAMES
+from fabriclab.textfile import read_text
 
 _COLL_TYPES = {"COLL_ALL_REDUCE": "allreduce", "COLL_ALL_GATHER": "allgather",
                "COLL_REDUCE_SCATTER": "reduce_scatter", "COLL_BROADCAST": "broadcast", "COLL_REDUCE": "reduce",
@@ -203,10 +204,8 @@ def read_textproto(text: str, where: str = "tuner config") -> tuple[TunerRule, .
 
 def read_tuner_file(path) -> tuple[TunerRule, ...]:
     """`read_textproto` of a file; a ValueError naming it when it cannot be read."""
-    from pathlib import Path
-
     try:
-        text = Path(path).read_text()
+        text = read_text(path, "--nccl-tuner")
     except OSError as exc:
         raise ValueError(f"--nccl-tuner {path}: cannot read it ({exc.strerror or exc}); give the "
                          f"tuner_config.textproto the runs used") from None

@@ -14,7 +14,8 @@ the hosts evenly (fewest switches); a tree that needs 4 levels is refused with w
 
 Default radix per link preset (data sheets): 1/10/25GbE 48 (Spectrum SN2410: 48 x 25GbE), 40/100/200GbE
 32 (Spectrum SN2700: 32 x 100GbE; SN3700: 32 x 200GbE), 400GbE 64 (25.6 Tb/s switches such as Arista
-7060DX5-64S: 64 x 400GbE), 800GbE 64 (Spectrum-4 SN5600: 64 x 800GbE), Omni-Path 100 48 (Edge Switch
+7060DX5-64S: 64 x 400GbE), 800GbE 64 (Spectrum-4 SN5600: 64 x 800GbE), 1600GbE 64 (102.4 Tb/s switches
+such as Broadcom's Tomahawk 6: 64 x 1.6TbE), Omni-Path 100 48 (Edge Switch
 100 Series: 48 ports), EDR 36 (Switch-IB 2 SB7800), HDR 40 (Quantum QM8700), NDR 64 (Quantum-2 QM9700:
 64 x 400 Gb/s), XDR 144 (Quantum-X800 Q3400: 144 x 800 Gb/s). `--radix` overrides it (e.g. 128 for a
 51.2 Tb/s switch split into 128 x 400G).
@@ -30,7 +31,8 @@ from fractions import Fraction
 from fabriclab.fabric.links import link_preset
 
 RADIX: dict[str, int] = {"1GbE": 48, "10GbE": 48, "25GbE": 48, "40GbE": 32, "100GbE": 32, "200GbE": 32,
-                         "400GbE": 64, "800GbE": 64, "OPA100": 48, "EDR": 36, "HDR": 40, "NDR": 64, "XDR": 144}
+                         "400GbE": 64, "800GbE": 64, "1600GbE": 64, "OPA100": 48, "EDR": 36, "HDR": 40, "NDR": 64,
+                         "XDR": 144}
 """Ports of a switch of each link preset's generation (module doc)."""
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabriclab.collectives.schedule import bus_bandwidth_factor
+from fabriclab.textfile import read_text
 
 # nccl-tests binary stem (src/<stem>.cu) -> our collective name (collectives/schedule.py's).
 TEST_NAMES = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter",
@@ -383,7 +384,9 @@ def _finish(run: _Run, source: str, run_name: str, fallback: tuple[str, str] | N
     named = f"{source} ({run_name})" if run_name else source
     if not run.ranks:
         raise ValueError(f"{named}: no '#  Rank N ... on HOST device D' lines after line {run.first_line}: "
-                         f"keep nccl-tests' '# Using devices' block, it tells the servers and GPUs")
+                         f"keep nccl-tests' '# Using devices' block, it tells the servers and GPUs (a log kept "
+                         f"without it, as in examples/nccl-corpus, is read with the corpus.json that names it: keep "
+                         f"them in one folder)")
     missing = sorted(set(range(max(run.ranks) + 1)) - set(run.ranks))
     if missing:
         raise ValueError(f"{named}: the '# Using devices' block lists no rank {missing[0]}: "
@@ -553,7 +556,7 @@ def read_runs(path: Path | str, *, collective: str | None = None) -> list[NcclRu
     names the test of nccl-tests runs whose log does not (see `parse_nccl_tests`)."""
     path = Path(path)
     try:
-        text = path.read_text(errors="replace")
+        text = read_text(path, "log")
     except OSError as exc:
         raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
     if _BENCH_TITLE.search(text) and not _NTHREAD.search(text):

@@ -113,6 +113,8 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
             data = _link_time(cluster, num_gpus, algo, collective, channels) * size * channels / shared \
                 / (wire * efficiency)
             data = congested_seconds(data, overload(cluster, num_gpus, algo, collective), cluster.network.transport)
+            data = _hidden_under_steps(cluster, num_gpus, algo, collective, channels, data,
+                                       size * channels / shared / (wire * efficiency), latency - lat.base_s)
             if spec.busbw_cap_Bps is not None:  # a per-channel ceiling: the channels NCCL runs at this size
                 # (LL's ceiling stands on every channel: NCCL drops an LL channel only while each thread still
                 # has a line per step to move, where the step latency and not the threads' rate decides)
@@ -143,6 +145,29 @@ def candidate_times(cluster: ClusterModel, num_gpus: int, sizes_bytes, collectiv
     return out
 
 
+def _plain(network):
+    """The same servers on a non-blocking D-mod-K fabric that nothing else shares."""
+    return replace(network, bisection=1.0, routing="ideal", transport="ideal", placement="packed", busy_share=0.0)
+
+
+def _hidden_under_steps(cluster: ClusterModel, num_gpus: int, algo: str, collective: str, channels: np.ndarray,
+                        data: np.ndarray, bytes_: np.ndarray, steps_s) -> np.ndarray:
+    """The data time of a ring or tree with what the fabric adds to it hidden, as far as it goes, under the
+    latency of its steps. A pipelined collective leaves its network links idle for the latency of every
+    step (the handshake and the hops before the next chunk may go); a link slowed by oversubscription,
+    hashing, congestion control or other jobs fills that idle time before it delays anything. So the time
+    the fabric adds over the same servers on a non-blocking D-mod-K fabric (`free`) costs only where it
+    passes the steps' latency: `free + max(0, data - free - steps)`. Where the fabric is plain, nothing
+    changes; where the bytes dominate (hundreds of MiB), the fabric's whole cost shows. Beside SimAI's
+    ns-3 (docs/measurements/simai/), a 4:1 tree slows a 16-32 MiB ring 1.1-1.2x, not the 1.6-1.8x the
+    sum of latency and routed bytes gave."""
+    plain = _plain(cluster.network)
+    if cluster.network == plain:
+        return data
+    free = _link_time(replace(cluster, network=plain), num_gpus, algo, collective, channels) * bytes_
+    return free + np.maximum(0.0, data - free - steps_s)
+
+
 def _nvls_tree_network(cluster: ClusterModel, num_gpus: int, size: np.ndarray, estimate: np.ndarray) -> np.ndarray:
     """NVLS-tree's time with what the fabric adds. NCCL's estimate has no topology; between the servers its
     bytes cross the NICs as a ring's would (every server sends and receives its share of the buffer), so an
@@ -150,7 +175,7 @@ def _nvls_tree_network(cluster: ClusterModel, num_gpus: int, size: np.ndarray, e
     here less their data time on a non-blocking D-mod-K fabric of the same servers (nothing on that fabric,
     so NCCL's own estimate stands there)."""
     network = cluster.network
-    plain = replace(network, bisection=1.0, routing="ideal", transport="ideal", placement="packed", busy_share=0.0)
+    plain = _plain(network)
     if network == plain:
         return estimate
     data = link_seconds_per_byte(cluster, num_gpus, "ring", "allreduce") * size
@@ -285,7 +310,9 @@ def choice_notes(cluster: ClusterModel, num_gpus: int, sizes_bytes, collective: 
     mechanism that makes a fall at the preset clusters (`tests/nccl/test_monotone.py`): a tree's pipeline
     (its chunks climb the chain and the tree hop by hop, LL held back at every network hop, `nccl/pipeline.py`)
     that NCCL's estimate leaves out, so NCCL keeps a tree a size or two past where it costs more than the
-    pair it switches to. Empty for a library that is not NCCL and for point-to-point collectives."""
+    pair it switches to. On a fabric that hashes flows or cuts rates (`roce-h100`), a second: NCCL's estimate
+    has no fabric, so it keeps LL, whose doubled bytes pay the congestion, a size past where LL128 costs
+    less. Empty for a library that is not NCCL and for point-to-point collectives."""
     from fabriclab.units import format_size
 
     lib = cluster.library

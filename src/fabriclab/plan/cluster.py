@@ -9,10 +9,12 @@ fabric(s) given (default: every priced fabric whose line rate is the cluster's N
 as `fabric/rail.py` builds them:
 
 * NICs: servers x NICs per server, each with one server-to-leaf cable and one leaf port;
-* leaves: rail: NICs per server x ceil(servers / leaf ports); fat tree: ceil(NICs / leaf ports);
+* leaves: rail: NICs per server x ceil(servers / leaf ports); fat tree: ceil(NICs / leaf ports), or one
+  switch when the NICs fit one;
 * with more than one leaf, each leaf has max(1, round(leaf ports x bisection)) up-links (two ports and one
   switch cable each) to spines of the switch radix (the NIC generation's, `fabric/switches.py`): as few
-  spines as those links need; more leaves than the radix need a third level (`cluster_bill`);
+  spines as those links need; where more leaves than the radix would need a third level, leaves as wide as
+  the radix allows (radix / 2 NICs at full bisection) keep two levels while they can (`cluster_bill`);
 * whole switches are priced (switches x radix ports). The prediction itself does not see the levels.
 
 Try it: `fabriclab plan --cluster cluster.json --gpus 64,256 --model resnet50`.
@@ -57,21 +59,24 @@ def matching_fabrics(cluster: ClusterModel, prices: PriceTable, where: str) -> t
 def cluster_bill(cluster: ClusterModel, servers: int, radix: int | None = None) -> tuple[NetworkBill, int]:
     """The parts of the cluster's network for `servers` servers (module doc) and its levels. Switches have
     `radix` ports (default: the NIC generation's, `fabric/switches.py`, at least leaf_ports x (1 +
-    bisection)): up to `radix` leaves share one layer of spines, more need a third level (aggregation
-    switches of radix / 2 down and up in pods, then cores), and whole switches are bought."""
+    bisection)). The levels follow from the radix: a fat tree whose NICs fit one switch is that switch; two
+    levels serve up to radix leaves, each of at most `widest_leaf` NICs (radix^2 / 2 NICs at full
+    bisection); leaves of the cluster's leaf_ports that would be more than the radix are widened to that
+    before a third level is built (aggregation switches of radix / 2 down and up in pods, then cores, on the
+    cluster's leaves). Whole switches are bought."""
     nics_per, net = cluster.server.nics_per_server, cluster.network
     nics = servers * nics_per
-    if net.fabric == "rail":
-        leaves = nics_per * math.ceil(servers / net.leaf_ports)
-    else:
-        leaves = math.ceil(nics / net.leaf_ports)
-    ups = max(1, round(net.leaf_ports * net.bisection))
     try:
         generation = default_radix(link_name(cluster))
     except ValueError:
         generation = 0
-    radix = radix or max(generation, net.leaf_ports + ups)
-    if leaves <= 1:
+    radix = radix or max(generation, net.leaf_ports + _up_links(net.leaf_ports, net.bisection))
+    widest = widest_leaf(radix, net.bisection)
+    down = min(net.leaf_ports, widest)  # a leaf is one switch
+    if _leaves(cluster, servers, down) > radix >= _leaves(cluster, servers, widest):
+        down = widest  # two levels of wider leaves rather than a third level
+    leaves, ups = _leaves(cluster, servers, down), _up_links(down, net.bisection)
+    if leaves <= 1 or net.fabric != "rail" and nics <= radix:
         return NetworkBill(num_nics=nics, num_switches=1, num_switch_ports=nics, num_host_cables=nics,
                            num_switch_cables=0, radix=radix), 1
     links = leaves * ups
@@ -83,6 +88,23 @@ def cluster_bill(cluster: ClusterModel, servers: int, radix: int | None = None) 
     cores = math.ceil(aggs * (radix // 2) / radix)
     return NetworkBill(num_nics=nics, num_switches=leaves + aggs + cores, num_switch_ports=nics + 4 * links,
                        num_host_cables=nics, num_switch_cables=2 * links, radix=radix), 3
+
+
+def _up_links(down: int, bisection: float) -> int:
+    return max(1, round(down * bisection))
+
+
+def widest_leaf(radix: int, bisection: float) -> int:
+    """The most NICs one leaf of `radix` ports takes with its up-links for `bisection` (radix / 2 at 1)."""
+    return max((k for k in range(1, radix) if k + _up_links(k, bisection) <= radix), default=1)
+
+
+def _leaves(cluster: ClusterModel, servers: int, down: int) -> int:
+    """Leaves of `down` NICs each: per rail on a rail-optimised network, else over all the NICs."""
+    nics_per = cluster.server.nics_per_server
+    if cluster.network.fabric == "rail":
+        return nics_per * math.ceil(servers / down)
+    return math.ceil(servers * nics_per / down)
 
 
 def link_name(cluster: ClusterModel) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabriclab.fabric.links import link_preset
+from fabriclab.textfile import read_text
 
 DEFAULT_PRICES = Path(__file__).parent / "data" / "prices.json"
 SHIPPED_SOURCE = "fabriclab's shipped table (plan/data/prices.json)"
@@ -97,7 +98,7 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
     shipped = path is None
     path = DEFAULT_PRICES if shipped else Path(path)
     try:
-        text = path.read_text()
+        text = read_text(path, "price file")
     except OSError as exc:
         raise ValueError(f"cannot read price file {path} ({exc.strerror}): give an existing JSON file") from None
     if not text.strip():

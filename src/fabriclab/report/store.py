@@ -126,9 +126,10 @@ def list_records(store: Path | None = None, *, command: str | None = None, since
     if since:
         where.append("created_utc >= ?")
         args.append(parse_since(since, now).isoformat(timespec="seconds"))
-    if ids:
-        where.append(f"id IN ({','.join('?' * len(ids))})")
-        args += [int(i) for i in ids]
+    if ids:  # an id beyond SQLite's 64-bit INTEGER is in no store (binding it raised OverflowError)
+        storable = [int(i) for i in ids if -2**63 <= int(i) < 2**63]
+        where.append(f"id IN ({','.join('?' * len(storable))})")
+        args += storable
     sql = "SELECT id, record_json, nulled_keys FROM records"
     sql += (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
     with _connect(path, create=False) as conn:
@@ -245,7 +246,12 @@ def _version(conn: sqlite3.Connection, path: Path | None = None) -> int:
     if meta.get("application") != APPLICATION or "records" not in tables:
         raise ValueError(f"{path} is an SQLite database but not a fabriclab results store (it has the tables "
                          f"{', '.join(sorted(tables))}): pass another --store or FABRICLAB_STORE, or move it away")
-    version = int(meta.get("schema_version", "0"))
+    text = str(meta.get("schema_version", "0")).strip()
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f"the results store {path}: its meta table's schema_version is {text!r}, not a schema "
+                         f"number (0 to {SCHEMA_VERSION}): the file is damaged or not fabriclab's; move it away "
+                         f"(a new store starts empty) or pass another --store")
+    version = int(text)
     if version > SCHEMA_VERSION:
         raise ValueError(f"the results store {path} has schema {version}, written by a newer fabriclab (this one "
                          f"reads up to {SCHEMA_VERSION}): upgrade fabriclab or pass another --store")

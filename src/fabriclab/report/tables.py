@@ -39,8 +39,9 @@ from rich.text import Text
 FORMATS = ("table", "plain", "csv", "json", "markdown")
 
 _MARKUP = re.compile(r"\[/?[a-z0-9 #_.,=-]*\]")
-# A cell that reads as a number: `0.750`, `-2.6 pt *`, `12.78 %`, `1.00x`, `8.309 s`, `1,024`, `1e-05`, `16 MB`.
-_NUMBER = re.compile(r"^[<>~≈]?\s?[+-]?(\d[\d,]*(\.\d*)?|\.\d+)([eE][+-]?\d+)?(\s?[A-Za-zµ%/]{1,6})?(\s?\*)?$")
+# A cell that reads as a number: `0.750`, `-2.6 pt *`, `12.78 %`, `1.00x`, `8.309 s`, `1,024`, `1e-05`, `16 MB`,
+# `$63.4M`.
+_NUMBER = re.compile(r"^[<>~≈]?\s?[+-]?\$?(\d[\d,]*(\.\d*)?|\.\d+)([eE][+-]?\d+)?(\s?[A-Za-zµ%/]{1,6})?(\s?\*)?$")
 _BLANK = ("", "-", "n/a", "—", "none")
 # Text cells longer than this do not set their column's width in `plain` (no line padded to 500 characters).
 TEXT_CAP = 40
@@ -121,12 +122,7 @@ def plain_text(title: str, columns: list[str], rows: list[list[str]], *, width: 
     than `width` is printed in groups of columns, each with the first column again."""
     width = width or PLAIN_WIDTH
     numeric = numeric_columns(columns, rows)
-    widths = []
-    for i, h in enumerate(columns):
-        cells = [len(r[i]) for r in rows]
-        if not numeric[i]:  # long text folds in TEXT_CAP characters, short text sets the width
-            cells = [min(n, TEXT_CAP) for n in cells]
-        widths.append(max([len(h)] + cells))
+    widths = _plain_widths(columns, rows, numeric)
     groups = _plain_groups(widths, width)
     blocks = []
     for n, group in enumerate(groups):
@@ -136,6 +132,35 @@ def plain_text(title: str, columns: list[str], rows: list[list[str]], *, width: 
                                    [[r[i] for i in group] for r in rows], [widths[i] for i in group],
                                    [numeric[i] for i in group], width))
     return "".join(blocks)
+
+
+def _plain_widths(columns: list[str], rows: list[list[str]], numeric: list[bool]) -> list[int]:
+    widths = []
+    for i, h in enumerate(columns):
+        cells = [len(r[i]) for r in rows]
+        if not numeric[i]:  # long text folds in TEXT_CAP characters, short text sets the width
+            cells = [min(n, TEXT_CAP) for n in cells]
+        widths.append(max([len(h)] + cells))
+    return widths
+
+
+def fit_width(table: Table, width: int = 80) -> list[Table]:
+    """`table` alone when its `plain` lines fit `width`; else its columns in groups that do, each a table of
+    its own led by the first column (the row's key, `#`) and titled `(columns a-b of n)`: a table too wide
+    for an 80-column terminal or log is split in two (or more), never cut, in every format."""
+    title, columns, rows = table_data(table)
+    groups = _plain_groups(_plain_widths(columns, rows, numeric_columns(columns, rows)), width)
+    if len(groups) == 1:
+        return [table]
+    parts = []
+    for n, group in enumerate(groups):
+        part = Table(title=f"{title} (columns {group[1 if n else 0] + 1}-{group[-1] + 1} of {len(columns)})")
+        for i in group:
+            part.add_column(columns[i], justify=table.columns[i].justify)
+        for r in rows:
+            part.add_row(*(r[i] for i in group))
+        parts.append(part)
+    return parts
 
 
 def _plain_groups(widths: list[int], width: int) -> list[list[int]]:

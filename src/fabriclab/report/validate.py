@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fabriclab.record import make_record, write_csv, write_record
+from fabriclab.textfile import read_text
 from fabriclab.units import format_size
 
 VALIDATE_KIND = "validate"
@@ -195,8 +196,8 @@ def read_validate_record(path: Path) -> dict:
         raise ValueError(f"--from-record {path}: no such file; give a validate.json written by "
                          f"`fabriclab validate emulated --out DIR`")
     try:
-        record = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
+        record = json.loads(read_text(path, "--from-record"))
+    except (json.JSONDecodeError, OSError) as exc:
         raise ValueError(f"--from-record {path}: not a JSON record ({exc})") from None
     kind = record.get("kind") if isinstance(record, dict) else None
     if kind != VALIDATE_KIND:

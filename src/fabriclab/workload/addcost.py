@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fabriclab.textfile import read_text
+
 DATA_DIR = Path(__file__).parent / "data" / "v100"
 
 
@@ -32,8 +34,8 @@ class AddCost:
     def from_log(cls, path: str | Path) -> "AddCost":
         path = Path(path)
         try:
-            lines = path.read_text().splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
+            lines = read_text(path).splitlines()
+        except OSError as exc:
             raise ValueError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or 'not text'})") from None
         sizes, secs = [], []
         for lineno, line in enumerate(lines, 1):

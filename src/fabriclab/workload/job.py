@@ -47,6 +47,26 @@ def job_problem(spec: TransformerSpec, par: ParallelConfig) -> str | None:
     if par.sequence_parallel and par.tp > 1 and par.seq % par.tp:
         return (f"--seq {par.seq} must be a multiple of --tp {par.tp} with sequence parallelism (it splits the "
                 f"sequence over the TP ranks): change --seq, or give --no-sequence-parallel")
+    if spec.is_moe and par.tp > 1 and not par.sequence_parallel:
+        return (f"{spec.name} is an MoE model: with --tp {par.tp} it needs sequence parallelism (Megatron-Core's "
+                f"MoE layer refuses to train without it: each TP rank routes its slice of the sequence); drop "
+                f"--no-sequence-parallel")
+    return _memory_problem(spec, par)
+
+
+def _memory_problem(spec: TransformerSpec, par: ParallelConfig) -> str | None:
+    """Recompute modules the model lacks (Megatron-Core refuses moe_act without grouped experts and mla_up_proj
+    without multi-head latent attention) and offloading of more layers than a model chunk holds."""
+    lacks = {"moe_act": not spec.is_moe, "moe": not spec.is_moe, "mla_up_proj": not spec.is_mla}
+    missing = [m for m in par.recompute_modules if lacks.get(m)]
+    if missing:
+        return (f"--recompute-modules {','.join(missing)}: {spec.name} has no such module (moe_act and moe need "
+                f"experts, mla_up_proj multi-head latent attention); drop {'it' if len(missing) == 1 else 'them'}")
+    fewest = spec.num_layers // (par.pp * par.vp)
+    if par.offload_layers and par.offload_layers >= fewest:
+        return (f"--offload-activations {par.offload_layers}: a model chunk holds {fewest} layers (of {spec.num_layers} "
+                f"over pp x vp = {par.pp * par.vp}) and its last one's activations are used at once; offload at "
+                f"most {max(fewest - 1, 0)} layers per chunk")
     return None
 
 

@@ -22,6 +22,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from fabriclab.textfile import read_text
+
 
 @dataclass(frozen=True, kw_only=True)
 class LayerTime:
@@ -149,8 +151,8 @@ def read_bk_log(path: str | Path, *, iteration_s: float, model: str | None = Non
     rows, then `wait_us,param_bytes` per gradient in backward order (wait since the previous gradient)."""
     path = Path(path)
     try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        lines = read_text(path).splitlines()
+    except OSError as exc:
         raise ValueError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or 'not text'})") from None
     if len(lines) < 3:
         raise ValueError(f"{path}: empty or truncated; expected a comment line, the number of batches, "
@@ -233,8 +235,8 @@ def _load(name_or_path: str, iteration_s: float | None) -> Profile:
             raise ValueError(f"{path}: a .bk.log has no iteration time; give it (e.g. --iteration-time 0.128)")
         return read_bk_log(path, iteration_s=iteration_s)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_text(path, "profile")
+    except OSError as exc:
         raise ValueError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or 'not text'})") from None
     if not text.strip():
         raise ValueError(f"{path}: empty profile file")

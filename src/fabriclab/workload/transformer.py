@@ -13,9 +13,12 @@ Counting conventions:
   (QK^T and attention x V) is 4 x seq x h per token and layer, without the causal mask's saving, as in
   Megatron-LM's MFU formula (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
   Clusters Using Megatron-LM", appendix): for GPT-3 175B, 3 x forward x 2048 tokens = 2.20e15 per sample.
-- Multi-head latent attention (DeepSeek-V2/V3) is approximated as multi-head attention of num_heads heads of
-  hidden/num_heads: 4 h^2 parameters per layer (MLA's low-rank projections hold ~10 % fewer) and 4 s h
-  attention-core FLOPs (MLA's 192/128-wide heads do ~2.9x more).
+- Attention heads are `head_dim` wide where config.json says so (Qwen3: 128 at hidden 2048 and 32 heads),
+  else hidden / heads. Multi-head latent attention (DeepSeek-V2/V3) is counted as it runs: the low-rank
+  query and key-value projections (q_lora_rank, kv_lora_rank) and their up projections, heads of
+  qk_nope_head_dim + qk_rope_head_dim in the scores and v_head_dim in the values (DeepSeek-V3: 192 and 128,
+  2.9x the scores' FLOPs of 128 heads of 56); the multi-token prediction modules (num_nextn_predict_layers)
+  count in the FLOPs (Megatron-LM's convention) and not in `num_params` (DeepSeek's 671e9).
 
 Try it: `python -c "from fabriclab.workload.transformer import load_model; m = load_model('llama3-70b');
 print(m.num_params() / 1e9, m.model_flops_per_token() / 1e9)"` or `fabriclab models llama3-70b`.
@@ -27,6 +30,8 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from fabriclab.textfile import read_text
 
 # Default training sequence length when a config.json names none (`seq_length`): its
 # max_position_embeddings, capped here, because long-context windows (Llama 3.1: 131072, DeepSeek-V3:
@@ -72,6 +77,22 @@ class TransformerSpec:
     """The first layers keep a dense MLP (DeepSeek's first_k_dense_replace)."""
     moe_layer_freq: int = 1
     """After the dense ones, every k-th layer is an MoE layer (1: all of them)."""
+    attention_head_dim: int = 0
+    """Width of one attention head (config.json's `head_dim`; MLA: `qk_nope_head_dim`); 0: hidden_size /
+    num_heads. Qwen3's heads are 128 wide at a hidden size of 2048 with 32 heads: twice hidden / heads."""
+    q_lora_rank: int = 0
+    """Multi-head latent attention (DeepSeek-V2/V3): rank of the queries' low-rank projection (0: a full
+    query projection)."""
+    kv_lora_rank: int = 0
+    """MLA: rank of the keys' and values' joint low-rank projection (0: not MLA)."""
+    qk_rope_head_dim: int = 0
+    """MLA: the rotary part of each query and key head, beside its `attention_head_dim` (the key's is shared
+    by the heads)."""
+    v_head_dim: int = 0
+    """MLA: width of one value head (0: the head width)."""
+    mtp_layers: int = 0
+    """Multi-token prediction modules (DeepSeek-V3's num_nextn_predict_layers): each a projection of 2h to h
+    and one more MoE layer, with the output layer and the loss again, on the last pipeline stage."""
     source: str = ""
     """Where the numbers come from (HuggingFace repository, paper)."""
 
@@ -82,14 +103,15 @@ class TransformerSpec:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{self.name}: {key} {value!r}: give a whole number >= 1")
         for key in ("num_experts", "experts_per_token", "moe_intermediate_size", "num_shared_experts",
-                    "first_dense_layers"):
+                    "first_dense_layers", "attention_head_dim", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
+                    "v_head_dim", "mtp_layers"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{self.name}: {key} {value!r}: give a whole number >= 0")
-        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
+        if (self.hidden_size % self.num_heads and not self.attention_head_dim) or self.num_heads % self.num_kv_heads:
             raise ValueError(f"{self.name}: hidden_size {self.hidden_size}, num_heads {self.num_heads} and "
-                             f"num_kv_heads {self.num_kv_heads}: heads must divide the hidden size and kv "
-                             f"heads must divide the heads")
+                             f"num_kv_heads {self.num_kv_heads}: heads must divide the hidden size (or give "
+                             f"head_dim) and kv heads must divide the heads")
         if self.num_experts and not 1 <= self.experts_per_token <= self.num_experts:
             raise ValueError(f"{self.name}: experts_per_token {self.experts_per_token}: give 1 to "
                              f"num_experts ({self.num_experts})")
@@ -101,7 +123,22 @@ class TransformerSpec:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
+        """Width of one attention head (MLA: of its non-rotary part)."""
+        return self.attention_head_dim or self.hidden_size // self.num_heads
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3): keys and values from one low-rank projection."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one query and key head in the attention's scores (MLA: with its rotary part)."""
+        return self.head_dim + self.qk_rope_head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
 
     @property
     def is_moe(self) -> bool:
@@ -123,9 +160,23 @@ class TransformerSpec:
         return self.num_layers - self.num_moe_layers
 
     def attention_params(self) -> int:
-        """Q, K, V and O projections of one layer (K and V have num_kv_heads heads)."""
-        h, kv = self.hidden_size, self.num_kv_heads * self.head_dim
-        return 2 * h * h + 2 * h * kv
+        """Q, K, V and O projections of one layer (K and V have num_kv_heads heads of head_dim). MLA: the
+        queries' down (h x q_lora_rank) and up (q_lora_rank x heads x qk_head_dim) projections, the keys' and
+        values' down projection (h x (kv_lora_rank + qk_rope_head_dim)) and up projection (kv_lora_rank x
+        heads x (head_dim + value_head_dim)), the two low-rank norms, the output (heads x value_head_dim x h)."""
+        h, heads = self.hidden_size, self.num_heads
+        out = heads * self.value_head_dim * h
+        if not self.is_mla:
+            return h * heads * self.head_dim + 2 * h * self.num_kv_heads * self.head_dim + out
+        q_lora, kv_lora = self.q_lora_rank, self.kv_lora_rank
+        q = (h * q_lora + q_lora + q_lora * heads * self.qk_head_dim) if q_lora else h * heads * self.qk_head_dim
+        kv = h * (kv_lora + self.qk_rope_head_dim) + kv_lora + kv_lora * heads * (self.head_dim + self.value_head_dim)
+        return q + kv + out
+
+    def attention_core_flops_per_token(self, seq: int) -> float:
+        """Forward FLOPs of one layer's scores (Q K^T) and values (A V) per token at sequence length `seq`,
+        without the causal mask's saving (module doc): 2 seq heads (qk_head_dim + value_head_dim)."""
+        return 2.0 * seq * self.num_heads * (self.qk_head_dim + self.value_head_dim)
 
     def norm_params(self) -> int:
         """The two norms of one layer (RMSNorm scale or LayerNorm scale: h each; LayerNorm's shift not
@@ -166,6 +217,13 @@ class TransformerSpec:
         return (common + self.shared_expert_params() + self.router_params(),
                 self.num_experts * self.expert_params())
 
+    def mtp_params(self) -> int:
+        """The multi-token prediction modules (not in `num_params`, as DeepSeek's 671e9 leaves them out):
+        each two norms and a projection of 2h to h, a layer like the last one, a final norm (the embedding
+        and the output layer are shared)."""
+        h = self.hidden_size
+        return self.mtp_layers * (3 * h + 2 * h * h + sum(self.layer_params(self.num_layers - 1)))
+
     def num_params(self) -> int:
         layers = sum(sum(self.layer_params(i)) for i in range(self.num_layers))
         return layers + self.embedding_params() + self.output_params() + self.hidden_size
@@ -178,16 +236,24 @@ class TransformerSpec:
     def forward_flops_per_token(self, seq: int | None = None) -> dict[str, float]:
         """Forward FLOPs per token by part, summed over layers, at sequence length `seq` (default: the
         model's): attention (projections), attention_scores (QK^T and AV), mlp (dense layers), experts
-        (top-k routed + shared + router of the MoE layers), logits (output layer)."""
+        (top-k routed + shared + router of the MoE layers), logits (output layer), mtp (the multi-token
+        prediction modules, each a projection, a layer like the last and the logits again: Megatron-LM counts
+        them)."""
         seq = self.seq_length if seq is None else seq
         moe = self.num_moe_layers
         routed = self.experts_per_token * self.expert_params()
+        experts = routed + self.shared_expert_params() + self.router_params()
+        logits = 2.0 * self.vocab_size * self.hidden_size
+        last = experts if self.is_moe_layer(self.num_layers - 1) else self.mlp_params()
+        mtp = self.mtp_layers * (2.0 * (2 * self.hidden_size ** 2 + self.attention_params() + last)
+                                 + self.attention_core_flops_per_token(seq) + logits)
         return {
             "attention": 2.0 * self.num_layers * self.attention_params(),
-            "attention_scores": 4.0 * self.num_layers * seq * self.num_heads * self.head_dim,
+            "attention_scores": self.num_layers * self.attention_core_flops_per_token(seq),
             "mlp": 2.0 * self.num_dense_layers * self.mlp_params(),
-            "experts": 2.0 * moe * (routed + self.shared_expert_params() + self.router_params()),
-            "logits": 2.0 * self.vocab_size * self.hidden_size,
+            "experts": 2.0 * moe * experts,
+            "logits": logits,
+            **({"mtp": mtp} if self.mtp_layers else {}),
         }
 
     def model_flops_per_token(self, seq: int | None = None) -> float:
@@ -207,13 +273,18 @@ def load_model(name_or_path: str) -> TransformerSpec:
         text, where = (_builtin_dir() / f"{name}.json").read_text(), f"built-in {name}"
         return spec_from_config(json.loads(text), name=name, where=where)
     path = Path(name)
-    if path.is_dir() and (path / "config.json").is_file():
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise ValueError(f"{name}: the folder has no config.json; give a HuggingFace config.json or a folder "
+                         f"holding one")
+    if path.is_dir():
         path = path / "config.json"
     if path.is_file():
         try:
-            config = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            config = json.loads(read_text(path))
+        except json.JSONDecodeError as exc:
             raise ValueError(f"{path} is not a JSON config.json ({exc}): give a HuggingFace config.json") from None
+        except OSError as exc:
+            raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
         stem = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
         return spec_from_config(config, name=stem, where=str(path))
     if name.endswith(".json") or "/" in name:
@@ -274,9 +345,11 @@ def spec_from_config(config: dict, *, name: str, where: str = "config.json") -> 
         experts_per_token=get("num_experts_per_tok", default=0, minimum=0) if moe else 0,
         # Mixtral's experts are intermediate_size wide; DeepSeek and Qwen-MoE name their width apart
         moe_intermediate_size=get("moe_intermediate_size", "intermediate_size") if moe else 0,
-        num_shared_experts=get("n_shared_experts", default=0, minimum=0) if moe else 0,
+        num_shared_experts=_shared_experts(config, get, where) if moe else 0,
         first_dense_layers=get("first_k_dense_replace", default=0, minimum=0) if moe else 0,
         moe_layer_freq=get("moe_layer_freq", default=1) if moe else 1,
+        **_attention_keys(config, get),
+        mtp_layers=get("num_nextn_predict_layers", "mtp_num_layers", default=0, minimum=0),
     )
     try:
         return TransformerSpec(name=name, source=str(config.get("_source", where)), **fields)
@@ -288,6 +361,30 @@ def spec_from_config(config: dict, *, name: str, where: str = "config.json") -> 
 # with these and no expert count the model was read as dense (the simulator priced a model it was not given).
 _EXPERT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
 _MOE_ONLY_KEYS = ("num_experts_per_tok", "moe_intermediate_size", "n_shared_experts")
+
+
+def _attention_keys(config: dict, get) -> dict:
+    """The attention's widths: `head_dim` where given (Qwen3, Gemma, Mistral), MLA's ranks and head parts
+    (DeepSeek-V2/V3: `kv_lora_rank` names it; all of its keys are then needed)."""
+    if config.get("kv_lora_rank"):
+        return dict(attention_head_dim=get("qk_nope_head_dim"), q_lora_rank=get("q_lora_rank", default=0, minimum=0),
+                    kv_lora_rank=get("kv_lora_rank"), qk_rope_head_dim=get("qk_rope_head_dim", minimum=0),
+                    v_head_dim=get("v_head_dim"))
+    return dict(attention_head_dim=get("head_dim", default=0, minimum=0))
+
+
+def _shared_experts(config: dict, get, where: str) -> int:
+    """Shared experts: DeepSeek's n_shared_experts, or Qwen2-MoE's one shared expert of
+    shared_expert_intermediate_size, counted in experts of moe_intermediate_size (Qwen2-57B-A14B: 20480 / 2560
+    = 8)."""
+    width = config.get("shared_expert_intermediate_size")
+    if not width:
+        return get("n_shared_experts", default=0, minimum=0)
+    expert = get("moe_intermediate_size", "intermediate_size")
+    if not isinstance(width, int) or isinstance(width, bool) or width % expert:
+        raise ValueError(f"{where}: shared_expert_intermediate_size {width!r} is not a whole multiple of "
+                         f"moe_intermediate_size {expert}: give the shared expert's width in experts' widths")
+    return width // expert
 
 
 def _check_moe_keys(config: dict, experts: int, where: str) -> None:
@@ -311,6 +408,14 @@ def spec_to_config(spec: TransformerSpec) -> dict:
                    "moe_intermediate_size": spec.moe_intermediate_size,
                    "n_shared_experts": spec.num_shared_experts,
                    "first_k_dense_replace": spec.first_dense_layers, "moe_layer_freq": spec.moe_layer_freq}
+    if spec.is_mla:
+        config |= {"q_lora_rank": spec.q_lora_rank, "kv_lora_rank": spec.kv_lora_rank,
+                   "qk_nope_head_dim": spec.head_dim, "qk_rope_head_dim": spec.qk_rope_head_dim,
+                   "v_head_dim": spec.value_head_dim}
+    elif spec.attention_head_dim:
+        config["head_dim"] = spec.attention_head_dim
+    if spec.mtp_layers:
+        config["num_nextn_predict_layers"] = spec.mtp_layers
     return config
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from fabriclab.fabric.presets import cluster_preset
-from fabriclab.whatif.llm.links import (busiest_links, communicator_groups, link_loads, traffic,
-                                        _link_kinds, KINDS)
+from fabriclab.whatif.llm.groups import communicator_groups
+from fabriclab.whatif.llm.links import busiest_links, link_loads, traffic, _link_kinds, KINDS
 from fabriclab.whatif.llm.run import simulate_llm
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import load_model

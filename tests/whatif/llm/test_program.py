@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from fabriclab.fabric.presets import cluster_preset
-from fabriclab.whatif.llm.account import stage_calls
-from fabriclab.whatif.llm.program import BUCKET_MIN_PARAMS, EMBEDDING, OUTPUT, Call, Work, build_program, ProgramOptions
+from fabriclab.whatif.llm.program import (BUCKET_MIN_PARAMS, EMBEDDING, OUTPUT, Call, Work, build_program,
+                                         ProgramOptions, stage_calls)
 from fabriclab.whatif.llm.run import simulate_llm
 from fabriclab.whatif.llm.step import StepOptions
 from fabriclab.workload.parallel import ParallelConfig

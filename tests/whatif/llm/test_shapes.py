@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fabriclab.fabric.kernels import Attention, Gemm, MemoryPass, hopper_kernels
+from fabriclab.fabric.kernel_defaults import hopper_kernels
+from fabriclab.fabric.kernels import Attention, Gemm, MemoryPass
 from fabriclab.fabric.gpus import gpu_preset
 from fabriclab.fabric.presets import cluster_preset
 from fabriclab.whatif.llm.compute import chunk_flops, layer_flops, shape_rates

@@ -5,7 +5,9 @@ same cluster (`configs.py`) into a folder, runs the binary with a time limit and
 finished, X cycles` line (astra-sim/workload/Workload.cc report; one cycle is 1 ns). ASTRA-sim exits 0 even
 when ranks never finish (a receive without its send, a collective some of its group never reaches), so a
 rank without that line is what says it stalled. `collective_seconds` times single collectives the same way:
-one comm node on the ranks of a group, nothing on the others.
+one comm node on the ranks of a group, nothing on the others. The binary runs as a process group of its
+own, ended with all it started however the run ends (`bench/process_group.py`), and a temporary folder is
+removed however the run ends (give a folder to keep the traces).
 
 Binary: `--astra-sim PATH` (the file, or a folder holding it or `bin/` with it), else `$FABRICLAB_ASTRA_SIM`,
 else the build beside this checkout (`../shared/tools/astra-sim/bin`). It needs Debian's `libprotobuf32`.
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabriclab.bench.astra.configs import network_config, snake_ring, write_configs
+from fabriclab.bench.process_group import own_group, wait_for
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.workload.chakra import comm_groups_path, group_ids, write_et
 from fabriclab.workload.graph import Op, RankGraph
@@ -68,8 +71,8 @@ class AstraRun:
     num_ranks: int
     wall_s: float
     """The binary's wall time."""
-    folder: Path
-    """Where the traces and configurations were written."""
+    folder: Path | None
+    """Where the traces and configurations were kept; None: a temporary folder, removed after the run."""
     output_tail: str = ""
     note: str = ""
     """What went otherwise than a clean exit and was still read (a teardown abort), else empty."""
@@ -88,9 +91,10 @@ class AstraRun:
         missing = self.unfinished
         if missing:
             shown = ", ".join(map(str, missing[:12])) + (f" ... ({len(missing)} ranks)" if len(missing) > 12 else "")
+            where = f"traces in {self.folder}" if self.folder else "--out DIR keeps the traces"
             raise AstraSimError(f"ASTRA-sim ended without finishing ranks {shown} of {self.num_ranks} (a receive "
-                                f"without its send, or a collective not all of its group reach); traces in "
-                                f"{self.folder}; its output ends: {self.output_tail[-300:]!r}")
+                                f"without its send, or a collective not all of its group reach); {where}; its "
+                                f"output ends: {self.output_tail[-300:]!r}")
         return self
 
 
@@ -127,10 +131,23 @@ def run_graphs_in_astra(graphs: list[RankGraph], cluster: ClusterModel, binary: 
                         folder: Path | None = None, peak_flops: float | None = None) -> AstraRun:
     """Run `graphs` (every rank's) in ASTRA-sim on `cluster`, compute replayed from the graphs' durations (or,
     given `peak_flops`, costed by ASTRA-sim's roofline at that rate and the GPU's memory bandwidth); files
-    go to `folder` (default: a new temporary folder)."""
+    go to `folder` (default: a new temporary folder, removed however the run ends)."""
     num_ranks = check_graphs(graphs)
     dims = network_config(cluster, num_ranks)  # a network ASTRA-sim cannot build is refused before any file
+    temporary = folder is None
     folder = _folder(folder)
+    try:
+        return _run_in(folder, graphs, cluster, binary, num_ranks=num_ranks, dims=dims, timeout_s=timeout_s,
+                       peak_flops=peak_flops, kept=not temporary)
+    finally:
+        if temporary:  # ~4 MB of traces a run: a failed or interrupted one left them too
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_in(folder: Path, graphs: list[RankGraph], cluster: ClusterModel, binary: Path, *, num_ranks: int, dims,
+            timeout_s: float, peak_flops: float | None, kept: bool) -> AstraRun:
+    """`run_graphs_in_astra` in `folder`; the binary and all it starts run as one process group, ended when
+    the run ends (`bench/process_group.py`)."""
     prefix = folder / "trace"
     per_server = dims[0].npus if len(dims) > 1 else num_ranks
     write_et(graphs, prefix, ring_order=lambda members: snake_ring(members, per_server))
@@ -139,33 +156,38 @@ def run_graphs_in_astra(graphs: list[RankGraph], cluster: ClusterModel, binary: 
             f"--network-configuration={files.network}", f"--remote-memory-configuration={files.memory}"]
     if comm_groups_path(prefix).exists():
         argv.append(f"--comm-group-configuration={comm_groups_path(prefix)}")
-    # Into a pipe its log is block-buffered, and the crash at its end (below) loses what was not flushed: a
+    # Into a file its log is block-buffered, and the crash at its end (below) loses what was not flushed: a
     # rank's finished line, at random with the buffer's boundary. Line-buffered (coreutils' stdbuf), every
     # line printed is kept.
     if shutil.which("stdbuf") and os.access(binary, os.X_OK):  # (a missing binary: the OSError below)
         argv = ["stdbuf", "-oL", "-eL", *argv]
+    where = f"traces in {folder}" if kept else "--out DIR keeps the traces"
     start = time.perf_counter()
+    out_path, err_path = folder / "astra-sim.stdout", folder / "astra-sim.stderr"
     try:  # its logs go to ./log: run it in the folder
-        done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise AstraSimError(f"ASTRA-sim ran past {timeout_s:g} s on {num_ranks} ranks and was stopped; traces in "
-                            f"{folder}") from None
+        with out_path.open("wb") as out, err_path.open("wb") as err, \
+                own_group(argv, cwd=folder, stdin=subprocess.DEVNULL, stdout=out, stderr=err) as proc:
+            code = wait_for(proc, timeout_s)
     except OSError as exc:
         raise AstraSimError(f"ASTRA-sim did not start ({exc}); {HINT}") from None
+    if code is None:
+        raise AstraSimError(f"ASTRA-sim ran past {timeout_s:g} s on {num_ranks} ranks and was stopped, with all "
+                            f"it started; {where}")
     wall_s = time.perf_counter() - start
-    output = done.stdout + done.stderr
-    finish = {int(r): int(c) for r, c in FINISHED.findall(done.stdout)}
+    stdout = out_path.read_bytes().decode(errors="replace")
+    output = stdout + err_path.read_bytes().decode(errors="replace")
+    finish = {int(r): int(c) for r, c in FINISHED.findall(stdout)}
     # The shipped build crashes at its end (SIGABRT from glibc's "malloc_consolidate(): unaligned fastbin chunk",
     # or SIGSEGV) on one network dimension of more than 8 NPUs, e.g. an NVL72 domain of 16 GPUs, after every rank
     # has printed its finished line (the same cycles on every try): those runs are read, and say so; a crash
     # that leaves a rank unfinished, or any other failure, is one.
-    teardown = done.returncode in (-6, -11) and len(finish) == num_ranks
-    if done.returncode != 0 and not teardown:
-        raise AstraSimError(f"ASTRA-sim exited with {done.returncode} on {folder}: {output.strip()[-600:]}")
-    note = (f"ASTRA-sim crashed at its end (signal {-done.returncode}) after every rank finished; its finished "
+    teardown = code in (-6, -11) and len(finish) == num_ranks
+    if code != 0 and not teardown:
+        raise AstraSimError(f"ASTRA-sim exited with {code} ({where}): {output.strip()[-600:]}")
+    note = (f"ASTRA-sim crashed at its end (signal {-code}) after every rank finished; its finished "
             f"lines are read" if teardown else "")
-    return AstraRun(finish_ns=finish, num_ranks=num_ranks, wall_s=wall_s, folder=folder, output_tail=output[-2000:],
-                    note=note)
+    return AstraRun(finish_ns=finish, num_ranks=num_ranks, wall_s=wall_s, folder=folder if kept else None,
+                    output_tail=output[-2000:], note=note)
 
 
 def _folder(folder: Path | None) -> Path:
@@ -221,13 +243,8 @@ def collective_seconds(cases: list[CollectiveCase], cluster: ClusterModel, num_r
     """Each case's time in ASTRA-sim (the last of its ranks to finish), one run per case on the network of
     `num_ranks` GPUs of `cluster`; and the runs' summed wall time."""
     times, wall = {}, 0.0
-    for case in dict.fromkeys(cases):
-        folder = _folder(None)
-        try:
-            run = run_graphs_in_astra(case_graphs(case, num_ranks), cluster, binary, timeout_s=timeout_s,
-                                      folder=folder).check()
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+    for case in dict.fromkeys(cases):  # each in a temporary folder, removed however the run ends
+        run = run_graphs_in_astra(case_graphs(case, num_ranks), cluster, binary, timeout_s=timeout_s).check()
         times[case] = max(run.finish_ns[r] for r in case.ranks) / 1e9
         wall += run.wall_s
     return times, wall

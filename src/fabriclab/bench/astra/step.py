@@ -34,9 +34,9 @@ def every_rank_graphs(answer) -> tuple[list[RankGraph], str]:
 
 def collective_cases(answer, graphs: list[RankGraph]) -> list[tuple[dict, CollectiveCase | None]]:
     """Each collective of the step (`answer.result.comm`) with the case ASTRA-sim times: its communicator's
-    group of the first rank that has one (the exported groups, else `whatif/llm/links.communicator_groups`);
+    group of the first rank that has one (the exported groups, else `whatif/llm/groups.communicator_groups`);
     None where ASTRA-sim has nothing to simulate (one rank, no bytes, a broadcast)."""
-    from fabriclab.whatif.llm.links import communicator_groups
+    from fabriclab.whatif.llm.groups import communicator_groups
 
     out = []
     for entry in answer.result.comm:
@@ -95,7 +95,7 @@ def compare_step(job, cluster: ClusterModel, binary: Path, *, options=None, effi
             "astra_sim": {"step_s": run.step_s if run.finish_ns else None, "wall_s": run.wall_s,
                           "finished": len(run.finish_ns), "num_ranks": run.num_ranks, "unfinished": run.unfinished,
                           "note": run.note,
-                          "collectives_wall_s": case_wall, "folder": str(run.folder), "binary": str(binary),
+                          "collectives_wall_s": case_wall, "folder": run.folder and str(run.folder), "binary": str(binary),
                           "compute": "roofline" if roofline else "replayed"},
             "ratio": run.step_s / step if run.finish_ns and step > 0 else None,
             "ratio_one_at_a_time": run.step_s / serial if run.finish_ns and serial else None,

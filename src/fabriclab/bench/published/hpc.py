@@ -30,8 +30,8 @@ from functools import cache
 
 import numpy as np
 
-from fabriclab.bench.published.rows import Input, Prediction
 from fabriclab.bench.published.data import PUBLISHED, Published
+from fabriclab.bench.published.prediction import Input, Prediction
 from fabriclab.fabric import star
 from fabriclab.fabric.links import link_preset, plain_link
 from fabriclab.sim.collective import simulate

@@ -22,7 +22,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from fabriclab.bench.published.data import NEMO_GPT3_STEPS, Published
-from fabriclab.bench.published.rows import Input, Prediction
+from fabriclab.bench.published.prediction import Input, Prediction
 
 SMALLEST = min(NEMO_GPT3_STEPS)
 

@@ -25,8 +25,8 @@ from functools import cache
 
 import numpy as np
 
-from fabriclab.bench.published.rows import Input, Prediction
 from fabriclab.bench.published.data import PUBLISHED, Published, published
+from fabriclab.bench.published.prediction import Input, Prediction
 from fabriclab.fabric.links import link_preset
 from fabriclab.whatif.bucket_time import CostModel
 from fabriclab.whatif.fusion import MIB, FusionPolicy

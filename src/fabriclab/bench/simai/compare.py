@@ -23,6 +23,7 @@ from typing import Callable
 from fabriclab.bench.simai.cluster import simai_cluster
 from fabriclab.bench.simai.inputs import SimaiCase
 from fabriclab.bench.simai.runner import run_analytical, run_ns3
+from fabriclab.textfile import read_text
 
 KIND = "bench.simai"
 Progress = Callable[[str], None]
@@ -95,10 +96,39 @@ def campaign(cases: list[SimaiCase], simai: Path, *, repeats: int, timeout_s: fl
     return {"cases": results, "wall_s": time.perf_counter() - start, "measured_from": None}
 
 
+# The agreement asked of the slowdown from 1:1 to an oversubscribed tree (fabriclab's over ns-3's).
+SLOWDOWN_TOLERANCE = 0.25
+
+
+def agreement(cases: list[dict]) -> dict:
+    """How fabriclab's predictions meet ns-3's medians: the median and worst |ns-3 / fabriclab - 1| over the
+    cases with a time (and the worst case's label), and for every oversubscribed case with its 1:1 twin
+    (same GPUs, fabric, collective, size) the slowdown from 1:1 in each, within SLOWDOWN_TOLERANCE or not."""
+    timed = [c for c in cases if c["ratio"] is not None]
+    if not timed:
+        return {"cases": 0}
+    errors = [abs(c["ratio"] - 1.0) for c in timed]
+    worst = max(range(len(timed)), key=errors.__getitem__)
+    key = ("num_gpus", "fabric", "collective", "size_bytes")
+    flat = {tuple(c["case"][k] for k in key): c for c in timed if c["case"]["oversubscription"] == 1}
+    slowdowns = []
+    for c in timed:
+        base = flat.get(tuple(c["case"][k] for k in key))
+        if c["case"]["oversubscription"] == 1 or base is None:
+            continue
+        ns3 = c["ns3"]["median_s"] / base["ns3"]["median_s"]
+        ours = c["fabriclab"]["time_s"] / base["fabriclab"]["time_s"]
+        slowdowns.append({"label": c["case"]["label"], "ns3": ns3, "fabriclab": ours,
+                          "within": abs(ours / ns3 - 1.0) <= SLOWDOWN_TOLERANCE})
+    return {"cases": len(timed), "median_error": float(statistics.median(errors)), "worst_error": errors[worst],
+            "worst_case": timed[worst]["case"]["label"], "slowdowns": slowdowns,
+            "slowdowns_within": sum(s["within"] for s in slowdowns)}
+
+
 def load_measured(path: Path) -> dict:
     """The results of a record this benchmark wrote (`--json`); a ValueError says what is wrong with it."""
     try:
-        record = json.loads(Path(path).read_text())
+        record = json.loads(read_text(path, "--measured"))
     except OSError as exc:
         raise ValueError(f"--measured {path}: cannot read it ({exc.strerror or exc})") from None
     except json.JSONDecodeError as exc:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from fabriclab.bench.process_group import own_group, wait_for
 from fabriclab.bench.simai.fct import flow_stats, read_flows
 from fabriclab.bench.simai.inputs import SimaiCase, leaf_of, topology_name, topology_text, workload_text
 
@@ -77,26 +77,19 @@ class Process:
 
 def run_process(argv: list[str], *, cwd: Path, env: dict, timeout_s: float) -> Process:
     """Run `argv` in `cwd` as its own process group, its output to `cwd/output.log`; the whole group is
-    killed past `timeout_s` or when this process is interrupted."""
+    killed when the run ends: past `timeout_s`, when this process is interrupted, and after the binary
+    exits, so nothing it started outlives it (`bench/process_group.py`)."""
     log = cwd / "output.log"
     peak = 0
     with log.open("wb") as out:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        code: int | None = None
-        try:
-            while code is None:
-                try:
-                    code = proc.wait(timeout=POLL_S)
-                except subprocess.TimeoutExpired:
+        with own_group(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                       stderr=subprocess.STDOUT) as proc:
+            code: int | None = None
+            while code is None and time.perf_counter() - start <= timeout_s:
+                code = wait_for(proc, POLL_S)
+                if code is None:
                     peak = max(peak, _high_water_kB(proc.pid))
-                    if time.perf_counter() - start > timeout_s:
-                        _kill_group(proc)
-                        break
-        except BaseException:
-            _kill_group(proc)
-            raise
         wall_s = time.perf_counter() - start
     return Process(returncode=code, wall_s=wall_s, peak_rss_MiB=peak / 1024,
                    output_tail=log.read_bytes()[-2000:].decode(errors="replace"))
@@ -110,14 +103,6 @@ def _high_water_kB(pid: int) -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,7 @@ the interpreter's ~40 MB included) is its own and imports are not timed:
 
 `run_prediction` times the 100,000-GPU sweep and compares the two engines at the largest GPU count of a
 ladder that the general engine finishes within its budget (a larger count is not tried once one fails),
-with the ratio and whether the answers agree to 1e-9. `scale_rows` gives the growth table of the README.
+with the ratio and whether the answers agree to 1e-9. `scale_rows` gives the growth table of docs/benchmarks.md.
 Targets on this 2-core machine: a sweep at 100,000 GPUs in under 60 s and 4 GB, and the same at 1,000,000
 GPUs spread over buildings (`dgx-h100-campus`, `fabric/buildings.py`), timed against 100,000 GPUs of one
 building in the same run (time and memory should grow no faster than the GPUs: 10x).

@@ -281,7 +281,7 @@ def _priority(nice: int):
 
 def run_llm_validation(config: LlmValidateConfig, *, on_line=None) -> dict:
     """Calibrate, predict, measure, compare."""
-    from fabriclab.runtime.llm.trainer import describe
+    from fabriclab.runtime.llm.summary import describe
 
     # the 1-rank run before and after the measurement, pooled: a shared machine's load drifts
     with _priority(config.nice):

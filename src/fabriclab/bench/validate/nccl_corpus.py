@@ -13,8 +13,12 @@ A cluster is judged in one of two ways (`split` in the manifest):
 * `sizes`: one run only; its rows in `hold_out` (bytes, smallest and largest) are predicted, the others
   fitted (the run's small and large sizes teach the latencies and the NIC, the middle is predicted).
 
+`fabriclab calibrate nccl-tests` reads a corpus log with its manifest too (`read_logs`): the rank list and
+the servers come from the cluster it names.
+
 Try it: `python -m fabriclab.bench.validate.nccl_corpus examples/nccl-corpus` (`--write-clusters` writes
-every `cluster.json` again from the manifests).
+every `cluster.json` again from the manifests), or `fabriclab calibrate nccl-tests
+examples/nccl-corpus/h100-ndr-8node/allreduce_16.log --out h100.json`.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fabriclab.fabric.cluster import ClusterModel, save_cluster
+from fabriclab.fabric.cluster import ClusterModel, load_cluster, save_cluster
+from fabriclab.fabric.gpus import same_gpu
 from fabriclab.fabric.links import parse_link
 from fabriclab.fabric.nccl_tuner import rules_from_json
 from fabriclab.nccl.calibration import CalibrationRequest, prior_for
 from fabriclab.nccl.logs import NcclRun, collective_name, parse_nccl_tests
+from fabriclab.textfile import read_text
 
 MANIFEST = "corpus.json"
 CLUSTER_FILE = "cluster.json"
@@ -88,7 +94,6 @@ class CorpusCluster:
     def request(self) -> CalibrationRequest:
         """The calibration that judges this cluster: fit what `fit` names, predict the rest."""
         parsed = self.run_objects()
-        hw = self.hardware
         if self.split == "gpus":
             fit = [run for r in self.runs if _named(r, self.manifest["fit"]) for run in parsed[r.file]]
             held = [run for r in self.runs if _named(r, self.manifest["predict"]) for run in parsed[r.file]]
@@ -97,15 +102,21 @@ class CorpusCluster:
             fit, held = [], [run for runs in parsed.values() for run in runs]
             lo, hi = self.manifest["hold_out"]
             hold_range = (int(lo), int(hi))
-        return CalibrationRequest(runs=tuple(fit), held=tuple(held), hold_out_range=hold_range,
-                                  nic=parse_link(hw["nic"]), nics_per_server=hw["nics_per_server"],
-                                  gpus_per_server=hw["gpus_per_server"], intra=hw.get("intra", "nvswitch"),
-                                  fabric=hw.get("fabric", "rail"), check_nic=False, name=self.name,
-                                  nccl_version=hw.get("nccl_version") or hw.get("model_nccl_version"),
-                                  nccl_env=dict(hw.get("nccl_env", {})),
-                                  tuner=rules_from_json((hw.get("nccl_tuner") or {}).get("rules", []),
-                                                        f"{self.folder / MANIFEST}: hardware.nccl_tuner"),
-                                  log_names=tuple(r.file for r in self.runs))
+        return CalibrationRequest(runs=tuple(fit), held=tuple(held), hold_out_range=hold_range, name=self.name,
+                                  log_names=tuple(r.file for r in self.runs), **self.servers())
+
+    def servers(self) -> dict:
+        """What the manifest's hardware says that the logs do not, as `CalibrationRequest` fields: the NIC and
+        how many, GPUs per server, the inside and the network, NCCL's version, settings and tuner (the NIC is
+        the poster's, so a fit is not refused for missing it: `check_nic` off)."""
+        hw = self.hardware
+        return {"nic": parse_link(hw["nic"]), "nics_per_server": hw["nics_per_server"],
+                "gpus_per_server": hw["gpus_per_server"], "intra": hw.get("intra", "nvswitch"),
+                "fabric": hw.get("fabric", "rail"), "check_nic": False,
+                "nccl_version": hw.get("nccl_version") or hw.get("model_nccl_version"),
+                "nccl_env": dict(hw.get("nccl_env", {})),
+                "tuner": rules_from_json((hw.get("nccl_tuner") or {}).get("rules", []),
+                                         f"{self.folder / MANIFEST}: hardware.nccl_tuner")}
 
 
 def _named(run: CorpusRun, names: list) -> bool:
@@ -132,7 +143,7 @@ def read_corpus_run(cluster: CorpusCluster, run: CorpusRun) -> list[NcclRun]:
     """The runs of one log, checked against what the manifest says of its GPUs and servers."""
     path = cluster.folder / run.file
     try:
-        text = path.read_text()
+        text = read_text(path, "log")
     except OSError as exc:
         raise ValueError(f"cannot read {path} ({MANIFEST} of {cluster.name}): {exc.strerror or exc}") from None
     text = with_ranks(text, run, cluster.hardware["gpu"])
@@ -141,6 +152,9 @@ def read_corpus_run(cluster: CorpusCluster, run: CorpusRun) -> list[NcclRun]:
         if r.num_ranks != run.gpus or r.num_servers != run.servers:
             raise ValueError(f"{path}: the log has {r.num_ranks} ranks on {r.num_servers} servers, {MANIFEST} "
                              f"says {run.gpus} on {run.servers}: correct the manifest")
+        if r.device_name and not same_gpu(r.device_name, cluster.hardware["gpu"]):
+            raise ValueError(f"{path}: the log ran on {r.device_name!r}, {MANIFEST} says hardware.gpu "
+                             f"{cluster.hardware['gpu']!r}: correct the manifest")
     found = tuple(r.collective for r in runs)
     if found != run.collectives:
         raise ValueError(f"{path}: the log holds {', '.join(found)}, {MANIFEST} says {', '.join(run.collectives)}: "
@@ -148,12 +162,35 @@ def read_corpus_run(cluster: CorpusCluster, run: CorpusRun) -> list[NcclRun]:
     return runs
 
 
+def read_logs(paths: list[Path]) -> tuple[tuple[NcclRun, ...], CorpusCluster | None]:
+    """The runs of nccl-tests logs (`fabriclab calibrate nccl-tests`): a log of a corpus cluster folder (a
+    `corpus.json` beside it that names the file) is read with its manifest, its rank list rebuilt from the
+    GPUs and servers the manifest gives (`read_corpus_run`), and that cluster is returned, whose `servers()`
+    say what the logs do not; other logs are read as they are. Logs of two corpus clusters are an error."""
+    from fabriclab.nccl.logs import read_runs
+
+    runs, found = [], None
+    for path in paths:
+        cluster = load_cluster_folder(path.parent) if (path.parent / MANIFEST).is_file() else None
+        run = cluster and next((r for r in cluster.runs if (cluster.folder / r.file).resolve() == path.resolve()),
+                               None)
+        if not run:
+            runs += read_runs(path)
+            continue
+        if found is not None and found.folder.resolve() != cluster.folder.resolve():
+            raise ValueError(f"{path}: a log of corpus cluster {cluster.name}, beside logs of {found.name}: fit the "
+                             f"logs of one cluster (its corpus.json says the servers)")
+        found = cluster
+        runs += read_corpus_run(cluster, run)
+    return tuple(runs), found
+
+
 def load_cluster_folder(folder: Path | str) -> CorpusCluster:
     """One cluster folder; a ValueError naming the file and key on a bad manifest."""
     folder = Path(folder)
     path = folder / MANIFEST
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(read_text(path))
     except OSError as exc:
         raise ValueError(f"cannot read {path}: {exc.strerror or exc}: a corpus cluster folder holds "
                          f"{MANIFEST}") from None
@@ -208,6 +245,20 @@ def load_corpus(root: Path | str, names: tuple[str, ...] | None = None) -> list[
     if not folders:
         raise ValueError(f"corpus {root}: no cluster folder with a {MANIFEST}")
     return [load_cluster_folder(p) for p in folders]
+
+
+def check_cluster_file(cluster: CorpusCluster) -> None:
+    """A ValueError when the folder's `cluster.json` models another GPU than its manifest's hardware.gpu: a
+    wrong GPU in the manifest is otherwise fitted away (its logs name no GPU; `with_ranks` writes the
+    manifest's), and the ranges still hold."""
+    path = cluster.folder / CLUSTER_FILE
+    if not path.is_file():
+        return
+    modelled, said = load_cluster(path).server.gpu_name, cluster.hardware.get("gpu", "")
+    if not same_gpu(modelled, said):
+        raise ValueError(f"{cluster.folder / MANIFEST}: hardware.gpu {said!r}, but {CLUSTER_FILE} beside it models "
+                         f"{modelled!r}: correct the manifest, or write {CLUSTER_FILE} again from it (python -m "
+                         f"fabriclab.bench.validate.nccl_corpus --write-clusters)")
 
 
 def corpus_prior(cluster: CorpusCluster) -> ClusterModel:

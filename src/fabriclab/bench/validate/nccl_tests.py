@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fabriclab.bench.validate.nccl_corpus import CorpusCluster
+from fabriclab.bench.validate.nccl_corpus import CorpusCluster, check_cluster_file
 from fabriclab.nccl.calibration import calibrate_cluster, inside
 from fabriclab.nccl.fit import BANDS
 
@@ -75,6 +75,7 @@ def split_words(cluster: CorpusCluster) -> str:
 
 def validate_cluster(cluster: CorpusCluster, model: str = "mechanisms") -> ClusterResult:
     """Calibrate on the cluster's fitted runs and predict the others."""
+    check_cluster_file(cluster)  # its GPU, as the manifest says it: refused, not judged
     request = cluster.request()
     if model == "baseline":
         request = replace(request, datasheet=False, estimates_fit=True)

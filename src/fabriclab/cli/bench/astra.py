@@ -12,7 +12,6 @@ dgx-h100, TP 2, PP 2).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Optional
 
@@ -24,7 +23,8 @@ from fabriclab.cli.common import (EXIT_FAILED, FormatOption, JsonOption, Output,
 from fabriclab.cli.llm_options import (CpOption, EpOption, EpOverlapOption, FsdpUnitOption, GbsOption, GpusOption,
                                        LlmJob, MbsOption, ModelOption, OrderOption, PpOption, PrecisionOption,
                                        RecomputeOption, SeqOption, ShardGroupOption, SpOption, TpOption,
-                                       TpOverlapOption, VpOption, ZeroOption, step_options)
+                                       TpOverlapOption, VpOption, ZeroOption, llm_ignored, step_options)
+from fabriclab.cli.ignored import warn_ignored
 from fabriclab.cli.options import ClusterOption, load_cluster_option, parse_number
 
 
@@ -65,6 +65,7 @@ def astra_sim_cmd(
     the_cluster = load_cluster_option(cluster or "dgx-h100")
     options, limit, share = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap), _timeout(timeout), \
         _share(efficiency)
+    warn_ignored(llm_ignored(job.par, locals()))
     binary = find_binary(astra_sim)
     try:
         result = compare_step(job, the_cluster, binary, options=options,
@@ -73,9 +74,6 @@ def astra_sim_cmd(
     except AstraSimError as exc:
         print_error(exc)
         raise typer.Exit(EXIT_FAILED) from None
-    if out_dir is None and not result["astra_sim"]["unfinished"]:  # a stalled run's traces stay to be looked at
-        shutil.rmtree(result["astra_sim"]["folder"], ignore_errors=True)
-        result["astra_sim"]["folder"] = None
     _print(out, result, the_cluster.name)
     config = {**job.config(), "cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap, "fsdp_unit": fsdp_unit,
               "shard_group": shard_group, "ep_overlap": ep_overlap, "efficiency": efficiency, "astra_sim": str(binary),
@@ -131,7 +129,8 @@ def _print(out: Output, r: dict, cluster_name: str) -> None:
     out.note(f"graphs: {ours['graphs']} (their critical paths alone: {ours['graph_critical_path_s']:.6g} s); "
              f"{compute}; wall: export {ours['export_wall_s']:.3f} s{alone}")
     if astra["unfinished"]:
-        out.note(f"ASTRA-sim never finished ranks {astra['unfinished'][:12]}; traces kept in {astra['folder']}")
+        kept = f"traces kept in {astra['folder']}" if astra["folder"] else "--out DIR keeps the traces to look at"
+        out.note(f"ASTRA-sim never finished ranks {astra['unfinished'][:12]}; {kept}")
     if astra.get("note"):
         out.note(astra["note"])
 

@@ -66,6 +66,7 @@ def simai_cmd(
                  f"run on stderr ...")
         results = compare.campaign(cases, Path(config["simai"]), repeats=config["repeats"],
                                    timeout_s=config["timeout_s"], routing=routing, progress=_progress)
+    results = {**results, "agreement": compare.agreement(results["cases"])}
     _print(out, results)
     out.record(compare.KIND, config, results)
     if any(c["ns3"]["median_s"] is None for c in results["cases"]):
@@ -131,6 +132,7 @@ def _print(out: Output, results: dict) -> None:
     failed = [(c["case"]["label"], c["ns3"]["error"]) for c in results["cases"] if c["ns3"]["error"]]
     for label, error in failed:
         out.note(f"{label}: ns-3 {error}")
+    _print_agreement(out, results["agreement"])
     routing = ", ".join(sorted({str(c["fabriclab"].get("routing")) for c in results["cases"]}))
     if source:
         out.note(f"ns-3 and analytical as stored in {source}; fabriclab's prediction made now")
@@ -160,3 +162,19 @@ def _median(rows: list[dict], key: str, form: str) -> str:
 
     values = [r[key] for r in rows if r.get(key) is not None]
     return form.format(statistics.median(values)) if values else "-"
+
+
+def _print_agreement(out: Output, summary: dict) -> None:
+    from fabriclab.bench.simai.compare import SLOWDOWN_TOLERANCE
+
+    if not summary["cases"]:
+        return
+    out.note(f"ns-3 / fabriclab over {summary['cases']} cases: median |error| {summary['median_error']:.1%}, "
+             f"worst {summary['worst_error']:.1%}")
+    out.note(f"  worst: {summary['worst_case']}")
+    if summary["slowdowns"]:
+        out.note(f"slowdown from 1:1 within {SLOWDOWN_TOLERANCE:.0%} of ns-3's in {summary['slowdowns_within']} "
+                 f"of {len(summary['slowdowns'])} cases")
+    for s in summary["slowdowns"]:
+        if not s["within"]:
+            out.note(f"  {s['label']}: ns-3 x{s['ns3']:.2f}, fabriclab x{s['fabriclab']:.2f}")

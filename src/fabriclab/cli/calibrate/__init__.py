@@ -6,7 +6,9 @@ process per GPU or `-g N`; or `fabriclab collectives bench` tables), fits the cl
 determine them) and the residual of every row: measured busbw against the fitted model's, with NCCL's
 choice of algorithm and protocol there. `--check LOG` predicts logs the fit never sees and reports their
 errors apart; with `--hold-out-sizes A:B` only their rows in that size range are held out and the rest
-joins the fit. The logs do not say what NIC the servers have: `--nic` and `--nics-per-server` do.
+joins the fit. The logs do not say what NIC the servers have: `--nic` and `--nics-per-server` do; a log of
+`examples/nccl-corpus/` is read with the `corpus.json` beside it (its rank list, and the servers it names
+where no option gives them), as `fabriclab validate nccl-tests` reads it.
 
 Try it: `fabriclab calibrate nccl-tests examples/nccl-tests-a100/nccl_{1,2,4,8,16}.log --out a100.json`.
 """
@@ -25,14 +27,13 @@ from fabriclab.cli.common import (
     JsonOption,
     Output,
     StoreOption,
-    check_output_path,
+    check_output_file,
     user_errors,
 )
 from fabriclab.fabric.cluster import save_cluster
 from fabriclab.fabric.links import parse_link
 from fabriclab.fabric.nccl_env import parse_assignments
 from fabriclab.fabric.nccl_tuner import read_tuner_file
-from fabriclab.nccl.logs import read_runs
 from fabriclab.nccl.fit import source_word
 from fabriclab.units import format_size, parse_size_range
 from fabriclab.report.calibrate import band_table_rows, measured_busbw, switch_notes
@@ -66,15 +67,18 @@ def nccl_tests_cmd(
     hold_out_sizes: Annotated[str | None, typer.Option("--hold-out-sizes", metavar="A:B", help=(
         "Hold out only the --check rows in this size range (e.g. 1MB:1GB); their other rows join the fit."))]
     = None,
-    nic: Annotated[str, typer.Option(help="NIC of the servers: a link preset (HDR, EDR, 100GbE, ...) or a "
-                                          "rate such as 25GB/s; the logs do not say.")] = "HDR",
+    nic: Annotated[str | None, typer.Option(help="NIC of the servers: a link preset (HDR, EDR, 100GbE, ...) or a "
+                                                 "rate such as 25GB/s; the logs do not say (default: a corpus log's "
+                                                 "manifest's, else HDR).")] = None,
     nics_per_server: Annotated[int | None, typer.Option(help="NICs per server (default: one per GPU).")]
     = None,
     gpus_per_server: Annotated[int | None, typer.Option(help="GPUs per server (default: from the logs' "
                                                                 "hosts, else the largest one-server run).")]
     = None,
-    intra: Annotated[str, typer.Option(help="Inside a server: nvswitch or pcie.")] = "nvswitch",
-    fabric: Annotated[str, typer.Option(help="Network of the cluster file: rail or fat-tree.")] = "rail",
+    intra: Annotated[str | None, typer.Option(help="Inside a server: nvswitch or pcie (default: a corpus log's "
+                                                   "manifest's, else nvswitch).")] = None,
+    fabric: Annotated[str | None, typer.Option(help="Network of the cluster file: rail or fat-tree (default: a "
+                                                    "corpus log's manifest's, else rail).")] = None,
     sharp: Annotated[bool, typer.Option("--sharp", help=(
         "The switches reduce in the network (NVIDIA SHARP): NCCL may run CollNet across servers."))] = False,
     nccl_version: Annotated[str | None, typer.Option("--nccl-version", metavar="X.Y.Z", help=(
@@ -90,31 +94,53 @@ def nccl_tests_cmd(
     store: StoreOption = None,
 ) -> None:
     """Fit a cluster model to nccl-tests logs; print its parameters and the residual of every row."""
-    from fabriclab.nccl.calibration import CalibrationRequest, calibrate_cluster
+    from fabriclab.nccl.calibration import calibrate_cluster
 
-    check_output_path(out, "--out")
+    check_output_file(out, "--out")
     output = Output(fmt, json_path, store)
-    sizes = None if hold_out_sizes is None else parse_size_range(hold_out_sizes)
-    runs = tuple(run for path in logs for run in read_runs(path))
-    request = CalibrationRequest(
-        runs=runs, held=tuple(run for path in (check or []) for run in read_runs(path)),
-        hold_out_range=None if sizes is None else (min(sizes), max(sizes)), nic=parse_link(nic),
-        nics_per_server=nics_per_server, gpus_per_server=gpus_per_server, intra=intra, fabric=fabric,
-        sharp=sharp, nccl_version=nccl_version, nccl_env=parse_assignments(nccl_env or []),
-        tuner=() if nccl_tuner is None else read_tuner_file(nccl_tuner), name=out.stem, log_names=tuple(p.name for p in logs),
-        record={"logs": [str(p) for p in logs], "checked_logs": [str(p) for p in check or []],
-                "hold_out_sizes": hold_out_sizes})
+    request, corpus = _request(locals())
     cal = calibrate_cluster(request)
     save_cluster(cal.cluster, out)
+    if corpus is not None:
+        output.note(f"read with {corpus.folder / 'corpus.json'}: {corpus.manifest.get('title', corpus.name)}; the "
+                    f"servers as it says where no option gives them")
     _print_calibration(output, cal, request)
     output.note(f"cluster written to {out}")
+    nic = nic or (corpus.hardware["nic"] if corpus else "HDR")
     output.record("calibrate.nccl-tests", {"logs": [str(p) for p in logs], "check": [str(p) for p in check or []],
                                            "hold_out_sizes": hold_out_sizes, "nic": nic, "out": str(out),
+                                           **({"corpus": str(corpus.folder)} if corpus else {}),
                                            **({"nccl_env": request.nccl_env} if request.nccl_env else {}),
                                            **({"nccl_tuner": str(nccl_tuner)} if nccl_tuner else {})},
                   {"parameters": cal.cluster.fit["parameters"], "residuals": [asdict(r) for r in cal.residuals],
                    "fitted_rows": cal.fitted_summary, "held_out_rows": cal.held_summary,
                    "held_out_coverage": cal.coverage, "nccl_version": cal.cluster.library.nccl_version})
+
+
+def _request(o: dict):
+    """The `CalibrationRequest` of the command line `o`, and the corpus cluster its logs belong to (or None): a
+    log of `examples/nccl-corpus` is read with its manifest (`nccl_corpus.read_logs`: its rank list, and the
+    servers the options leave out)."""
+    from fabriclab.bench.validate.nccl_corpus import read_logs
+    from fabriclab.nccl.calibration import CalibrationRequest
+
+    runs, corpus = read_logs(o["logs"])
+    held, checked = read_logs(o["check"] or [])
+    corpus = corpus or checked
+    manifest = corpus.servers() if corpus else {}
+    given = {"nic": None if o["nic"] is None else parse_link(o["nic"]), "nics_per_server": o["nics_per_server"],
+             "gpus_per_server": o["gpus_per_server"], "intra": o["intra"], "fabric": o["fabric"],
+             "nccl_version": o["nccl_version"], "nccl_env": parse_assignments(o["nccl_env"]) if o["nccl_env"] else None,
+             "tuner": None if o["nccl_tuner"] is None else read_tuner_file(o["nccl_tuner"])}
+    defaults = {"nic": parse_link("HDR"), "intra": "nvswitch", "fabric": "rail", "nccl_env": {}, "tuner": ()}
+    servers = {k: v if v is not None else manifest.get(k, defaults.get(k)) for k, v in given.items()}
+    sizes = None if o["hold_out_sizes"] is None else parse_size_range(o["hold_out_sizes"])
+    return CalibrationRequest(
+        runs=runs, held=held, hold_out_range=None if sizes is None else (min(sizes), max(sizes)), sharp=o["sharp"],
+        check_nic=given["nic"] is not None or corpus is None, name=o["out"].stem,
+        log_names=tuple(p.name for p in o["logs"]), **servers,
+        record={"logs": [str(p) for p in o["logs"]], "checked_logs": [str(p) for p in o["check"] or []],
+                "hold_out_sizes": o["hold_out_sizes"]}), corpus
 
 
 def _print_calibration(output, cal, request) -> None:

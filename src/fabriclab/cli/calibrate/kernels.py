@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, check_output_path, user_errors
+from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, check_output_file, user_errors
 from fabriclab.cli.options import ClusterOption, load_cluster_option
 
 
@@ -35,26 +35,30 @@ def register(app: typer.Typer) -> None:
 
         from fabriclab.fabric.cluster import ComputeSpec, cluster_gpu, save_cluster
         from fabriclab.fabric.kernel_fit import (fit_kernel_table, kernel_spread, read_kernel_table,
-                                                 shipped_table, spread_summary)
+                                                 shipped_table, spread_summary, table_gpu)
 
         if out is not None:
-            check_output_path(out, "--out")
+            check_output_file(out, "--out")
         output = Output(fmt, json_path, store)
         path = table or shipped_table()
         the_cluster = load_cluster_option(cluster or "dgx-h100")
         gpu = cluster_gpu(the_cluster)
         rows = read_kernel_table(path)
-        model = fit_kernel_table(rows, gpu)
-        model = replace(model, source=f"fit of {path.name} on {gpu.name}")
-        summary = spread_summary(kernel_spread(model, rows, gpu))
-        _print(output, model, summary, gpu.name)
+        measured = table_gpu(rows, gpu)  # the GPU the times ran on: its peak, not the cluster's (same generation)
+        model = fit_kernel_table(rows, measured)
+        model = replace(model, source=f"fit of {path.name} on {measured.name}")
+        summary = spread_summary(kernel_spread(model, rows, measured))
+        _print(output, model, summary, measured.name)
+        if measured is not gpu:
+            output.note(f"fitted on the table's GPU, {measured.name}; its shares of peak carry to the cluster's "
+                        f"{gpu.name} (one generation)")
         if out is not None:
             compute = the_cluster.compute or ComputeSpec(gpu=gpu)
             save_cluster(replace(the_cluster, compute=replace(compute, kernels=model)), out)
             output.note(f"cluster written to {out}: `whatif llm --cluster {out}` times kernels by this fit")
         output.record("calibrate.kernels", {"table": str(path), "cluster": cluster or "dgx-h100",
                                             "out": str(out) if out else None},
-                      {"kernels": model.to_dict(), "spread": summary, "gpu": gpu.name})
+                      {"kernels": model.to_dict(), "spread": summary, "gpu": gpu.name, "table_gpu": measured.name})
 
 
 def _print(output: Output, model, summary: list[dict], gpu_name: str) -> None:

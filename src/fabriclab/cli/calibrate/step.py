@@ -27,13 +27,14 @@ from typing import Annotated
 
 import typer
 
-from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, check_output_path, user_errors
+from fabriclab.cli.common import FormatOption, JsonOption, Output, StoreOption, check_output_file, user_errors
 from fabriclab.cli.llm_options import (AttentionOption, CpOption, DomainGpusOption, EpOption, EpOverlapOption,
                                        FsdpUnitOption, vary_cluster_options,
                                        GpuSpreadOption, GpusOption, GradDtypeOption, LlmJob, MbsOption, MemoryReserveOption, ModelOption,
                                        OrderOption, PpOption, PrecisionOption, RecomputeOption, SeqOption,
                                        ShardGroupOption, SpOption, TpOption, TpOverlapOption, VpOption, ZeroOption,
-                                       memory_options, step_options)
+                                       llm_ignored, memory_options, step_options)
+from fabriclab.cli.ignored import warn_ignored
 from fabriclab.cli.options import ClusterOption, load_cluster_option
 
 # The band outside which a calibrated efficiency is warned about (module docstring)
@@ -80,13 +81,14 @@ def register(app: typer.Typer) -> None:
         from fabriclab.units import parse_time
         from fabriclab.whatif.llm.run import calibrate_efficiency, with_efficiency
 
-        check_output_path(out, "--out")
+        check_output_file(out, "--out")
         output = Output(fmt, json_path, store)
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
                                   recompute, precision, order, attention)
         seconds = parse_time(step_time)
         the_cluster = vary_cluster_options(load_cluster_option(cluster or "dgx-h100"), None, None, None, domain_gpus)
         options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap, gpu_spread)
+        warn_ignored(llm_ignored(job.par, locals()))
         mem_options = memory_options(grad_dtype, memory_reserve)
         fit = job.check_memory(the_cluster, options.shard_group, mem_options)
         value, answer = calibrate_efficiency(job.spec, job.par, the_cluster, seconds, options=options)

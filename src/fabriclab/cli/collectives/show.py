@@ -98,12 +98,12 @@ def _save_schedule(schedule: Schedule, path: Path) -> None:
 
 def load_schedule(path: Path) -> Schedule:
     """A schedule read from a JSON file written by `show --save`; ValueError says what is wrong."""
+    from fabriclab.textfile import read_text
+
     try:
-        text = path.read_text()
+        text = read_text(path, "schedule file")
     except OSError as exc:
         raise ValueError(f"cannot read schedule file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not a text file; give a schedule saved by `collectives show --save`") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

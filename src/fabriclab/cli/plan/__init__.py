@@ -33,7 +33,7 @@ from fabriclab.cli.plan.llm import (ClustersOption, EfficiencyOption, EpBoundOpt
                                     MaxConfigsOption, MemoryReserveOption, NicRatesOption, PlanCalibratedOption, PlanGradDtypeOption,
                                     PlanSeedsOption, PpBoundOption, PrecisionOption, RoutingsOption, SeqOption,
                                     TpBoundOption, ZeroBoundOption,
-                                    check_cnn_options, run_llm)
+                                    RankOption, check_cnn_options, run_llm)
 from fabriclab.units import parse_int_list, parse_time
 
 DEFAULT_FABRICS = "25gbe,100g-opa,100gbe,200g-hdr,400g-ndr"
@@ -140,7 +140,7 @@ def plan(
                                           help="Price table (JSON; default: the shipped illustrative one)."),
     iteration_time: Optional[str] = typer.Option(None, help="Single-GPU iteration time for a .bk.log profile."),
     clusters: ClustersOption = None, nic_rates: NicRatesOption = None, routings: RoutingsOption = None,
-    seeds: PlanSeedsOption = None, gbs: GbsOption = None,
+    seeds: PlanSeedsOption = None, gbs: GbsOption = None, rank: RankOption = None,
     seq: SeqOption = None, precision: PrecisionOption = None, max_configs: MaxConfigsOption = None,
     exhaustive: ExhaustiveOption = False, tp: TpBoundOption = None, pp: PpBoundOption = None,
     ep: EpBoundOption = None, zero: ZeroBoundOption = None, efficiency: EfficiencyOption = None,

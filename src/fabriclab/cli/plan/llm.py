@@ -6,12 +6,15 @@ the job (`--gbs`, `--seq`, `--precision`) and the search's limits (`--max-config
 `LlmPlanRequest`; `--tp/--pp/--ep/--zero` fix (`--tp 4`) or bound (`--tp 2-8`, `--zero 1,3`) the search,
 `--efficiency` sets a share of peak for every matrix, `--grad-dtype` and `--memory-reserve` are the memory
 check's (`whatif llm`'s). `plan.llm.run_llm_plan` answers it. Printed: the best configuration of every
-option and GPU count with its throughput and cost (`P`: the Pareto frontier), its configuration, memory
-and step, what the network costs in it (the exposed TP/CP/EP/PP/DP communication and the bubble; columns
-that are zero in every row are left out, --json has them all), the runner-up configuration, which options
-tie and whether because the network is hidden, where a PCIe path caps the NICs, the memory notes of what
+option and GPU count with its throughput and cost (`P`: the Pareto frontier), what it buys (GPUs in whole
+servers or racks, the servers' and the network's dollars, the network's share, its switch tiers), its
+configuration, memory and step, what the network costs in it (the exposed TP/CP/EP/PP/DP communication and
+the bubble, their share of the step and that share of the cluster's dollars; columns that are zero in every
+row are left out, --json has them all), the runner-up configuration, which options tie and whether because
+the network is hidden, where a PCIe path caps the NICs (once per cause), the memory notes of what
 fits nowhere, one recommendation per GPU count, where compute comes from, the prices' sources and what the
-search did; `--json` carries every simulated configuration.
+search did; a table wider than 80 columns is split into tables of its columns, each led by `#`; `--json`
+carries every simulated configuration.
 
 Try it: `fabriclab plan --model llama3-70b --gpus 1024,4096 --clusters dgx-h100 --nic-rates 400Gbps,800Gbps`.
 """
@@ -25,9 +28,12 @@ import typer
 from rich.table import Table
 
 from fabriclab.cli.common import Output, split_list
+from fabriclab.cli.ignored import warn_ignored
 from fabriclab.cli.llm_options import (CalibratedOption, GradDtypeOption, MemoryReserveOption, calibrated_cluster,
                                        memory_options, parse_share)
+from fabriclab.cli.goodput_options import RankOption, parse_rank
 from fabriclab.cli.options import load_cluster_option, parse_bisection, parse_count
+from fabriclab.cli.plan.goodput import goodput_tables
 
 RoutingsOption = Annotated[Optional[str], typer.Option(
     "--routings", metavar="NAMES", help="With an LLM: how flows find a spine, to compare: ideal, ecmp, adaptive "
@@ -72,7 +78,7 @@ EfficiencyOption = Annotated[Optional[str], typer.Option(
     "each cluster's calibration, else its kernel model).")]
 
 LLM_ONLY = ("clusters", "nic_rates", "gbs", "seq", "precision", "max_configs", "tp", "pp", "ep", "zero",
-            "efficiency", "grad_dtype", "memory_reserve", "calibrated", "routings", "seeds")
+            "efficiency", "grad_dtype", "memory_reserve", "calibrated", "routings", "seeds", "rank")
 # CNN-only options and their defaults: given otherwise with an LLM, they are an error, not silently ignored
 CNN_ONLY = {"gpus_per_server": None, "levels": None, "algo": None, "hosts_per_leaf": None, "placement": "linear",
             "fusion": "time-or-size", "target": None, "iteration_time": None, "radix": None,
@@ -131,7 +137,8 @@ def llm_request(o: dict):
         max_configs=DEFAULT_MAX_CONFIGS if o["max_configs"] is None else parse_count(o["max_configs"], "--max-configs"),
         exhaustive=o["exhaustive"], budget_usd=_budget(o["budget"]),
         prices_path=None if o["prices"] is None else str(o["prices"]), bounds=_bounds(o),
-        efficiency=parse_share(o["efficiency"]), memory=memory_options(o["grad_dtype"] or "fp32", o["memory_reserve"]))
+        efficiency=parse_share(o["efficiency"]), memory=memory_options(o["grad_dtype"] or "fp32", o["memory_reserve"]),
+        rank=parse_rank(o["rank"]))
 
 
 def _routings(text: str | None) -> tuple[str, ...]:
@@ -170,6 +177,17 @@ def _budget(text: str | None) -> float | None:
     return value
 
 
+def _ignored(o: dict, request) -> list:
+    """The LLM plan's options given but without effect on it (`cli/ignored.py`)."""
+    routings = request.routings or tuple(c.network.routing for _, c in request.clusters)
+    drawn = "ecmp" in routings or any(c.network.placement == "scattered" for _, c in request.clusters)
+    return [(request.seeds > 1 and not drawn, "--seeds",
+             f"with routing {', '.join(dict.fromkeys(routings))}: nothing is drawn, one answer per option; add "
+             f"--routings ecmp or drop it"),
+            (o["calibrated"] is not None and o["efficiency"] is not None, "--calibrated",
+             "with --efficiency: that share of peak replaces every calibration; drop one of them")]
+
+
 def run_llm(o: dict) -> None:
     """`plan` for an LLM: request, search, tables, notes, record (module doc)."""
     from fabriclab.plan.llm import run_llm_plan
@@ -178,6 +196,7 @@ def run_llm(o: dict) -> None:
 
     output = Output(o["fmt"], o["json_path"], o["store"])
     request = llm_request(o)
+    warn_ignored(_ignored(o, request))
     with point_runner(o["scheduler"], o["processes"], o["resume"], o["store"], "plan points") as runner:
         result = run_llm_plan(request, run_points=runner)
     print_llm_plan(output, request, result)
@@ -189,7 +208,7 @@ def run_llm(o: dict) -> None:
               "exhaustive": request.exhaustive, "budget_usd": request.budget_usd, "prices": request.prices_path,
               **{f"bound_{k}": getattr(request.bounds, k) for k in ("tp", "pp", "ep", "zero")},
               "efficiency": request.efficiency, "grad_bytes": request.memory.grad_bytes,
-              "memory_reserve_bytes": request.memory.reserve_bytes}
+              "memory_reserve_bytes": request.memory.reserve_bytes, "rank": request.rank}
     results = {"rows": result.rows, "configs": result.configs, "unfit": result.unfit,
                "recommendations": result.recommendations, "ties": result.ties, "pcie": result.pcie,
                "compute": result.compute, "stats": result.stats}
@@ -204,13 +223,30 @@ def run_llm(o: dict) -> None:
 
 def options_table(rows: list[dict], model: str) -> Table:
     """Throughput and cost of every option's best configuration; `#` numbers the rows for the next table."""
+    from fabriclab.plan.llm.report import short_money
+
     table = Table(title=f"LLM plan, {model}: best configuration per option (P: Pareto frontier)")
     for h in ("#", "option", "GPUs", "tokens/s", "MFU", "cost", "$/(tok/s)", "P"):
         table.add_column(h, justify="left" if h == "option" else "right")
     for i, r in enumerate(rows, 1):
         table.add_row(str(i), r["option"], f"{r['gpus']:,}", f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}",
-                      f"${r['cluster_usd'] / 1e6:,.1f}M", f"{r['usd_per_token_per_s']:,.1f}",
+                      short_money(r["cluster_usd"]), f"{r['usd_per_token_per_s']:,.1f}",
                       "P" if r["pareto"] else "")
+    return table
+
+
+def bought_table(rows: list[dict]) -> Table:
+    """What each row buys: its GPUs in whole servers or NVLink racks, the servers' and the network's dollars,
+    the network's share of the cost and the switch levels its radix needs."""
+    from fabriclab.plan.llm.report import bought, short_money
+
+    table = Table(title="what each option buys (net: the network's share; tiers of radix-port switches)")
+    for h in ("#", "GPUs bought", "in", "servers", "network", "net", "tiers", "radix"):
+        table.add_column(h, justify="left" if h == "in" else "right")
+    for i, r in enumerate(rows, 1):
+        table.add_row(str(i), f"{r['gpus_bought']:,}", bought(r), short_money(r["servers_usd"]),
+                      short_money(r["network_usd"]), f"{r['network_share']:.1%}", str(r["network_levels"]),
+                      str(r["switch_radix"]))
     return table
 
 
@@ -230,16 +266,18 @@ SPLIT_COLUMNS = (("compute", "compute"), ("tp", "TP"), ("cp", "CP"), ("ep", "EP"
 
 
 def network_table(rows: list[dict]) -> Table:
-    """Where each row's step goes: compute, the exposed communication per communicator, the bubble, and the
-    network's share; a part that is zero in every row is left out (--json has them all)."""
-    from fabriclab.plan.llm.report import exposed_share
+    """Where each row's step goes: compute, the exposed communication per communicator, the bubble, their
+    share of the step (`comm`) and what that share of the time costs of the cluster's dollars (`comm $`); a part
+    that is zero in every row is left out (--json has them all)."""
+    from fabriclab.plan.llm.report import communication_usd, exposed_share, short_money
 
     shown = [(k, h) for k, h in SPLIT_COLUMNS if k == "compute" or any(r["split_s"].get(k, 0) > 0 for r in rows)]
-    table = Table(title="what communication costs: seconds of each step exposed (comm: their share)")
-    for h in ("#", *(h for _, h in shown), "comm"):
+    table = Table(title="what communication costs: seconds exposed a step, their share, its dollars")
+    for h in ("#", *(h for _, h in shown), "comm", "comm $"):
         table.add_column(h, justify="right")
     for i, r in enumerate(rows, 1):
-        table.add_row(str(i), *(_seconds(r["split_s"].get(k, 0)) for k, _ in shown), f"{exposed_share(r):.1%}")
+        table.add_row(str(i), *(_seconds(r["split_s"].get(k, 0)) for k, _ in shown), f"{exposed_share(r):.1%}",
+                      short_money(communication_usd(r)))
     return table
 
 
@@ -277,17 +315,24 @@ def runner_up_table(rows: list[dict]) -> Table:
 
 def print_llm_plan(output: Output, request, result) -> None:
     """The tables and the notes (module doc)."""
-    output.table(options_table(result.rows, result.stats["model"]))
-    output.table(configs_table(result.rows))
-    output.table(network_table(result.rows))
-    output.table(runner_up_table(result.rows))
-    if any((r["routing"], r["transport"]) != ("ideal", "ideal") for r in result.rows):
-        output.table(fabric_table(result.rows))
+    from fabriclab.report.tables import fit_width
+
+    rows = result.rows
+    tables = [options_table(rows, result.stats["model"]), bought_table(rows), configs_table(rows),
+              network_table(rows), runner_up_table(rows)]
+    if any((r["routing"], r["transport"]) != ("ideal", "ideal") for r in rows):
+        tables.append(fabric_table(rows))
+    tables += goodput_tables(rows)  # with --rank goodput
+    for table in (part for t in tables for part in fit_width(t, 80)):  # an 80-column terminal or log
+        output.table(table)
     for line in [*result.ties, *result.pcie]:
         output.note(line)
-    for i, r in enumerate(result.rows, 1):
+    warned: dict = {}  # one line per distinct warning, with the rows it concerns
+    for i, r in enumerate(rows, 1):
         if r.get("memory_warning"):
-            output.note(f"#{i} {r['memory_warning']}")
+            warned.setdefault(r["memory_warning"], []).append(f"#{i}")
+    for warning, where in warned.items():
+        output.note(f"{', '.join(where)} {warning}")
     for line in _unfit_lines(result.unfit, result.stats["model"]):
         output.note(line)
     for text in result.recommendations:

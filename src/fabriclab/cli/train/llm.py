@@ -99,7 +99,8 @@ def check_host(job, dtype: str, device: str = "cpu") -> None:
 def execute(config, trace: Path | None, out: Output) -> int:
     """Run, print, write the trace and the record; returns the exit code."""
     from fabriclab.runtime.environment import LaunchError
-    from fabriclab.runtime.llm.trainer import describe, run_llm_train
+    from fabriclab.runtime.llm.summary import describe
+    from fabriclab.runtime.llm.trainer import run_llm_train
 
     out.note(f"training {config.spec.name}: {describe(config.par, config.dtype)}, {config.steps} steps "
              f"(+{config.warmup} warm-up) on {config.device}")
@@ -153,7 +154,7 @@ def split_table(result: dict) -> Table:
 def write_trace(path: Path, spans: dict, config) -> int:
     """Every rank's last step in the simulator's trace format (`runtime/llm/trace.py`)."""
     from fabriclab.runtime.llm.trace import measured_trace
-    from fabriclab.runtime.llm.trainer import describe
+    from fabriclab.runtime.llm.summary import describe
 
     title = f"{config.spec.name}, {describe(config.par, config.dtype)}"
     return write_trace_file(path, measured_trace({int(r): s for r, s in spans.items()}, title),

@@ -46,6 +46,7 @@ from fabriclab.cli.options import (
     LinkOption,
     parse_bisection,
     parse_count,
+    parse_nice,
     parse_number,
 )
 from fabriclab.cli.llm_options import (EpOption, GbsOption, MbsOption, PpOption, SeqOption, TpOption, VpOption,
@@ -185,7 +186,7 @@ def _validate_configs(o: dict) -> list:
         max_iters=parse_count(o["max_iters"], "--max-iters", maximum=100_000),
         efficiency=None if o["efficiency"] is None else parse_number(o["efficiency"], "--efficiency",
                                                                      minimum=1e-6, example="0.94"),
-        calibrate=o["calibrate"], calibrate_bandwidth=o["calibrate_bandwidth"], nice=_nice(o["nice"]))
+        calibrate=o["calibrate"], calibrate_bandwidth=o["calibrate_bandwidth"], nice=parse_nice(o["nice"]))
     common = {k: v for k, v in given.items() if v is not None}
     return [ValidateConfig(topology=t, **common) for t in split_list(o["topology"], "topology list")]
 
@@ -218,13 +219,6 @@ def _report_record(output: Output, path: Path, out: Path | None) -> None:
     for result in runs:
         output.table(report.table(result["rows"], title=f"validate: {result.get('topology_name', '?')}"))
     _finish(output, [r for result in runs for r in result["rows"]], out, record.get("config", {}), None)
-
-
-def _nice(text: str) -> int:
-    value = text.strip()
-    if not value.lstrip("-").isdigit() or not -20 <= int(value) <= 19:
-        raise ValueError(f"--nice {text!r}: give a priority in -20..19 (nice(1))")
-    return int(value)
 
 
 def _finish(output: Output, rows: list[dict], out: Path | None, config_dict: dict,

@@ -14,14 +14,13 @@ from rich import box
 from rich.table import Table
 
 from fabriclab.cli.common import EXIT_FAILED, Output, print_error, write_trace_file
-from fabriclab.cli.options import parse_count
+from fabriclab.cli.options import parse_count, parse_nice
 
 DEFAULT_LINK = "200Mbps"
 
 
 def build_config(o: dict):
     from fabriclab.bench.validate.llm import LlmValidateConfig
-    from fabriclab.cli.validate import _nice
     from fabriclab.units import parse_bandwidth
 
     counts = {k: parse_count(o[k], f"--{k.replace('_', '-')}", minimum=0 if k in ("zero", "warmup") else 1)
@@ -29,7 +28,8 @@ def build_config(o: dict):
     hosts = 4 if o["hosts"] is None else parse_count(o["hosts"], "--hosts", maximum=64)
     config = LlmValidateConfig(model=o["model"], hosts=hosts, gbs=parse_count(o["gbs"] or "16", "--gbs"),
                                seq=None if o["seq"] is None else parse_count(o["seq"], "--seq"),
-                               link_Bps=parse_bandwidth(o["link"] or DEFAULT_LINK), nice=_nice(o["nice"]), **counts)
+                               link_Bps=parse_bandwidth(o["link"] or DEFAULT_LINK), nice=parse_nice(o["nice"]),
+                               **counts)
     config.par()  # a ValueError says what to change, before anything runs
     return config
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
@@ -27,8 +27,12 @@ from fabriclab.cli.llm_options import (AttentionOption, BisectionOption, CpOptio
                                        LlmJob, MbsOption, ModelOption, OrderOption, PpOption, PrecisionOption,
                                        RecomputeOption, SeqOption, ShardGroupOption, SpOption, TpOption,
                                        TpOverlapOption, VpOption, ZeroOption, GradDtypeOption,
-                                       MemoryReserveOption, memory_options, parse_share, step_options)
+                                       MemoryReserveOption, llm_ignored, memory_options, parse_share,
+                                       step_options)
+from fabriclab.cli.goodput_options import (AsyncCheckpointOption, CheckpointIntervalOption, FailureRatesOption,
+                                           RestartTimeOption, StorageBandwidthOption)
 from fabriclab.cli.options import ClusterOption, load_cluster_option
+from fabriclab.cli.whatif.goodput import job_goodput, report_goodput
 from fabriclab.cli.routing_options import (
     BusyOption,
     ClusterRoutingOption,
@@ -38,7 +42,21 @@ from fabriclab.cli.routing_options import (
     TransportOption,
     parse_seeds,
     routed_cluster,
+    routing_ignored,
 )
+from fabriclab.cli.ignored import warn_ignored
+
+EfficiencyShareOption = Annotated[Optional[str], typer.Option(
+    "--efficiency", metavar="SHARE", help="Run every matrix at this share of peak, e.g. 0.45 (default: each kernel "
+                                          "by its shape, x the cluster file's `calibrate step` scale).")]
+BandwidthsOption = Annotated[Optional[str], typer.Option(
+    "--bandwidth", metavar="RATES", help="Also at these NIC rates, e.g. 200Gbps,400Gbps,800Gbps.")]
+TraceOption = Annotated[Optional[Path], typer.Option(
+    "--trace", help="Write the step as a Chrome/Perfetto trace (JSON): the slowest stage, or --trace-stage.")]
+TraceStageOption = Annotated[str, typer.Option("--trace-stage", metavar="N|all|slowest",
+                                               help="The stage(s) --trace draws.")]
+ChakraOption = Annotated[Optional[Path], typer.Option(
+    "--chakra", metavar="PREFIX", help="Write every rank's step as Chakra ET files PREFIX.<rank>.et (for ASTRA-sim).")]
 
 LABELS = {"compute": "compute", "tp": "TP exposed", "cp": "CP exposed", "ep": "EP exposed",
           "pp": "PP exposed", "dp": "DP exposed", "optimizer": "optimizer", "bubble": "pipeline bubble"}
@@ -179,18 +197,11 @@ def register(app: typer.Typer) -> None:
                 routing: ClusterRoutingOption = None, qps: QpsOption = None, transport: TransportOption = None,
                 placement: JobPlacementOption = None, busy: BusyOption = None, seeds: SeedsOption = "1",
                 per_stage: bool = typer.Option(False, "--per-stage", help="Also every pipeline stage's split."),
-                efficiency: Optional[str] = typer.Option(None, metavar="SHARE", help="Run every matrix at this "
-                                                         "share of peak, e.g. 0.45 (default: each kernel by "
-                                                         "its shape, x the cluster file's `calibrate step` "
-                                                         "scale)."),
-                bandwidth: Optional[str] = typer.Option(None, metavar="RATES", help="Also at these NIC rates, "
-                                                        "e.g. 200Gbps,400Gbps,800Gbps."),
-                trace: Optional[Path] = typer.Option(None, help="Write the step as a Chrome/Perfetto trace "
-                                                     "(JSON): the slowest stage, or --trace-stage."),
-                trace_stage: str = typer.Option("slowest", metavar="N|all|slowest",
-                                                help="The stage(s) --trace draws."),
-                chakra: Optional[Path] = typer.Option(None, metavar="PREFIX", help="Write every rank's step "
-                                                      "as Chakra ET files PREFIX.<rank>.et (for ASTRA-sim)."),
+                efficiency: EfficiencyShareOption = None, bandwidth: BandwidthsOption = None, trace: TraceOption = None,
+                trace_stage: TraceStageOption = "slowest", chakra: ChakraOption = None,
+                checkpoint_interval: CheckpointIntervalOption = None, async_checkpoint: AsyncCheckpointOption = False,
+                restart_time: RestartTimeOption = None, storage_bandwidth: StorageBandwidthOption = None,
+                failure_rates: FailureRatesOption = "llama3",
                 fmt: FormatOption = None, json_path: JsonOption = None, store: StoreOption = None) -> None:
         """A transformer's training step on a cluster: step time, tokens/s, MFU, where the time goes.
 
@@ -207,7 +218,10 @@ def register(app: typer.Typer) -> None:
         kwargs = {"options": options, "efficiency": _share(efficiency),
                   "memory_options": memory_options(grad_dtype, memory_reserve)}
         stages = _trace_stages(trace_stage, job.par.pp)
+        warn_ignored(_ignored(locals(), job, the_cluster))
         answer = _simulate(job, the_cluster, kwargs)
+        good = job_goodput(the_cluster, answer, (checkpoint_interval, async_checkpoint, restart_time,
+                                                 storage_bandwidth, failure_rates))  # refused before printing
         graphs = _export(answer) if chakra is not None else None  # refused before anything is printed
         print_answer(out, answer)
         drawn = _over_draws(out, job, the_cluster, answer, parse_seeds(seeds), kwargs)
@@ -216,12 +230,13 @@ def register(app: typer.Typer) -> None:
         sweep = _sweep(out, job, the_cluster, _rates(bandwidth), kwargs) if bandwidth else []
         links = print_links(out, answer)
         events = _write_files(out, answer, trace, (chakra, graphs), stages)
+        goodput = report_goodput(out, good)
         config = {"cluster": cluster or "dgx-h100", "tp_overlap": tp_overlap, "ep_overlap": ep_overlap,
                   **_options_config(options), "grad_dtype": grad_dtype, "fabric": fabric, "bisection": bisection,
                   "nic_rate": nic_rate, "domain_gpus": domain_gpus, "calibrated": calibrated,
                   "memory_reserve_bytes": kwargs["memory_options"].reserve_bytes, **_network_config(the_cluster, seeds)}
         _save(out, job, config, answer, {"stages": per, "bandwidth_sweep": sweep, "busiest_links": links,
-                                         "trace": events, "domain_worth": worth, **drawn})
+                                         "trace": events, "domain_worth": worth, **drawn, **goodput})
 
 
 def _output(fmt, json_path, store, trace: Path | None, chakra: Path | None, seeds: str) -> Output:
@@ -230,6 +245,13 @@ def _output(fmt, json_path, store, trace: Path | None, chakra: Path | None, seed
     check_trace_prefix(chakra, "--chakra")
     parse_seeds(seeds)
     return Output(fmt, json_path, store)
+
+
+def _ignored(o: dict, job: LlmJob, cluster) -> list:
+    """The options of this run (`o`) given but without effect on it (`cli/ignored.py`)."""
+    return [*llm_ignored(job.par, o), *routing_ignored(cluster, o["qps"], o["seeds"]),
+            (o["trace"] is None and o["trace_stage"].strip().lower() != "slowest", "--trace-stage",
+             "without --trace: it picks the stage(s) the trace draws; add --trace FILE or drop it")]
 
 
 def _stage_splits(answer) -> list[dict]:
@@ -256,10 +278,7 @@ def _over_draws(out: Output, job: LlmJob, cluster, answer, seeds: int, kwargs: d
     from fabriclab.whatif.llm.run import simulate_llm
 
     clusters = draws(cluster, seeds)
-    if len(clusters) == 1:
-        if seeds > 1:
-            _note(out, f"--seeds {seeds}: nothing is drawn on this fabric (routing {cluster.network.routing}, "
-                       f"placement {cluster.network.placement}): one step")
+    if len(clusters) == 1:  # --seeds N with nothing drawn: warned about (`_ignored`)
         return {}
     steps = [answer.step_time_s] + [simulate_llm(job.spec, job.par, c, **kwargs).step_time_s for c in clusters[1:]]
     median, p90 = (float(v) for v in median_p90(steps))

@@ -37,10 +37,12 @@ from pathlib import Path
 
 from fabriclab.fabric.cluster import ClusterModel
 from fabriclab.fabric.domains import domain_gpus_used, domain_view, power_of_two_use, with_domain_gpus
-from fabriclab.plan.llm.cluster import FABRICS, pcie_cap, vary_cluster
-from fabriclab.plan.llm.cost import option_cost
+from fabriclab.plan.llm.cluster import FABRICS, pcie_lines, vary_cluster
+from fabriclab.plan.llm.cost import network_prices, option_cost
+from fabriclab.plan.llm.goodput import goodput_lines, goodput_row
 from fabriclab.plan.llm.evaluator import Evaluator
 from fabriclab.plan.llm.report import mark_pareto, recommend, short, tie_lines
+from fabriclab.plan.llm.sizes import describe_sizes, nearest_sizes
 from fabriclab.plan.llm.space import SearchBounds, enumerate_configs, fit_configs, memory_needs
 from fabriclab.plan.prices import load_prices
 from fabriclab.workload.memory import MemoryOptions
@@ -92,6 +94,9 @@ class LlmPlanRequest:
     """A share of peak for every matrix on every cluster (`--efficiency`); None: each cluster's compute."""
     memory: MemoryOptions = MemoryOptions()
     """The gradient buffer and the memory reserve of the memory check."""
+    rank: str = "tokens"
+    """`tokens`: rank by the step's tokens/s per dollar; `goodput`: also by goodput tokens/s per dollar, with
+    dual ToR and spare servers bought where they pay (`plan/llm/goodput.py`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,7 +136,7 @@ class LlmPlanResult:
     ties: list = field(default_factory=list)
     """One sentence per GPU count where options' steps tie (`report.tie_lines`)."""
     pcie: list = field(default_factory=list)
-    """One sentence per option whose NICs a PCIe path caps (`pcie_cap`)."""
+    """One sentence per distinct PCIe cap of the options' NICs, naming the options it concerns (`pcie_lines`)."""
     compute: list
     """Per cluster: where its compute efficiency comes from."""
     stats: dict = field(default_factory=dict)
@@ -180,6 +185,9 @@ def check_model_names(models: str) -> None:
     from fabriclab.workload.zoo import list_models
 
     for name in (m.strip() for m in models.split(",")):
+        if name and Path(name).is_dir():  # an LLM's folder holds config.json (names_llm): this one does not
+            raise ValueError(f"--model {name}: the folder has no config.json; give a HuggingFace config.json or "
+                             f"a folder holding one")
         if name and name not in V100_BATCH_S and name not in list_models() and not Path(name).exists():
             raise ValueError(f"--model {name!r} is neither a built-in V100 profile ({', '.join(V100_BATCH_S)}), nor "
                              f"a zoo model (`fabriclab models`: {', '.join(list_models()[:4])}, ...), nor an "
@@ -226,7 +234,8 @@ def build_options(request: LlmPlanRequest) -> list[PlanOption]:
     return options
 
 
-def _check_gpus(request: LlmPlanRequest, options: list[PlanOption]) -> None:
+def _check_gpus(request: LlmPlanRequest, options: list[PlanOption], nearest) -> None:
+    """A ValueError for GPU counts the options cannot place, with the `nearest(gpus)` sizes that divide."""
     if not request.gpus:
         raise ValueError("give at least one GPU count, e.g. --gpus 1024")
     if request.gpus[-1] > MAX_LLM_GPUS:
@@ -236,10 +245,13 @@ def _check_gpus(request: LlmPlanRequest, options: list[PlanOption]) -> None:
         bad = [n for n in request.gpus if n % g]
         if bad:
             raise ValueError(f"--gpus {bad[0]} is not a multiple of {g}: {option.name} has {g} GPUs per server "
-                             f"and a plan fills whole servers; give e.g. --gpus {max(g, bad[0] // g * g)}")
+                             f"and a plan fills whole servers; nearest sizes that divide: {nearest(bad[0])}")
         for n in request.gpus:  # GPUs that fill no whole trays of each NVLink domain fail here, by name
             if option.runs_at(n):
-                domain_view(option.cluster, n)
+                try:
+                    domain_view(option.cluster, n)
+                except ValueError as exc:
+                    raise ValueError(f"{exc}; nearest sizes that divide: {nearest(n)}") from None
 
 
 class LlmPlanWork:
@@ -302,6 +314,8 @@ def llm_point(work: LlmPlanWork, point: tuple[int, int]) -> dict:
     row = {**where, **_best_row(ranked[0][0], option, fitted, found), **fabric_costs(work, k, ranked[0][0]),
            **_runner_up(ranked[0][0], ranked[1][0] if len(ranked) > 1 else None),
            **option_cost(option.cluster, gpus, work.table, shipped=work.shipped)}
+    if request.rank == "goodput":  # the step's best configuration: a checkpoint weighs the same in every one
+        row.update(goodput_row(ranked[0][0], option.cluster, row, network_prices(option.cluster, work.table)[0]))
     return {"rows": [row], "configs": [{**where, **_config_row(a, b)} for a, b in found["answers"]], "unfit": [],
             "counts": counts}
 
@@ -314,14 +328,18 @@ def run_llm_plan(request: LlmPlanRequest, progress=None, run_points=None) -> Llm
     seq = request.seq or spec.seq_length
     gbs = request.gbs or default_gbs(seq)
     options = build_options(request)
-    _check_gpus(request, options)
+
+    def nearest(gpus: int) -> str:
+        return describe_sizes(nearest_sizes(spec, request.clusters, gpus, gbs=gbs, seq=seq, bounds=request.bounds))
+
+    _check_gpus(request, options, nearest)
     work = LlmPlanWork(spec, request, options, gbs, seq)
     work.progress = progress if run_points is None else None
     run_points = run_points or (lambda fn, context, points: [fn(context, p) for p in points])
     parts = run_points(llm_point, work, llm_points(request, options))
     rows, configs, unfit = ([x for part in parts for x in part[key]] for key in ("rows", "configs", "unfit"))
     counts = {k: sum(part["counts"][k] for part in parts) for k in ("enumerated", "fit", "simulated", "bounded")}
-    _no_rows(rows, unfit, spec.name, request.bounds)
+    _no_rows(rows, unfit, spec.name, request.bounds, gbs, nearest)
     for r in rows:
         r["usd_per_token_per_s"] = r["cluster_usd"] / r["tokens_per_s"]
     mark_pareto(rows)
@@ -330,9 +348,10 @@ def run_llm_plan(request: LlmPlanRequest, progress=None, run_points=None) -> Llm
     evaluators = [work.evaluator(k) for k in range(len(options))]
     return LlmPlanResult(rows=rows, configs=configs, unfit=unfit, stats=stats,
                          compute=_compute(options, evaluators, request.precision),
-                         recommendations=recommend(rows, unfit, spec.name, request.budget_usd),
+                         recommendations=recommend(rows, unfit, spec.name, request.budget_usd)
+                         + (goodput_lines(rows, spec.name) if request.rank == "goodput" else []),
                          ties=tie_lines(rows),
-                         pcie=list(dict.fromkeys(c for c in (pcie_cap(o.cluster, o.label) for o in options) if c)))
+                         pcie=pcie_lines([(o.label, o.name, o.cluster) for o in options]))
 
 
 def _compute(options: list[PlanOption], evaluators: list[Evaluator], precision: str) -> list[dict]:
@@ -469,7 +488,7 @@ def _smallest(fitted, ev: Evaluator) -> dict:
             "gpu_memory_bytes": ev.gpu.memory_bytes, "smallest_parallel": None if par is None else par.describe()}
 
 
-def _no_rows(rows: list, unfit: list, model: str, bounds: SearchBounds) -> None:
+def _no_rows(rows: list, unfit: list, model: str, bounds: SearchBounds, gbs: int, nearest) -> None:
     if rows:
         return
     if bounds.describe() and not any(u["num_enumerated"] for u in unfit):
@@ -477,8 +496,9 @@ def _no_rows(rows: list, unfit: list, model: str, bounds: SearchBounds) -> None:
                          f"these GPU counts (TP 1, 2, 4, 8 (up to 72 in an NVLink domain) dividing the heads, PP up to 32, EP dividing the "
                          f"experts): widen them")
     if not any(u["smallest_parallel"] for u in unfit):
-        raise ValueError(f"{model}: no parallel configuration divides these GPU counts with this global batch: "
-                         f"give GPU counts that are powers of two times the GPUs per server, or another --gbs")
+        counts = sorted({u["gpus"] for u in unfit})
+        raise ValueError(f"{model}: no parallel configuration divides {' or '.join(f'{n:,}' for n in counts)} GPUs "
+                         f"with a global batch of {gbs:,}; nearest sizes that divide: {nearest(counts[0])}")
     u = min((u for u in unfit if u["smallest_parallel"]),
             key=lambda u: u["smallest_need_bytes"] / u["gpu_memory_bytes"])
     raise ValueError(f"{model} fits no configuration on any option: the smallest need found is "

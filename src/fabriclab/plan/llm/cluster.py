@@ -1,6 +1,7 @@
 """An LLM plan's cluster options: a cluster with another NIC rate, network or bisection (`vary_cluster`), the
 options `plan --nic-rates --fabrics --bisection` compares and `whatif llm --nic-rate --fabric --bisection`
-and `cluster show|export` apply; and where a PCIe path caps the NICs (`pcie_cap`).
+and `cluster show|export` apply; and where a PCIe path caps the NICs (`pcie_cap`; `pcie_lines`: once per cause
+over a plan's options).
 
 Try it: `fabriclab cluster show dgx-h100 --nic-rate 800Gbps` (an 800G NIC behind PCIe Gen5 x16: ~461 Gb/s).
 """
@@ -37,10 +38,33 @@ def vary_cluster(base: ClusterModel, *, nic_rate_Bps: float | None = None, fabri
 def pcie_cap(cluster: ClusterModel, name: str | None = None) -> str | None:
     """A sentence when the GPU-to-NIC PCIe path is slower than the NIC and caps it (an 800G NIC behind
     PCIe Gen5 x16: ~461 Gb/s), else None; `name`: the cluster's in the sentence (default its own)."""
+    body = _pcie_body(cluster)
+    return None if body is None else f"{name or cluster.name}: {body}"
+
+
+def _pcie_body(cluster: ClusterModel) -> str | None:
     s = cluster.server
     nic = s.nic_bandwidth_Bps * s.nic_efficiency
     if s.pcie_bandwidth_Bps >= nic:
         return None
-    return (f"{name or cluster.name}: each {s.nic_bandwidth_Bps * 8 / 1e9:g} Gb/s NIC runs at most "
-            f"{s.pcie_bandwidth_Bps * 8 / 1e9:.0f} Gb/s: the GPU-to-NIC PCIe path "
-            f"({s.pcie_bandwidth_Bps / 1e9:.1f} GB/s a direction) caps it; a faster NIC needs a faster PCIe")
+    return (f"each {s.nic_bandwidth_Bps * 8 / 1e9:g} Gb/s NIC runs at most {s.pcie_bandwidth_Bps * 8 / 1e9:.0f} Gb/s: "
+            f"the GPU-to-NIC PCIe path ({s.pcie_bandwidth_Bps / 1e9:.1f} GB/s a direction) caps it; a faster NIC "
+            f"needs a faster PCIe")
+
+
+def pcie_lines(options: list[tuple[str, str, ClusterModel]]) -> list[str]:
+    """One sentence per distinct PCIe cap over a plan's options (label, cluster name, cluster): `pcie_cap`'s
+    for one option; for several with the same cap, the clusters named once with how many options it concerns
+    (a cap is the server's: every network, bisection and routing of it shares it)."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for label, name, cluster in options:
+        body = _pcie_body(cluster)
+        if body is not None:
+            groups.setdefault(body, []).append((label, name))
+    lines = []
+    for body, named in groups.items():
+        if len(named) == 1:
+            lines.append(f"{named[0][0]}: {body}")
+        else:
+            lines.append(f"{', '.join(dict.fromkeys(n for _, n in named))} ({len(named)} options): {body}")
+    return lines

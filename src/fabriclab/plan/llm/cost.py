@@ -6,8 +6,9 @@ price; an NVLink domain that spans trays is bought whole, an NVL72 rack's spare 
 `--prices FILE` gives `gpu_server_per_gpu` (then that price, for every cluster of the plan). Network: the
 parts of the cluster's rail-optimised or fat-tree network counted as `fabriclab plan --cluster` counts them
 (`plan/cluster.cluster_bill`: NICs, leaves, spines for the bisection, cables, a third level where the switch
-radix needs one, whole switches), priced at the price-table fabric whose line
-rate is the NIC's (the table's own first, then `prices.EXTRA_FABRIC_PRICES` for 800G).
+radix needs one, whole switches), priced at the price-table fabric whose line rate is the NIC's (the table's
+own first, then `prices.EXTRA_FABRIC_PRICES` for 800G and 1.6T), on switches of that fabric's radix
+(`fabric/switches.py`: two levels of 144-port XDR switches serve 144 x 72 = 10,368 NICs).
 
 Try it: `python -c "from fabriclab.plan.llm.cost import option_cost; from fabriclab.plan.prices import
 load_prices; from fabriclab.fabric.presets import cluster_preset; print(option_cost(cluster_preset('dgx-h100'),
@@ -19,6 +20,7 @@ from __future__ import annotations
 from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
 from fabriclab.fabric.domains import domain_gpus_used, domain_size
 from fabriclab.fabric.links import link_preset
+from fabriclab.fabric.switches import default_radix
 from fabriclab.plan.cluster import REL_RATE, cluster_bill
 from fabriclab.plan.prices import EXTRA_FABRIC_PRICES, SERVER_PRICE_PER_GPU, FabricPrices, Price, PriceTable
 
@@ -55,13 +57,18 @@ def option_cost(cluster: ClusterModel, gpus: int, table: PriceTable, *, shipped:
     servers = max(1, gpus // g)
     server = server_price(cluster, table, shipped=shipped)
     fabric, where = network_prices(cluster, table)
-    bill, levels = cluster_bill(cluster, servers)
+    try:  # the switches of the priced fabric's generation set the levels (a 144-port XDR switch: two to 10,368)
+        radix = default_radix(fabric.fabric)
+    except ValueError:
+        radix = None  # a fabric of a price table with no known switch: the NIC generation's
+    bill, levels = cluster_bill(cluster, servers, radix)
     # NVLink domains that span trays are bought whole (an NVL72 rack), spare trays included (`fabric/domains.py`)
     domain, used = domain_size(cluster.server), domain_gpus_used(cluster, gpus)
     bought = -(-gpus // used) * domain if domain > g else servers * g
     servers_usd = bought * server.usd
     network_usd = bill.cost_usd(fabric)
-    return {"servers": servers, "gpus_bought": bought, "servers_usd": servers_usd, "network_usd": network_usd,
+    return {"servers": servers, "gpus_bought": bought, "domains_bought": bought // domain if domain > g else 0,
+            "domain_gpus": domain, "servers_usd": servers_usd, "network_usd": network_usd,
             "cluster_usd": servers_usd + network_usd, "network_share": network_usd / (servers_usd + network_usd),
             **bill.breakdown_usd(fabric), "num_nics": bill.num_nics, "num_switches": bill.num_switches,
             "network_levels": levels, "switch_radix": bill.radix,

@@ -4,8 +4,8 @@
 does (the same `StepModel`, schedule and accounting: `tests/plan/test_plan_llm.py` checks the step times
 agree), with three savings that matter at 16,384 GPUs:
 
-* **Groups once per shape.** `FastGroups` keeps `ParallelConfig`'s coordinates and communicator groups
-  (one numpy sort each) per parallel shape, which the configurations of one shape share.
+* **Groups once per shape.** The ranks' coordinates and communicator groups (one numpy sort each) are kept
+  per parallel shape in one dict (`whatif/llm/groups.RankGroups`) that every `CommModel` of a plan reads.
 * **One `CommModel` per parallel shape.** A collective's time depends on the cluster, the communicator's
   group shape and the size only, so configurations with the same (TP, CP, PP, DP, EP) share one model and
   its cache of library predictions (`nccl.predict.collective_times`, ~1.5 ms each).
@@ -23,10 +23,6 @@ print(e.simulate(P(num_gpus=1024, tp=8, pp=4, gbs=512, seq=8192)).step_time_s)"`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-
-import numpy as np
-
 from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
 from fabriclab.whatif.llm.comm import CommModel
 from fabriclab.whatif.llm.compute import chunk_flops
@@ -34,40 +30,8 @@ from fabriclab.whatif.llm.run import LlmAnswer, build_model, compute_rates, effi
 from fabriclab.whatif.llm.schedule import B, F
 from fabriclab.whatif.llm.step import StepModel, StepOptions
 from fabriclab.workload.memory import MemoryBreakdown, memory_per_gpu
-from fabriclab.workload.parallel import COMMUNICATORS, DIMENSIONS, ParallelConfig
+from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
-
-
-@dataclass(frozen=True, kw_only=True)
-class FastGroups(ParallelConfig):
-    """A ParallelConfig whose `coordinates` and `groups` (the same values, in the same order) are computed by
-    `vector_groups` and kept in `memo`, which configurations of one parallel shape share."""
-
-    memo: dict = field(default_factory=dict, compare=False, repr=False)
-    """(what, parallel shape) -> coordinates or groups, shared by an Evaluator's configurations."""
-
-    def _shape(self) -> tuple:
-        return (self.tp, self.cp, self.dp, self.pp, self.ep, self.order)
-
-    def coordinates(self) -> dict[str, np.ndarray]:
-        key = ("coordinates", *self._shape())
-        if key not in self.memo:
-            self.memo[key] = super().coordinates()
-        return self.memo[key]
-
-    def groups(self, communicator: str) -> list[list[int]]:
-        if communicator not in COMMUNICATORS:
-            return super().groups(communicator)  # its error message for an unknown communicator
-        key = (communicator, *self._shape())
-        if key not in self.memo:
-            self.memo[key] = super().groups(communicator)
-        return self.memo[key]
-
-
-def fast(par: ParallelConfig, memo: dict | None = None) -> FastGroups:
-    """`par` as a FastGroups (the same values) sharing `memo`."""
-    values = {f.name: getattr(par, f.name) for f in fields(ParallelConfig)}
-    return FastGroups(**values, memo={} if memo is None else memo)
 
 
 class Evaluator:
@@ -93,12 +57,11 @@ class Evaluator:
         """The CommModel of `par`'s parallel shape, built once."""
         key = (par.tp, par.cp, par.pp, par.dp, par.ep, par.order)
         if key not in self._comms:
-            self._comms[key] = CommModel(self.cluster, fast(par, self._memo))
+            self._comms[key] = CommModel(self.cluster, par, memo=self._memo)
         return self._comms[key]
 
     def model(self, par: ParallelConfig) -> StepModel:
         """The StepModel of `par` (what `simulate_llm` builds) with the shared CommModel of its shape."""
-        par = fast(par, self._memo)
         return build_model(self.spec, par, self.cluster, self.efficiency(par.precision), self.options,
                            comm=self.comm(par))  # the same shapes: share its cache of collective times
 

@@ -49,6 +49,28 @@ def _money(usd: float) -> str:
     return f"${usd / 1e6:,.2f}M" if usd >= 1e6 else f"${usd:,.0f}"
 
 
+def short_money(usd: float) -> str:
+    """Dollars in a table cell: `$63.4M`, `$1,234.5M`, `$850.0k`, `$950` (a number never cut, only scaled)."""
+    if abs(usd) >= 1e6:
+        return f"${usd / 1e6:,.1f}M"
+    return f"${usd / 1e3:,.1f}k" if abs(usd) >= 1e4 else f"${usd:,.0f}"
+
+
+def bought(row: dict) -> str:
+    """What a row's GPUs come in: `128 racks of 72` (NVLink domains bought whole) or `1,024 servers of 8`."""
+    if row.get("domains_bought"):
+        n = row["domains_bought"]
+        return f"{n:,} rack{'s' if n > 1 else ''} of {row['domain_gpus']}"
+    n = row["servers"]
+    return f"{n:,} server{'s' if n > 1 else ''} of {row['gpus_bought'] // max(1, n)}"
+
+
+def communication_usd(row: dict) -> float:
+    """The share of a row's step its exposed communication takes, as dollars of the cluster's price: what the
+    GPUs bought for that time cost (`exposed_share` x cluster cost)."""
+    return exposed_share(row) * row["cluster_usd"]
+
+
 def describe(row: dict) -> str:
     """`dgx-h100 rail 400G with TP8 PP16 DP128 mbs1 Z1: 2,090,000 tokens/s, MFU 36.1%, $701.0M`."""
     return (f"{row['option']} with {row['parallel']}: {row['tokens_per_s']:,.0f} tokens/s, MFU {row['mfu']:.1%}, "

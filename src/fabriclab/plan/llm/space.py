@@ -162,6 +162,24 @@ def enumerate_configs(spec: TransformerSpec, num_gpus: int, gpus_per_server: int
     return [par for par in out if job_problem(spec, par) is None and costable(par)]
 
 
+def divides(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, *, gbs: int, seq: int,
+            bounds: SearchBounds = SearchBounds(), precision: str = "bf16") -> bool:
+    """Whether `enumerate_configs` finds any configuration for `num_gpus` GPUs and the global batch `gbs`, memory
+    aside: a TP x CP x PP shape whose DP divides `gbs` (one sequence a micro-batch, no interleaving, which
+    every shape may take), its groups costable on the servers; the cheap test `plan/llm/sizes.py` scans with."""
+    for tp, cp, pp in _shapes(spec, num_gpus, gpus_per_server, seq, bounds):
+        dp = num_gpus // (tp * cp * pp)
+        if gbs % dp or gbs // dp * pp > MAX_PIPELINE_PASSES:
+            continue
+        for ep in bounds.keep("ep", _eps(spec, dp * cp)):
+            par = ParallelConfig(num_gpus=num_gpus, tp=tp, pp=pp, vp=1, cp=cp, ep=ep, mbs=1, gbs=gbs, seq=seq,
+                                 sequence_parallel=tp > 1, zero=(bounds.zero or (1,))[0], recompute="full",
+                                 precision=precision)
+            if job_problem(spec, par) is None and par.uneven_group(gpus_per_server) is None:
+                return True
+    return False
+
+
 def memory_needs(spec: TransformerSpec, configs: list[ParallelConfig],
                  options: MemoryOptions = MemoryOptions()) -> list:
     """The memory of each configuration's most loaded GPU (`MemoryBreakdown`): the same on every cluster."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 
+from fabriclab.report.html.goodput import goodput_block
 from fabriclab.report.html.parts import (Section, anchor, config_key, esc, figure, new_figure, num, safely, source,
                                          table)
 
@@ -155,7 +156,7 @@ def render(records: list) -> str:
     """The steps per model and cluster (newest first): one table of all, one figure per model and cluster
     (a bar per configuration), the traces stored, and each step's communicators and links folded."""
     if len(records) == 1:
-        return safely(_one, records[0])
+        return safely(_one, records[0]) + safely(lambda _: goodput_block(records), records[0])
     groups: dict = {}
     for s in records:
         r = s.record.get("results") or {}
@@ -166,7 +167,8 @@ def render(records: list) -> str:
                for mine in groups.values()]
     traces = [safely(lambda s: _trace_figure(s.record["results"], s), s) for s in ordered]
     return (safely(lambda _: _steps_table(ordered), ordered[0]) + '<div class="pair">' + "".join(figures + traces)
-            + "</div>" + "".join(safely(_tables, s) for s in ordered))
+            + "</div>" + safely(lambda _: goodput_block(ordered), ordered[0])
+            + "".join(safely(_tables, s) for s in ordered))
 
 
 SECTIONS = (

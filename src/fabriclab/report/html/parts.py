@@ -216,15 +216,38 @@ def log_axis(ax, which: str, values: Iterable[Any], label: str) -> None:
     getattr(ax, f"set_{which}label")(label)
 
 
+def distinct_ticks(text: Callable[[float, int], str]):
+    """A matplotlib tick formatter that writes each tick as `text(value, digits)` with the fewest significant
+    digits (3 at least) that keep every label of the axis distinct: ticks 1,236,000 / 1,236,200 / 1,236,400
+    read 1.236M, 1.2362M, 1.2364M, never 1.236M three times."""
+    from matplotlib.ticker import Formatter
+
+    class Distinct(Formatter):
+        digits = 3
+
+        def __call__(self, x, pos=None):
+            return text(x, self.digits)
+
+        def format_ticks(self, values):
+            for self.digits in range(3, 16):
+                labels = [text(v, self.digits) for v in values]
+                if len(set(labels)) == len(labels):
+                    break
+            return labels
+
+    return Distinct()
+
+
 def dollar_axis(ax, which: str) -> None:
-    """Tick labels of a US-dollar axis as $40k, $1.2M (not 1e6 under the axis)."""
+    """Tick labels of a US-dollar axis as $40k, $1.2M (not 1e6 under the axis), distinct (`distinct_ticks`)."""
     from matplotlib.ticker import FuncFormatter
 
-    def dollars(x, pos=None):
-        return (f"${x / 1e6:.3g}M" if abs(x) >= 1e6 else f"${x / 1e3:.3g}k" if abs(x) >= 1e3 else f"${x:.3g}")
+    def dollars(x, digits=3):
+        return (f"${x / 1e6:.{digits}g}M" if abs(x) >= 1e6 else f"${x / 1e3:.{digits}g}k" if abs(x) >= 1e3
+                else f"${x:.{digits}g}")
 
     axis = ax.xaxis if which == "x" else ax.yaxis
-    axis.set_major_formatter(FuncFormatter(dollars))
+    axis.set_major_formatter(distinct_ticks(dollars))
     if getattr(ax, f"get_{which}scale")() == "log":  # minor ticks labelled at 2x and 5x of a decade
         def minor(x, pos=None):
             return dollars(x) if x > 0 and round(x / 10 ** math.floor(math.log10(x))) in (2, 5) else ""

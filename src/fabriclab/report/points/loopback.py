@@ -1,5 +1,5 @@
 """A Dask cluster on this machine's loopback: `dask scheduler` and `dask worker` processes, for the test and
-the benchmark of `report/points` (a user starts a real one as the README says).
+the benchmark of `report/points` (a user starts a real one as docs/plan.md says).
 
 Every process runs in its own session and is killed with its group on exit, whatever happened; every wait
 is bounded (`START_TIMEOUT_S`). Workers run without a nanny, one thread each: killing a worker's process

@@ -101,20 +101,6 @@ class Mlp(nn.Module):
         return reduce_scatter_seq(y, self.tp) if self.sp else reduce_from(y, self.tp)
 
 
-class Block(nn.Module):
-    def __init__(self, spec, index: int, b: Builder, sp: bool, ep: Comm) -> None:
-        super().__init__()
-        from fabriclab.runtime.llm.moe import Moe
-
-        prefix = f"layers.{index}"
-        self.attention = Attention(spec, prefix, b, sp)
-        self.mlp = Moe(spec, prefix, b, sp, ep) if spec.is_moe_layer(index) else Mlp(spec, prefix, b, sp)
-
-    def forward(self, x):
-        x = x + self.attention(x)
-        return x + self.mlp(x)
-
-
 class Embedding(nn.Module):
     """Token and learned position embeddings, replicated over TP (a sequence-parallel run keeps its slice)."""
 

@@ -11,9 +11,24 @@ from __future__ import annotations
 from torch import nn
 
 from fabriclab.runtime.llm.comm import Comm
-from fabriclab.runtime.llm.layers import Block, Builder, Embedding, Head
+from fabriclab.runtime.llm.layers import Attention, Builder, Embedding, Head, Mlp
+from fabriclab.runtime.llm.moe import Moe
 from fabriclab.whatif.llm.compute import layers_of_chunks
 from fabriclab.workload.job import check_job
+
+
+class Block(nn.Module):
+    """One decoder layer: attention, then the MLP (an MoE layer where the model has one)."""
+
+    def __init__(self, spec, index: int, b: Builder, sp: bool, ep: Comm) -> None:
+        super().__init__()
+        prefix = f"layers.{index}"
+        self.attention = Attention(spec, prefix, b, sp)
+        self.mlp = Moe(spec, prefix, b, sp, ep) if spec.is_moe_layer(index) else Mlp(spec, prefix, b, sp)
+
+    def forward(self, x):
+        x = x + self.attention(x)
+        return x + self.mlp(x)
 
 
 class Chunk(nn.Module):

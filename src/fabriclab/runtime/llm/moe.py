@@ -18,10 +18,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from fabriclab.runtime.llm.comm import Comm, all_gather_seq, all_to_all, split_seq
+from fabriclab.runtime.llm.layers import Builder, rms_norm
 
 
 class Moe(nn.Module):
-    def __init__(self, spec, prefix: str, b, sp: bool, ep: Comm) -> None:
+    def __init__(self, spec, prefix: str, b: Builder, sp: bool, ep: Comm) -> None:
         super().__init__()
         if spec.num_experts % ep.size:
             raise ValueError(f"{spec.num_experts} experts do not split over --ep {ep.size}: use an EP that "
@@ -57,8 +58,6 @@ class Moe(nn.Module):
         return F.linear(u, pick(w["down"]))
 
     def forward(self, x):
-        from fabriclab.runtime.llm.layers import rms_norm
-
         a = rms_norm(x, self.norm)
         if not self.sp:
             a = split_seq(a, self.tp)

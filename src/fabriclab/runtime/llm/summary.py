@@ -22,10 +22,16 @@ from __future__ import annotations
 
 import statistics
 
-from fabriclab.runtime.llm.trainer import describe
+from fabriclab.workload.parallel import ParallelConfig
 
 PARTS = ("compute", "tp", "ep", "pp", "dp", "optimizer", "bubble", "wait", "other")
 COMMUNICATORS = ("tp", "ep", "pp", "dp")
+
+
+def describe(par: ParallelConfig, dtype: str) -> str:
+    """The layout as `ParallelConfig.describe` writes it, with the trainer's precision instead of the
+    simulator's."""
+    return par.describe().replace(f", {par.precision})", f", {dtype})")
 
 
 def _members(par) -> dict[tuple[str, bool], dict[int, list[int]]]:

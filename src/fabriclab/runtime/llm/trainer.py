@@ -70,12 +70,6 @@ class LlmTrainConfig:
                              "or --backend gloo")
 
 
-def describe(par: ParallelConfig, dtype: str) -> str:
-    """The layout as `ParallelConfig.describe` writes it, with the trainer's precision instead of the
-    simulator's."""
-    return par.describe().replace(f", {par.precision})", f", {dtype})")
-
-
 class _Hooks:
     """ZeRO-3's gathers before each pass and reductions after each backward."""
 

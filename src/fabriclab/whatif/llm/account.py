@@ -1,4 +1,8 @@
-"""Where a simulated step's time goes, on every pipeline stage, and each stage's collectives.
+"""A step model's passes run in the pipeline schedule, and where the step's time goes on every stage.
+
+`run_pipeline` runs the passes (costed by `whatif/llm/step.py`) in the schedule (`whatif/llm/schedule.py`)
+with each stage's DP stream: ZeRO 0-2's bucket gathers before a chunk's first forward ends, its reductions
+as the last micro-batch's backward frees their buckets, HSDP's replica all-reduce after the last backward.
 
 The step is the latest end over the pipeline stages (their last pass or their DP stream) plus the
 optimizer step. Every stage's split adds up to the step time:
@@ -15,23 +19,26 @@ communication and DP stream), the stage the others wait for, where a change of t
 parallel layout shows first.
 
 Every stage's collectives come from the step program (`whatif/llm/program.py`): per (communicator,
-collective, size) the calls per step, counted over its passes, buckets, sends and per-step calls.
+collective, size) the calls per step, counted over its passes, buckets, sends and per-step calls
+(`whatif/llm/result.comm_log`, when a `StepResult` is first asked for them).
 
 Try it: `fabriclab whatif llm --model llama3-8b --cluster dgx-h100 --gpus 64 --tp 2 --pp 2 --gbs 128 --per-stage`.
 """
 
 from __future__ import annotations
 
-from fabriclab.whatif.llm.schedule import F
-from fabriclab.whatif.llm.step import KINDS, PassCost, StepModel, StepResult, run_pipeline
+from fabriclab.whatif.llm.result import KINDS, PassCost, StepResult
+from fabriclab.whatif.llm.schedule import F, PipelineRun, simulate
 
 
-def _passes(model: StepModel) -> dict[tuple[int, int, int], PassCost]:
+def _passes(model) -> dict[tuple[int, int, int], PassCost]:
     par = model.par
     return {(s, v, k): model.pass_cost(s, v, k) for s in range(par.pp) for v in range(par.vp) for k in (F, 1)}
 
 
-def account(model: StepModel, *, p2p: bool = True) -> StepResult:
+def account(model, *, p2p: bool = True) -> StepResult:
+    """The step of a `StepModel` (`whatif/llm/step.py`): its passes run in the pipeline schedule with every
+    stage's DP stream (`run_pipeline`), and split (module doc)."""
     par = model.par
     passes = _passes(model)
     p2p_s = model.p2p_s() if p2p else 0.0
@@ -47,46 +54,6 @@ def account(model: StepModel, *, p2p: bool = True) -> StepResult:
     return StepResult(step_time_s=step, split_s=splits[slowest], pipeline=run, critical_stage=critical,
                       passes=passes, dp_intervals=intervals, optimizer_s=optimizer, slowest_stage=slowest,
                       split_by_stage=splits, program=model.program, model=model)
-
-
-def stage_calls(program, stage: int):
-    """(Call, calls per step) of every collective and message of one stage's program."""
-    par = program.par
-    for v in range(par.vp):
-        chunk = program.chunk(stage, v)
-        for kind in (F, 1):
-            for lp in chunk.passes(kind):
-                for op in (*lp.ops, *lp.gather, *lp.reduce):
-                    if not hasattr(op, "linear_flops"):
-                        yield op, par.num_microbatches
-        for bucket in chunk.buckets:
-            for call in (*bucket.reduce, *bucket.gather):
-                yield call, 1
-    for send in program.sends.get(stage, ()):
-        yield send.call, send.count
-    for call in program.step_calls.get(stage, ()):
-        yield call, 1
-
-
-def comm_log(model: StepModel, stage: int) -> list[dict]:
-    """One stage's collectives: per (communicator, collective, size) its calls per step, time and algorithm."""
-    log: dict[tuple, dict] = {}
-    for call, count in stage_calls(model.program, stage):
-        shape = model.comm.shapes[call.communicator]
-        if call.size_bytes <= 0 or shape.num_gpus == 1:
-            continue
-        key = (call.communicator, call.collective, round(call.size_bytes))
-        entry = log.get(key)
-        if entry is None:
-            entry = log[key] = {"communicator": call.communicator, "collective": call.collective,
-                                "size_bytes": call.size_bytes, "calls_per_step": 0.0, "time_s": model.call_s(call)}
-        entry["calls_per_step"] += count
-    out = sorted(log.values(), key=lambda e: (e["communicator"], e["collective"], e["size_bytes"]))
-    for entry in out:
-        shape = model.comm.shapes[entry["communicator"]]
-        entry.update(stage=stage, group=shape.describe(), group_size=shape.num_gpus,
-                     algorithm=model.comm.algorithm(entry["communicator"], entry["collective"], entry["size_bytes"]))
-    return out
 
 
 def _split(passes, run, quiet, s: int, stage_end: float, end_s: float, optimizer: float) -> dict[str, float]:
@@ -110,3 +77,67 @@ def _split(passes, run, quiet, s: int, stage_end: float, end_s: float, optimizer
     total = sum(split.values())
     split["bubble"] = max(0.0, split["bubble"] - (total - (end_s + optimizer)))
     return split
+
+
+def run_pipeline(model, p2p_s: float, passes: dict) -> tuple[PipelineRun, list]:
+    """The schedule with the DP stream of every stage (ZeRO 0-2, and HSDP's replica all-reduce): bucket
+    gathers before a chunk's first forward ends, reductions as the last backward frees their buckets."""
+    par, program = model.par, model.program
+    stream_free = [0.0] * par.pp
+    intervals: list[list[tuple[str, float, float]]] = [[] for _ in range(par.pp)]
+    held: dict[tuple[int, int], list[tuple[float, float]]] = {}  # (stage, chunk) -> (gather end, pass left)
+    for s in range(par.pp):  # bucket gathers in the order of first use, from the step's start
+        for v in range(par.vp):
+            chunk, cost = program.chunk(s, v), passes[(s, v, F)]
+            offset = {layer: start for layer, start, _, _ in cost.layers}
+            for k in reversed(range(len(chunk.buckets))):  # buckets are in backward order
+                bucket = chunk.buckets[k]
+                t = sum(model.call_s(c) for c in bucket.gather)
+                if t <= 0:
+                    continue
+                t0, stream_free[s] = stream_free[s], stream_free[s] + t
+                intervals[s].append((f"dp.allgather.chunk{v}.bucket{k}", t0, stream_free[s]))
+                first = min(bucket.layers, key=lambda i: offset.get(i, 0.0))  # its first layer in the forward
+                held.setdefault((s, v), []).append((stream_free[s], cost.total_s - offset.get(first, 0.0)))
+    overlap_ag = model.options.overlap_param_gather
+
+    def ready(s, c, kind, m, t0, t1):
+        """The first forward of a chunk: each bucket's layers run after its gather (Megatron's
+        overlap_param_gather), so the pass ends no earlier than any gather's end plus what follows it."""
+        if kind == F and m == 0 and (s, c) in held:
+            if not overlap_ag:
+                return t1 + max(0.0, max(end for end, _ in held[(s, c)]) - t0)
+            return max(t1, max(end + left for end, left in held[(s, c)]))
+        return t1
+
+    fwd = [[passes[(s, v, F)].total_s for v in range(par.vp)] for s in range(par.pp)]
+    bwd = [[passes[(s, v, 1)].total_s for v in range(par.vp)] for s in range(par.pp)]
+    run = simulate(par.pp, par.vp, par.num_microbatches, fwd, bwd, p2p_s, ready_s=ready)
+    last = par.num_microbatches - 1
+    for s in range(par.pp):
+        for i, (kind, c, m) in enumerate(run.ops[s]):
+            if kind == 1 and m == last:
+                _reduce_buckets(model, s, c, run.start_s[s][i], run.end_s[s][i], stream_free, intervals)
+        for call in program.step_calls.get(s, ()):
+            t0 = max(stream_free[s], run.stage_end_s[s])
+            stream_free[s] = t0 + model.call_s(call)
+            intervals[s].append((call.name, t0, stream_free[s]))
+    return run, intervals
+
+
+def _reduce_buckets(model, s: int, c: int, begin: float, end: float, stream_free: list,
+                    intervals: list) -> None:
+    """Chunk c's buckets on stage s's DP stream: each as soon as the last backward has passed its layers
+    (at the pass's end without `overlap_grad_reduce`)."""
+    chunk = model.program.chunk(s, c)
+    n, done = len(chunk.layers), 0
+    for k, bucket in enumerate(chunk.buckets):
+        done += len(bucket.layers)
+        at = begin + (end - begin) * done / n if model.options.overlap_grad_reduce else end
+        t = sum(model.call_s(call) for call in bucket.reduce)
+        if t <= 0:
+            continue
+        t0 = max(stream_free[s], at)
+        stream_free[s] = t0 + t
+        op = bucket.reduce[0].collective
+        intervals[s].append((f"dp.{op}.chunk{c}.bucket{k}", t0, stream_free[s]))

@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.fabric.domains import domain_view
+from fabriclab.whatif.llm.groups import RankGroups
 from fabriclab.workload.parallel import ParallelConfig
 
 
@@ -52,7 +54,7 @@ class GroupShape:
 def group_shape(par: ParallelConfig, communicator: str, gpus_per_server: int) -> GroupShape:
     """The shape of a communicator's first group (every group has the same shape under the frameworks'
     placements: groups differ by a rank offset that moves whole strides)."""
-    return _shape(np.asarray(par.groups(communicator)[0]), gpus_per_server)
+    return _shape(RankGroups(par=par).groups(communicator)[0], gpus_per_server)
 
 
 def _shape(group: np.ndarray, gpus_per_server: int) -> GroupShape:
@@ -83,24 +85,24 @@ def group_cluster(cluster: ClusterModel, shape: GroupShape) -> ClusterModel:
 
 class CommModel:
     """Times of the collectives of a job's communicators on a cluster, cached per (communicator,
-    collective, size)."""
+    collective, size). `memo`: where the rank groups of `par`'s parallel shape are kept (`RankGroups`);
+    the plan shares one among the configurations it simulates."""
 
-    def __init__(self, cluster: ClusterModel, par: ParallelConfig, *, shard_group: int = 0) -> None:
-        from fabriclab.fabric.domains import domain_view
-        from fabriclab.whatif.llm.links import communicator_groups
-
+    def __init__(self, cluster: ClusterModel, par: ParallelConfig, *, shard_group: int = 0,
+                 memo: dict | None = None) -> None:
         cluster = domain_view(cluster, par.num_gpus)  # idempotent: the caller's view, or the domain as one node
         self.cluster = cluster
         self.par = par
+        groups = RankGroups(par=par, memo={} if memo is None else memo)
         g = cluster.server.gpus_per_server
-        self.shapes = {c: group_shape(par, c, g) for c in ("tp", "cp", "ep", "dp", "pp")}
+        self.shapes = {c: _shape(groups.groups(c)[0], g) for c in ("tp", "cp", "ep", "dp", "pp")}
         if par.cp > 1:  # Megatron's gradient group of the dense parameters spans dp x cp
-            self.shapes["dpcp"] = _merged_shape(par, g)
+            self.shapes["dpcp"] = _merged_shape(groups, g)
         else:
             self.shapes["dpcp"] = self.shapes["dp"]
-        self.shapes["edp"] = _expert_dp_shape(par, g)
+        self.shapes["edp"] = _expert_dp_shape(groups, g)
         for name in ("shard", "replica"):  # HSDP's groups (all of dp x cp, or one rank, without it)
-            self.shapes[name] = _shape(communicator_groups(par, name, shard_group)[0], g)
+            self.shapes[name] = _shape(groups.groups(name, shard_group)[0], g)
         self._clusters = {name: group_cluster(cluster, s) for name, s in self.shapes.items()}
         self._cache: dict[tuple, float] = {}
         self._picks: dict[tuple, str] = {}
@@ -132,14 +134,14 @@ class CommModel:
         return self._picks[(communicator, collective, float(size_bytes))]
 
 
-def _merged_shape(par: ParallelConfig, g: int) -> GroupShape:
-    coords = par.coordinates()
+def _merged_shape(groups: RankGroups, g: int) -> GroupShape:
+    coords = groups.coordinates()
     return _shape(np.flatnonzero((coords["tp"] == 0) & (coords["pp"] == 0)), g)
 
 
-def _expert_dp_shape(par: ParallelConfig, g: int) -> GroupShape:
+def _expert_dp_shape(groups: RankGroups, g: int) -> GroupShape:
     """The gradient group of the expert parameters: ranks of the dp x cp plane holding the same experts
     (the same position in their EP group), (dp x cp) / ep of them."""
-    coords = par.coordinates()
+    par, coords = groups.par, groups.coordinates()
     plane = coords["dp"] * par.cp + coords["cp"]
     return _shape(np.flatnonzero((coords["tp"] == 0) & (coords["pp"] == 0) & (plane % par.ep == 0)), g)

@@ -172,7 +172,7 @@ def _group_rows(par, shard_group: int) -> dict[str, tuple]:
     """Communicator -> (every group, the row of each rank)."""
     import numpy as np
 
-    from fabriclab.whatif.llm.links import communicator_groups
+    from fabriclab.whatif.llm.groups import communicator_groups
 
     out = {}
     for name in ("tp", "cp", "ep", "pp", "dpcp", "edp", "shard", "replica"):

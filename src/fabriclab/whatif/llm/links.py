@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabriclab.nccl.links import cluster_topology, job_endpoints
+from fabriclab.whatif.llm.groups import communicator_groups
+from fabriclab.whatif.llm.program import stage_calls
 from fabriclab.workload.parallel import ParallelConfig
 
 KINDS = ("NVLink", "PCIe", "NIC-leaf", "leaf-spine")
@@ -57,32 +59,6 @@ class LinkLoad:
     """Links of its kind that carry at least `NEAR` of its bytes-time (itself included)."""
     by: dict[str, float]
     """Communicator -> its bytes on the link."""
-
-
-def communicator_groups(par: ParallelConfig, communicator: str, shard_group: int = 0) -> np.ndarray:
-    """(groups, size) global ranks of every group of `communicator`, each row in ring order: `tp`, `cp`,
-    `ep`, `dp`, `pp`, the gradient groups `dpcp` (dense parameters: dp x cp) and `edp` (expert
-    parameters: the ranks of the dp x cp plane holding the same experts), and HSDP's `shard` (runs of
-    `shard_group` consecutive ranks of the dp x cp plane, innermost) and `replica` (the ranks of the plane
-    holding the same shard); without HSDP (`shard_group` 0) `shard` is `dpcp` and `replica` one rank."""
-    if communicator in ("tp", "cp", "ep", "dp", "pp"):
-        return np.asarray(par.groups(communicator), dtype=np.int64).reshape(-1, par.group_size(communicator))
-    c = par.coordinates()
-    plane = c["dp"] * par.cp + c["cp"]
-    if communicator == "dpcp":
-        keys, within, size = [c["tp"], c["pp"]], plane, par.dp * par.cp
-    elif communicator == "edp":
-        keys, within, size = [c["tp"], c["pp"], plane % par.ep], plane // par.ep, par.dp * par.cp // par.ep
-    elif communicator in ("shard", "replica"):
-        n = shard_group if 0 < shard_group < par.dp * par.cp else par.dp * par.cp
-        if communicator == "shard":
-            keys, within, size = [c["tp"], c["pp"], plane // n], plane % n, n
-        else:
-            keys, within, size = [c["tp"], c["pp"], plane % n], plane // n, par.dp * par.cp // n
-    else:
-        raise ValueError(f"communicator {communicator!r}: one of tp, cp, ep, dp, pp, dpcp, edp, shard, replica")
-    ranks = np.arange(par.num_gpus)
-    return ranks[np.lexsort((ranks, within, *reversed(keys)))].reshape(-1, size)
 
 
 def traffic(groups: np.ndarray, collective: str, size_bytes: float, calls: float, *, gpus_per_server: int,
@@ -153,8 +129,6 @@ def stage_traffic(answer, stage: int, gpus_per_server: int, num_channels: int, m
     of its ranks, its pipeline messages to the ranks of the stages it sends to, its CP ring steps to the
     next rank of each CP ring. `memo`: communicator -> its groups (and "stage_of": each rank's stage), shared
     by the stages of one step."""
-    from fabriclab.whatif.llm.account import stage_calls
-
     par, program = answer.par, answer.result.program
     shard = answer.result.model.options.shard_group
     memo = {} if memo is None else memo

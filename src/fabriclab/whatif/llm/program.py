@@ -178,6 +178,25 @@ class StepProgram:
         return self.chunks[(stage, chunk)]
 
 
+def stage_calls(program: StepProgram, stage: int):
+    """(Call, calls per step) of every collective and message of one stage's program."""
+    par = program.par
+    for v in range(par.vp):
+        chunk = program.chunk(stage, v)
+        for kind in (F, B):
+            for lp in chunk.passes(kind):
+                for op in (*lp.ops, *lp.gather, *lp.reduce):
+                    if not isinstance(op, Work):
+                        yield op, par.num_microbatches
+        for bucket in chunk.buckets:
+            for call in (*bucket.reduce, *bucket.gather):
+                yield call, 1
+    for send in program.sends.get(stage, ()):
+        yield send.call, send.count
+    for call in program.step_calls.get(stage, ()):
+        yield call, 1
+
+
 class _Layers:
     """Per-layer pieces of one rank's program (FLOPs, bytes, calls), built once per job."""
 

@@ -20,10 +20,11 @@ from dataclasses import dataclass, replace
 
 from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
 from fabriclab.fabric.domains import domain_view, placement_note
-from fabriclab.fabric.kernels import default_kernels
+from fabriclab.fabric.kernel_defaults import default_kernels
 from fabriclab.whatif.llm.compute import roofline, shape_rates
 from fabriclab.whatif.llm.stragglers import GPU_SPREAD, slowest_factor
-from fabriclab.whatif.llm.step import StepModel, StepOptions, StepResult
+from fabriclab.whatif.llm.result import StepResult
+from fabriclab.whatif.llm.step import StepModel, StepOptions
 from fabriclab.workload.memory import MemoryBreakdown, MemoryOptions, check_fits, memory_per_gpu
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
