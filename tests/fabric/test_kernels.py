@@ -13,7 +13,8 @@ from fabriclab.fabric.gpus import gpu_preset
 from fabriclab.fabric.kernel_fit import (fit_kernel_table, kernel_spread, read_kernel_table, shipped_table,
                                          spread_summary)
 from fabriclab.fabric.kernel_defaults import default_kernels, hopper_kernels
-from fabriclab.fabric.kernels import Attention, Gemm, MemoryPass, kernel_model_from_dict, wave_share
+from fabriclab.fabric.kernels import (SMALL_KERNEL_S, Attention, Gemm, MemoryPass, kernel_model_from_dict,
+                                      wave_share)
 from fabriclab.fabric.presets import cluster_preset
 
 H100_TABLE = Path(__file__).resolve().parents[2] / "docs" / "measurements" / "h100-2026-11-27" / "kernels.csv"
@@ -55,8 +56,24 @@ def test_a_last_partial_wave_and_a_short_k_loop_cost_time():
     assert model.gemm_s(short, H100, "bf16") / short.flops > 1.2 * model.gemm_s(long, H100, "bf16") / long.flops
     assert model.gemm_s(long, H100, "fp8") < 0.6 * model.gemm_s(long, H100, "bf16")
     assert model.gemm_s(replace(long, bf16=True), H100, "fp8") == model.gemm_s(long, H100, "bf16")
-    chunked = Gemm(8192, 8192, 8192, chunks=4)
-    assert model.gemm_s(chunked, H100, "bf16") == pytest.approx(4 * model.gemm_s(Gemm(2048, 8192, 8192), H100, "bf16"))
+    chunked = Gemm(8192, 8192, 8192, chunks=4)  # TP overlap's chunks: pooled on the compute streams
+    assert model.gemm_s(chunked, H100, "bf16") == pytest.approx(
+        model.gemm_s(Gemm(2048, 8192, 8192, count=4, grouped=True), H100, "bf16"))
+    assert model.gemm_s(chunked, H100, "bf16") < 4 * model.gemm_s(Gemm(2048, 8192, 8192), H100, "bf16")
+
+
+def test_a_grouped_gemm_pools_its_experts_tiles_and_pads_few_tokens():
+    """An MoE layer's grouped GEMM: the experts' tiles share the SMs' waves (4 experts of 32 tiles fill one
+    wave of 132 SMs, where 4 kernels each leave three quarters of it idle); few tokens per expert pad their
+    tiles (32 rows in a 128-row tile: a quarter of the work is useful)."""
+    model = hopper_kernels()
+    one = Gemm(512, 1024, 7168)  # at best 4 x 8 = 32 tiles of 128 x 128: a quarter of a wave
+    grouped = Gemm(512, 1024, 7168, count=4, grouped=True)
+    assert model.gemm_s(grouped, H100, "fp8") < 0.6 * 4 * model.gemm_s(one, H100, "fp8")
+    assert wave_share(32, 4096, 132) == pytest.approx(32 / 128 * 32 / 132)  # 32 tiles of 128 x 128
+    assert wave_share(32, 4096, 132, groups=8) == pytest.approx(32 / 128 * 128 / 132)
+    busy, fixed = model.parts_s(grouped, H100, "fp8")
+    assert fixed == model.latency_s and busy > 0  # one launch floor for 4 experts on 4 streams
 
 
 def test_attention_and_memory_passes():
@@ -66,7 +83,7 @@ def test_attention_and_memory_passes():
     assert replace(a, backward=True).flops == 2.5 * a.flops
     assert model.attention_s(replace(a, backward=True), H100) > 2 * model.attention_s(a, H100)
     p = MemoryPass(H100.memory_bandwidth_Bps * model.copy_share, kernels=2)
-    assert model.memory_s(p, H100) == pytest.approx(1.0 + 2 * model.latency_s)
+    assert model.memory_s(p, H100) == pytest.approx(1.0 + 2 * SMALL_KERNEL_S)  # a small kernel's floor each
     assert model.memory_s(p, H200) < model.memory_s(p, H100)  # faster HBM, same compute
 
 

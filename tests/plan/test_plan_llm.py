@@ -71,8 +71,11 @@ def test_a_moe_model_gets_expert_parallel_configurations():
     spec, space, fit = fitted("mixtral-8x7b", 64, 128, 4096)
     eps = {p.ep for p in space}
     assert eps == {1, 2, 4, 8}
-    assert all((p.dp * p.cp) % p.ep == 0 and spec.num_experts % p.ep == 0 for p in space)
-    assert {p.ep for p in enumerate_configs(load_model("llama3-8b"), 64, 8, gbs=256, seq=4096)} == {1}
+    # folded over the stage's TP x CP x DP, with ETP 1 (Megatron-Bridge's) or TP (Megatron-LM's default)
+    assert all((p.tp * p.dp * p.cp) % (p.etp * p.ep) == 0 and spec.num_experts % p.ep == 0 for p in space)
+    assert {p.etp for p in space} == {1, 2, 4, 8} and all(p.etp in (1, p.tp) for p in space)
+    assert any(p.ep > p.dp * p.cp for p in space)  # EP over TP's ranks too: only folding allows it
+    assert {(p.ep, p.etp) for p in enumerate_configs(load_model("llama3-8b"), 64, 8, gbs=256, seq=4096)} == {(1, 1)}
     par = next(p for p, _ in fit.configs if p.ep == 8)
     answer = Evaluator(spec, H100).simulate(par)
     assert answer.result.split_s["ep"] > 0
@@ -98,8 +101,11 @@ def test_the_evaluator_answers_what_simulate_llm_answers_and_its_bounds_hold():
         spec, _, fit = fitted(model, gpus, gbs, seq, c)
         ev = Evaluator(spec, c)
         for par, memory in random.Random(1).sample(fit.configs, 6):
-            ours = ev.simulate(par, memory)
-            ref = simulate_llm(spec, par, c)
+            ours = ev.simulate(par, memory)  # TP overlap on or off, whichever is faster
+            ref = simulate_llm(spec, par, c, options=ours.result.model.options)
+            other = replace(ours.result.model.options, tp_overlap=not ours.result.model.options.tp_overlap)
+            if par.tp > 1:
+                assert simulate_llm(spec, par, c, options=other).step_time_s >= ours.step_time_s * (1 - 1e-12)
             assert ours.step_time_s == pytest.approx(ref.step_time_s, rel=1e-12)
             assert ours.mfu == pytest.approx(ref.mfu, rel=1e-12)
             assert ev.compute_bound_s(par) <= ev.lower_bound_s(par) * (1 + 1e-12)

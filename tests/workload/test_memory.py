@@ -130,18 +130,19 @@ def test_llama3_70b_on_8_gpus_without_sharding_does_not_fit():
     assert "optimizer 105.8" in message and "try --zero 1, larger --tp/--pp" in message
 
 
-def test_moe_experts_are_split_over_ep_and_sharded_over_dp_cp_over_ep():
+def test_moe_experts_are_split_over_etp_x_ep_and_sharded_over_expert_dp():
+    # the experts' grid folds over the stage's tp x cp x dp = 16 GPUs: split over etp x ep, copied edp times
     spec = load_model("mixtral-8x7b")
     expert = spec.num_layers * spec.num_experts * spec.expert_params()
     dense = spec.num_params() - expert
-    for ep, zero in [(1, 0), (8, 0), (8, 1), (4, 2)]:
-        par = ParallelConfig(num_gpus=16, tp=2, ep=ep, gbs=8, seq=4096, zero=zero)
+    for ep, etp, zero in [(1, 1, 0), (8, 1, 0), (8, 2, 1), (4, 1, 2), (8, 1, 1), (2, 2, 1)]:
+        par = ParallelConfig(num_gpus=16, tp=2, ep=ep, etp=etp, gbs=8, seq=4096, zero=zero)
         mem = memory_per_gpu(spec, par)
-        per_gpu = dense / 2 + expert / (ep * 2)
+        per_gpu = dense / 2 + expert / (ep * etp)
         assert mem.num_params == pytest.approx(per_gpu, rel=1e-9)
-        assert mem.num_expert_params == pytest.approx(expert / (2 * ep))
-        shards = (8, 8 // ep) if zero >= 1 else (1, 1)
-        assert mem.optimizer_bytes == pytest.approx(12 * (dense / 2 / shards[0] + expert / (2 * ep) / shards[1]))
+        assert mem.num_expert_params == pytest.approx(expert / (etp * ep))
+        shards = (8, 16 // (etp * ep)) if zero >= 1 else (1, 1)
+        assert mem.optimizer_bytes == pytest.approx(12 * (dense / 2 / shards[0] + expert / (etp * ep) / shards[1]))
 
 
 def test_moe_layer_activations_count_the_routed_tokens():

@@ -26,6 +26,9 @@ PUBLISHED = {
     # DeepSeek-V3 report: 671e9 total, 37e9 active (685e9 on HF includes the 14e9 MTP module, not counted).
     # MLA is modelled as 4 h^2 multi-head attention (~205e6 per layer vs MLA's ~187e6): ~1 e9 more in all.
     "deepseek-v3": (671e9, 37e9),
+    # OpenAI's gpt-oss model card: 116.8e9 total, 5.1e9 active (its embedding and output layer, 0.58e9 each, count
+    # once there: 5.7e9 here)
+    "gpt-oss-120b": (116.8e9, 5.7e9),
 }
 
 

@@ -1,7 +1,7 @@
 """The LLM job's options, defined once: `whatif llm`, `calibrate step` and `plan --model <LLM>` share them.
 
-Megatron-LM's names: `--tp --pp --vp --cp --ep --mbs --gbs --seq --sequence-parallel --zero --recompute
---precision`; DP is what the GPUs leave (GPUs = TP x PP x CP x DP). `LlmJob.from_options(...)` parses them
+Megatron-LM's names: `--tp --pp --vp --cp --ep --etp --mbs --gbs --seq --sequence-parallel --zero
+--recompute --recompute-modules --precision`; DP is what the GPUs leave (GPUs = TP x PP x CP x DP). `LlmJob.from_options(...)` parses them
 at the edge into a `ParallelConfig` (a ValueError says what to change; its counts are bounded there), loads
 the model (a built-in name or a HuggingFace-style config.json) and checks that the model splits that way
 (`workload/job.check_job`, the check the trainer and the plan's search make too).
@@ -28,7 +28,22 @@ PpOption = Annotated[str, typer.Option("--pp", metavar="N", help="Pipeline stage
 VpOption = Annotated[str, typer.Option("--vp", metavar="N", help="Virtual stages per pipeline rank "
                                                                  "(interleaved 1F1B when > 1).")]
 CpOption = Annotated[str, typer.Option("--cp", metavar="N", help="Context-parallel ranks (sequence split).")]
-EpOption = Annotated[str, typer.Option("--ep", metavar="N", help="Expert-parallel ranks (MoE; divides DP x CP).")]
+EpOption = Annotated[str, typer.Option("--ep", metavar="N", help="Expert-parallel ranks (MoE; ETP x EP divides TP x CP "
+                                                                 "x DP: the experts fold over attention's GPUs).")]
+EtpOption = Annotated[str, typer.Option("--etp", metavar="N", help="Expert tensor-parallel ranks (MoE: each expert's "
+                                                                   "matrices split; default 1, Megatron-Bridge's).")]
+MoeDispatcherOption = Annotated[str, typer.Option(
+    "--moe-dispatcher", metavar="alltoall|allgather|deepep",
+    help="How MoE tokens reach their experts: all-to-all over EP, all-gather and reduce-scatter over ETP x EP, or "
+         "DeepEP (NVLink inside a domain, RDMA across, one copy per domain).")]
+RecomputeModulesOption = Annotated[Optional[str], typer.Option(
+    "--recompute-modules", metavar="LIST",
+    help="With --recompute selective, Megatron-Core's modules run again: core_attn (default), layernorm, "
+         "mla_up_proj, mlp, moe, moe_act, shared_experts.")]
+OffloadOption = Annotated[Optional[str], typer.Option(
+    "--offload-activations", metavar="LAYERS|SHARE",
+    help="Activations of the first LAYERS of each model chunk, or that SHARE of them (0.25), to host memory "
+         "(Grace's over NVLink-C2C on GB200/GB300, else over PCIe); time the compute does not hide counts.")]
 MbsOption = Annotated[str, typer.Option("--mbs", metavar="N", help="Micro-batch size (sequences).")]
 GbsOption = Annotated[Optional[str], typer.Option(
     "--gbs", metavar="N", help="Global batch size in sequences (default: MBS x DP x max(8, 2 x PP) micro-batches with "
@@ -69,6 +84,15 @@ EpOverlapOption = Annotated[bool, typer.Option("--ep-overlap/--no-ep-overlap",
 GradDtypeOption = Annotated[str, typer.Option(
     "--grad-dtype", metavar="fp32|bf16", help="The gradient buffer: fp32 (Megatron-LM's default with bf16) or bf16 "
                                               "(--grad-reduce-in-bf16; NeMo's distributed fused Adam).")]
+HostOption = Annotated[str, typer.Option(
+    "--host", metavar="eager|te|cuda-graphs",
+    help="How the framework dispatches kernels: eager (PyTorch, HuggingFace, fabriclab's trainer), te "
+         "(Megatron-Core with Transformer Engine) or cuda-graphs (its partial CUDA graphs); each layer runs at "
+         "max(GPU, host) time.")]
+MoeImbalanceOption = Annotated[str, typer.Option(
+    "--moe-imbalance", metavar="RATIO",
+    help="MoE: the busiest expert rank's routed tokens over the mean (1: balanced, as published benchmarks "
+         "force it).")]
 MemoryReserveOption = Annotated[Optional[str], typer.Option(
     "--memory-reserve", metavar="SIZE", help="GPU memory the model does not count (default 4e9 bytes): CUDA "
                                              "context, NCCL buffers (1.6-6 GB: NVIDIA/nccl#864), allocator "
@@ -167,7 +191,7 @@ def memory_options(grad_dtype: str = "fp32", reserve: str | None = None):
 
 
 def step_options(tp_overlap: bool, fsdp_unit: str = "1", shard_group: str = "0", ep_overlap: bool = False,
-                 gpu_spread: str | None = None):
+                 gpu_spread: str | None = None, moe_dispatcher: str = "alltoall"):
     """The framework's switches (`StepOptions`) from the options above, checked at the edge."""
     from fabriclab.cli.options import parse_number
     from fabriclab.whatif.llm.step import StepOptions
@@ -176,9 +200,31 @@ def step_options(tp_overlap: bool, fsdp_unit: str = "1", shard_group: str = "0",
     spread = GPU_SPREAD if gpu_spread is None else parse_number(gpu_spread, "--gpu-spread", example="0.01")
     if not 0 <= spread < 0.5:
         raise ValueError(f"--gpu-spread {gpu_spread}: give a share of the mean speed in [0, 0.5), e.g. 0.01")
+    from fabriclab.whatif.llm.program import DISPATCHERS
+
+    dispatcher = moe_dispatcher.strip().lower()
+    if dispatcher not in DISPATCHERS:
+        raise ValueError(f"--moe-dispatcher {moe_dispatcher!r}: give {', '.join(DISPATCHERS)} (Megatron-Core's "
+                         f"alltoall, allgather, or flex with DeepEP)")
     return StepOptions(tp_overlap=tp_overlap, fsdp_unit=parse_count(fsdp_unit, "--fsdp-unit", minimum=1),
                        shard_group=parse_count(shard_group, "--shard-group", minimum=0), ep_overlap=ep_overlap,
-                       gpu_spread=spread)
+                       gpu_spread=spread, moe_dispatcher=dispatcher)
+
+
+def with_compute(options, host: str = "te", moe_imbalance: str = "1", grad_dtype: str = "fp32"):
+    """`options` (a `StepOptions`) with the host that dispatches the kernels (`--host`), the experts' load
+    imbalance (`--moe-imbalance`) and the gradients' bytes on the wire (`--grad-dtype`), checked at the edge."""
+    from dataclasses import replace
+
+    from fabriclab.cli.options import parse_number
+    from fabriclab.fabric.host import host_model
+
+    kind = host_model(host).kind  # a ValueError names the kinds
+    ratio = parse_number(moe_imbalance, "--moe-imbalance", example="1.2")
+    if not 1 <= ratio <= 64:
+        raise ValueError(f"--moe-imbalance {moe_imbalance}: give the busiest expert rank's tokens over the mean, "
+                         f"from 1 (balanced) to 64, e.g. 1.2")
+    return replace(options, host=kind, moe_imbalance=ratio, grad_bytes=memory_options(grad_dtype).grad_bytes)
 
 
 def llm_ignored(par, o: dict) -> list:
@@ -190,11 +236,37 @@ def llm_ignored(par, o: dict) -> list:
          f"with --zero {par.zero}: it groups the layers ZeRO-3 (FSDP) gathers; add --zero 3 or drop it"),
         (bool(o.get("tp_overlap")) and par.tp == 1, "--tp-overlap",
          "with --tp 1: there is no TP communication to hide; give --tp 2 or more, or drop it"),
-        (bool(o.get("ep_overlap")) and par.ep == 1, "--ep-overlap",
+        (bool(o.get("ep_overlap")) and par.ep * par.etp == 1, "--ep-overlap",
          "with --ep 1: there are no EP all-to-alls to hide; give an MoE model with --ep 2 or more, or drop it"),
+        (str(o.get("moe_dispatcher") or "alltoall").strip().lower() != "alltoall" and par.ep * par.etp == 1,
+         "--moe-dispatcher", "with --ep 1 --etp 1: no tokens travel to experts elsewhere; give --ep 2 or more, or "
+                             "drop it"),
         (o.get("calibrated") is not None and o.get("efficiency") is not None, "--calibrated",
          "with --efficiency: that share of peak replaces every calibration; drop one of them"),
     ]
+
+
+def _modules(text: str | None) -> tuple[str, ...]:
+    """`--recompute-modules core_attn,moe_act` as names (`ParallelConfig` checks them)."""
+    return tuple(m.strip().lower() for m in (text or "").split(",") if m.strip())
+
+
+def _offload(text: str | None, chunk_layers: int) -> int:
+    """`--offload-activations`: a whole number of layers per model chunk, or a share of a chunk's layers
+    (0.25 or 25%: rounded down)."""
+    if text is None:
+        return 0
+    word = text.strip()
+    if not any(c in word for c in ".%"):
+        return parse_count(word, "--offload-activations", minimum=0)
+    try:
+        share = float(word.rstrip("%")) / (100 if word.endswith("%") else 1)
+    except ValueError:
+        share = -1.0
+    if not 0 <= share < 1:
+        raise ValueError(f"--offload-activations {text!r}: give whole layers per model chunk (e.g. 20) or a share of "
+                         f"them below 1 (e.g. 0.25 or 25%)")
+    return int(share * chunk_layers)
 
 
 def _flash(attention: str) -> bool:
@@ -215,14 +287,16 @@ class LlmJob:
     @staticmethod
     def from_options(model: str, gpus: str, tp: str, pp: str, vp: str, cp: str, ep: str, mbs: str,
                      gbs: str | None, seq: str | None, sequence_parallel: bool, zero: str, recompute: str,
-                     precision: str, order: str, attention: str = "flash") -> "LlmJob":
+                     precision: str, order: str, attention: str = "flash", etp: str = "1",
+                     recompute_modules: str | None = None, offload: str | None = None) -> "LlmJob":
         from fabriclab.workload.job import check_job
         from fabriclab.workload.parallel import ParallelConfig
         from fabriclab.workload.transformer import load_model
 
         spec = load_model(model)
         counts = {name: parse_count(value, f"--{name}") for name, value in
-                  (("gpus", gpus), ("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp), ("ep", ep), ("mbs", mbs))}
+                  (("gpus", gpus), ("tp", tp), ("pp", pp), ("vp", vp), ("cp", cp), ("ep", ep), ("mbs", mbs),
+                   ("etp", etp))}
         seq_len = parse_count(seq, "--seq") if seq is not None else spec.seq_length
         dp = max(1, counts["gpus"] // (counts["tp"] * counts["pp"] * counts["cp"]))
         default_gbs = counts["mbs"] * dp * (max(8, 2 * counts["pp"]) if counts["pp"] > 1 else 4)
@@ -232,7 +306,9 @@ class LlmJob:
                              cp=counts["cp"], ep=counts["ep"], mbs=counts["mbs"], gbs=global_batch, seq=seq_len,
                              sequence_parallel=sequence_parallel and counts["tp"] > 1, zero=zero_stage,
                              recompute=recompute.strip().lower(), precision=precision.strip().lower(),
-                             order=order.strip().lower(), flash_attention=_flash(attention))
+                             order=order.strip().lower(), flash_attention=_flash(attention), etp=counts["etp"],
+                             recompute_modules=_modules(recompute_modules),
+                             offload_layers=_offload(offload, spec.num_layers // (counts["pp"] * counts["vp"])))
         check_job(spec, par)  # the one check of (model, split) every command shares (workload/job.py)
         return LlmJob(spec=spec, par=par)
 
@@ -241,16 +317,20 @@ class LlmJob:
         the check `whatif llm` makes (`calibrate step` too: an efficiency calibrated on a job that cannot run
         there is no measurement); else the `MemoryFit`, whose `warning` says when it may not fit."""
         from fabriclab.fabric.cluster import cluster_gpu
+        from fabriclab.workload.advice import memory_advice
         from fabriclab.workload.memory import MemoryOptions, check_fits, memory_per_gpu
 
         options = options or MemoryOptions()
         return check_fits(memory_per_gpu(self.spec, self.par, shard_group=shard_group, options=options),
-                          cluster_gpu(cluster).memory_bytes, reserve_bytes=options.reserve_bytes)
+                          cluster_gpu(cluster).memory_bytes, reserve_bytes=options.reserve_bytes,
+                          advice=lambda: memory_advice(self.spec, self.par, shard_group=shard_group, options=options))
 
     def config(self) -> dict:
         par = self.par
         return {"model": self.spec.name, "num_gpus": par.num_gpus, "tp": par.tp, "pp": par.pp, "vp": par.vp,
-                "cp": par.cp, "ep": par.ep, "dp": par.dp, "mbs": par.mbs, "gbs": par.gbs, "seq": par.seq,
+                "cp": par.cp, "ep": par.ep, "etp": par.etp, "dp": par.dp, "mbs": par.mbs, "gbs": par.gbs,
+                "seq": par.seq,
                 "sequence_parallel": par.sequence_parallel, "zero": par.zero, "recompute": par.recompute,
-                "precision": par.precision, "order": par.order,
+                "precision": par.precision, "order": par.order, "recompute_modules": list(par.recompute_modules),
+                "offload_layers": par.offload_layers,
                 "attention": "flash" if par.flash_attention else "unfused"}

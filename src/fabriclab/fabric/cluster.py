@@ -219,11 +219,19 @@ class ComputeSpec:
     scale: dict[str, float] = field(default_factory=dict)
     """Precision -> the share of the kernels' own speed a framework's step keeps (`fabriclab calibrate
     step`); absent: 1 (the kernels as measured alone)."""
+    host_scale: dict[str, float] = field(default_factory=dict)
+    """Precision -> the host's dispatch speed over its model's (`fabric/host.py`), where `calibrate step`
+    found the measured step host-bound; absent: 1. It stays with the host: another GPU does not move it."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale, dict) or any(
                 not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v <= 2 for v in self.scale.values()):
             raise ValueError(f"compute.scale is {self.scale!r}: give a mapping of precision to a number in (0, 2]")
+        if not isinstance(self.host_scale, dict) or any(
+                not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v <= 100
+                for v in self.host_scale.values()):
+            raise ValueError(f"compute.host_scale is {self.host_scale!r}: give a mapping of precision to a number "
+                             f"in (0, 100]")
         if not isinstance(self.efficiency, dict):
             raise ValueError(f"compute.efficiency is {self.efficiency!r}: give a mapping of precision to a "
                              f"share of the peak, e.g. {{'bf16': 0.45}}")

@@ -18,7 +18,7 @@ shape), so a step calibrated on one model size was 19-42 % off on others. The me
   shares, forward and backward (the backward does 2.5 x the forward's FLOPs), over tiles of 128 queries
   per (batch, head).
 * **Memory-bound** passes (norms, residual adds, activations, softmax of the loss, the optimizer): bytes /
-  (bandwidth x copy share), plus the latency per kernel.
+  (bandwidth x copy share), plus a small kernel's floor per kernel (`SMALL_KERNEL_S`).
 
 The shares are measured: `fit_kernel_table` fits them to a kernel table (`fabriclab calibrate kernels`;
 the H200 table shipped in `fabric/data/kernels-h200.csv` gives the Hopper defaults, `default_kernels` in
@@ -44,6 +44,10 @@ TILES = ((128, 256), (256, 128))
 SMALL_TILE = (128, 128)
 ATTENTION_TILE = 128  # queries per flash-attention thread block (FlashAttention-2/3 on Hopper)
 ATTENTION_BACKWARD_FLOPS = 2.5  # backward FLOPs per forward FLOP of flash attention (dQ, dK, dV, recomputed P)
+# A small kernel's floor on the GPU (a memory-bound pass, a device-to-host copy): an empty kernel runs 0.72 us
+# and the dispatch gap between kernels is 0.55 us (NVIDIA/Megatron-LM#6453, measured in CUDA-graph replay);
+# the fitted `latency_s` is a GEMM's own floor (its prologue, epilogue and tail), not a launch's.
+SMALL_KERNEL_S = 1.3e-6
 # Transformer Engine runs a grouped GEMM as one cuBLAS GEMM per expert over 4 CUDA streams
 # (`general_grouped_gemm`, NVTE_... num_streams 4; Megatron-Core's --moe-grouped-gemm, "multi-stream + cuBLAS"
 # in NVIDIA's DeepSeek-V3 GB200 guide): the GPU pays a launch per round of 4.
@@ -61,10 +65,15 @@ class Gemm:
     bf16: bool = False
     """Runs in bf16 whatever the step's precision (Transformer Engine keeps the output layer in bf16)."""
     chunks: int = 1
-    """Run as this many GEMMs of m / chunks rows each (TP overlap's ring exchange: one per TP rank)."""
+    """Run as this many GEMMs of m / chunks rows each (TP overlap's ring exchange: one per TP rank), on
+    Transformer Engine's compute streams, their tiles pooled as a grouped GEMM's: a chunk's partial wave
+    is filled by the next, so the overlap does not slow the GEMM it hides communication behind."""
     grouped: bool = False
     """The `count` GEMMs run together (an MoE layer's grouped GEMM): their tiles share the SMs' waves, and
     the GPU pays a launch per round of GROUPED_STREAMS of them; the host still dispatches each."""
+    routed: bool = False
+    """Runs on the tokens routed to this rank's experts: a dropless MoE's shapes change every step, so CUDA
+    graphs cannot capture it (`fabric/host.py`)."""
 
     @property
     def flops(self) -> float:
@@ -101,6 +110,18 @@ class MemoryPass:
     kernels: int = 1
     backward_bytes: float | None = None
     """The bytes of its backward; None: twice `bytes` (a gradient read with the saved input, one written)."""
+    routed: bool = False
+    """On the tokens routed to this rank's experts (as `Gemm.routed`)."""
+
+
+@dataclass(frozen=True)
+class HostSync:
+    """The host waits for the GPU here: a dropless MoE layer copies its tokens per expert to the host before
+    it can size the grouped GEMM (Megatron-Core's token dispatchers), so the host cannot run ahead across
+    it (`fabric/host.py`). One small device-to-host copy on the GPU; its backward has none (the shapes are
+    known by then)."""
+
+    routed: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,8 +164,9 @@ class KernelModel:
         prec = "bf16" if g.bf16 or precision not in self.gemm_share else precision
         if g.m <= 0 or g.n <= 0 or g.k <= 0:
             return 0.0, 0.0
-        if g.chunks > 1:
-            return self.gemm_parts(Gemm(g.m / g.chunks, g.n, g.k, g.count * g.chunks, g.bf16), gpu, precision)
+        if g.chunks > 1:  # TP overlap's chunks go round Transformer Engine's compute streams: pooled tiles
+            return self.gemm_parts(Gemm(g.m / g.chunks, g.n, g.k, g.count * g.chunks, g.bf16, grouped=True), gpu,
+                                   precision)
         pooled = g.count if g.grouped else 1
         waves = wave_share(g.m, g.n, gpu.num_sms, self.small_tile_share, pooled)
         rate = gpu.peak(prec) * self.gemm_share[prec] * waves * g.k / (g.k + self.gemm_k0[prec])
@@ -169,19 +191,22 @@ class KernelModel:
         return sum(self.memory_parts(p, gpu))
 
     def memory_parts(self, p: MemoryPass, gpu: GpuSpec) -> tuple[float, float]:
-        return p.bytes / (gpu.memory_bandwidth_Bps * self.copy_share), p.kernels * self.latency_s
+        return p.bytes / (gpu.memory_bandwidth_Bps * self.copy_share), p.kernels * SMALL_KERNEL_S
 
-    def time_s(self, kernel: Gemm | Attention | MemoryPass, gpu: GpuSpec, precision: str) -> float:
+    def time_s(self, kernel: Gemm | Attention | MemoryPass | HostSync, gpu: GpuSpec, precision: str) -> float:
         """Seconds of one kernel (or `count` like ones) on `gpu` in a step of `precision`."""
         return sum(self.parts_s(kernel, gpu, precision))
 
-    def parts_s(self, kernel: Gemm | Attention | MemoryPass, gpu: GpuSpec, precision: str) -> tuple[float, float]:
+    def parts_s(self, kernel: Gemm | Attention | MemoryPass | HostSync, gpu: GpuSpec,
+                precision: str) -> tuple[float, float]:
         """(work, fixed) seconds of a kernel: what runs at the GPU's rates (a calibrated scale acts on it) and
         the launches' floor (module doc)."""
         if isinstance(kernel, Gemm):
             return self.gemm_parts(kernel, gpu, precision)
         if isinstance(kernel, Attention):
             return self.attention_parts(kernel, gpu)
+        if isinstance(kernel, HostSync):
+            return 0.0, SMALL_KERNEL_S
         return self.memory_parts(kernel, gpu)
 
     def to_dict(self) -> dict:
@@ -202,12 +227,12 @@ def wave_share(m: float, n: float, num_sms: int, small_tile_share: float = 1.0, 
     return best
 
 
-def launches(kernel: Gemm | Attention | MemoryPass) -> float:
+def launches(kernel: Gemm | Attention | MemoryPass | HostSync) -> float:
     """Kernels the host dispatches for one of these (a grouped GEMM: one per expert; TP overlap's chunks
     each)."""
     if isinstance(kernel, Gemm):
         return kernel.count * kernel.chunks
-    if isinstance(kernel, Attention):
+    if isinstance(kernel, (Attention, HostSync)):
         return 1
     return kernel.kernels
 

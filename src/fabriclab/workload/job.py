@@ -38,19 +38,16 @@ def job_problem(spec: TransformerSpec, par: ParallelConfig) -> str | None:
         return (f"{spec.name}: {spec.num_heads} attention heads and {spec.num_kv_heads} key/value heads must split "
                 f"over --tp {par.tp} (each TP rank holds whole heads): use --tp "
                 f"{_choices(_common_divisors(spec.num_heads, spec.num_kv_heads))}")
-    if par.ep > 1 and not spec.is_moe:
-        return (f"--ep {par.ep} needs an MoE model (e.g. mixtral-8x7b, moe-tiny); {spec.name} is dense (no "
-                f"experts to split): use --ep 1")
+    if par.ep * par.etp > 1 and not spec.is_moe:
+        what = f"--ep {par.ep}" if par.ep > 1 else f"--etp {par.etp}"
+        return (f"{what} needs an MoE model (e.g. mixtral-8x7b, moe-tiny); {spec.name} is dense (no "
+                f"experts to split): use --ep 1 --etp 1")
     if spec.is_moe and spec.num_experts % par.ep:
         return (f"{spec.name}: its {spec.num_experts} experts do not split over --ep {par.ep} (each EP rank holds "
                 f"the same number of experts): use --ep {_choices(_common_divisors(spec.num_experts))}")
     if par.sequence_parallel and par.tp > 1 and par.seq % par.tp:
         return (f"--seq {par.seq} must be a multiple of --tp {par.tp} with sequence parallelism (it splits the "
                 f"sequence over the TP ranks): change --seq, or give --no-sequence-parallel")
-    if spec.is_moe and par.tp > 1 and not par.sequence_parallel:
-        return (f"{spec.name} is an MoE model: with --tp {par.tp} it needs sequence parallelism (Megatron-Core's "
-                f"MoE layer refuses to train without it: each TP rank routes its slice of the sequence); drop "
-                f"--no-sequence-parallel")
     return _memory_problem(spec, par)
 
 

@@ -8,14 +8,18 @@ distributed optimizer, 6 + 12/d with it, "bf16 param, fp32 grads"):
   NeMo's recipe of NVIDIA's GPT-3 175B runs (NVIDIA/dgxc-benchmarking nemo_megatron/gpt3_175b_hydra.yaml:
   distributed_fused_adam, grad_sync_dtype bf16) and DeepSpeed's fp16 ZeRO (Rajbhandari et al. 2020, "ZeRO:
   Memory Optimizations Toward Training Trillion Parameter Models", 2 + 2 + K bytes) keep it in 16 bits (2 B).
-- Per GPU: a pipeline stage's non-expert parameters / tp; its routed experts' / (ep x expert-tp), where
-  expert-tp = tp (Megatron-Core's default). The input embedding lives on the first stage, the output layer
-  (with pp > 1 a copy of a tied embedding) and the final norm on the last.
-- ZeRO shards over the data-parallel replicas of a parameter: dp x cp for non-expert parameters, (dp x cp)/ep
-  for experts (Megatron's distributed optimizer). 1: optimizer state; 2: gradients too; 3: weights too
-  (FSDP), plus the largest layer's (or embedding's) full weights gathered at a time.
-- fp8 training (Transformer Engine) is assumed to take the same memory: bf16 weights and fp32 state stay,
-  its fp8 weight casts are transient and activations are counted in bf16.
+- Per GPU: a pipeline stage's non-expert parameters / tp; its routed experts' / (etp x ep), the experts'
+  grid folded over the stage (`workload/parallel.py`). The input embedding lives on the first stage, the
+  output layer (with pp > 1 a copy of a tied embedding), the final norm and the multi-token prediction
+  modules (DeepSeek-V3: one, a projection of 2h to h and a layer like the last) on the last.
+- ZeRO shards over the data-parallel replicas of a parameter: dp x cp for non-expert parameters, expert-DP
+  = tp x cp x dp / (etp x ep) for experts (Megatron's distributed optimizer). 1: optimizer state; 2:
+  gradients too; 3: weights too (FSDP), plus the largest layer's (or embedding's) full weights gathered at a
+  time.
+- fp8 training (Transformer Engine) keeps bf16 weights and fp32 state (its fp8 weight casts are transient);
+  of the activations, TE saves the inputs of its fp8 GEMMs in fp8 (one byte): the QKV projection's and the
+  MLP's (the norms' outputs), the down projection's, the experts' tokens and their down projection's input.
+  The attention's Q, K, V and output (flash attention keeps them), norms' inputs and the router stay bf16.
 
 Activations per layer and micro-batch follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in
 Large Transformer Models", section 4 and Table 2), with s = seq / cp, b = mbs, h, a heads, t = tp:
@@ -29,9 +33,16 @@ Large Transformer Models", section 4 and Table 2), with s = seq / cp, b = mbs, h
   output projection's input 2 s b h, and the MLP's 4 s b ffn (GELU: its input and output) or 6 s b ffn
   (SwiGLU: gate and up outputs and the down projection's input, as Megatron's fused swiglu saves them).
 - An MoE layer has shared experts' MLP activations as above (ffn = shared x moe_ffn), the router's fp32
-  logits (4 s b E), and for its routed tokens, top-k x s b of them on each GPU on average (balanced
-  routing; the tokens are gathered over TP before the experts): a bf16 copy of each (2 h) and the expert
-  MLP's 6 (or 4) x moe_ffn / t. Not counted: all-to-all buffers, the router's probabilities, padding.
+  logits (4 s b E), and for its routed tokens, top-k x s b x etp / t of them on each GPU on average
+  (balanced routing: a rank routes its share of the sequence, an expert's ETP shards each see all of its
+  tokens): a bf16 copy of each (2 h) and the expert MLP's 6 (or 4) x moe_ffn / etp. Not counted: all-to-all
+  buffers, the router's probabilities, padding.
+- Selective recomputation keeps less by Megatron-Core's `--recompute-modules` (`layer_activation_parts`):
+  `core_attn` the scores when stored (its default; nothing under flash attention), `layernorm` the norms'
+  outputs, `mla_up_proj` Q, K and V (the low-rank latents stay), `mlp` the dense MLP's, `moe_act` the
+  experts' activation output, `shared_experts` theirs, `moe` everything of the MoE layer but its input.
+- Activation offloading (`ParallelConfig.offload_layers`) moves the first N layers of each model chunk to host
+  memory; one offloaded layer's activations stay in flight on the GPU.
 - The first stage also keeps the embedding's dropout mask (s b h / t per micro-batch), the last the output
   layer's activations and fp32 logits, 4 s b h (1 + V/h) / t (Korthikanti section 4.3).
 - Micro-batches in flight: 1F1B stage r holds min(pp - r, m) (stage 0: pp; Narayanan et al. 2021);
@@ -176,36 +187,59 @@ def in_flight_microbatches(par: ParallelConfig, stage: int) -> float:
 
 def layer_activation_bytes(spec: TransformerSpec, par: ParallelConfig, moe_layer: bool = False) -> float:
     """Activation bytes one GPU keeps for one layer and one micro-batch (module docstring)."""
+    return sum(layer_activation_parts(spec, par, moe_layer).values())
+
+
+def layer_activation_parts(spec: TransformerSpec, par: ParallelConfig, moe_layer: bool = False) -> dict[str, float]:
+    """`layer_activation_bytes` by what keeps them (module docstring): the norms' inputs and outputs, the
+    dropout masks, the attention's Q, K, V and output, the scores when stored, the dense MLP's, and an MoE
+    layer's router logits, shared experts, routed tokens and the experts' MLP; without what the recomputed
+    modules run again, with the linear layers' inputs in one byte under fp8."""
     s, b, h, t = par.seq / par.cp, par.mbs, spec.hidden_size, par.tp
     sp = t if par.sequence_parallel else 1
     if par.recompute == "full":
-        return 2 * s * b * h / sp
-    per_ffn = 6 if spec.gated_mlp else 4
-    kv = spec.num_kv_heads * spec.head_dim
-    replicated = 10 * s * b * h
-    split = 4 * s * b * h + 4 * s * b * kv
-    routed = 0.0
-    if moe_layer:
-        split += per_ffn * s * b * spec.num_shared_experts * spec.moe_intermediate_size
-        split += 4 * s * b * spec.num_experts
-        routed = spec.experts_per_token * s * b * (2 * h + per_ffn * spec.moe_intermediate_size / t)
-    else:
-        split += per_ffn * s * b * spec.intermediate_size
-    stored = par.recompute == "none" and not par.flash_attention  # fused attention never stores the scores
-    scores = 5 * spec.num_heads * s * s * b if stored else 0.0
-    return replicated / sp + (split + scores) / t + routed
+        return {"layer_input": 2 * s * b * h / sp}
+    fp8 = par.precision == "fp8"
+    per_ffn = (6 if spec.gated_mlp else 4) - (1 if fp8 else 0)  # fp8: the down projection's input in 1 byte
+    modules = set(par.recompute_modules or ("core_attn",)) if par.recompute == "selective" else set()
+    heads, kv, qk, v = spec.num_heads, spec.num_kv_heads, spec.qk_head_dim, spec.value_head_dim
+    sb = s * b
+    parts = {"norm_inputs": 4 * sb * h / sp, "dropout_masks": 2 * sb * h / sp,
+             # the inputs of the QKV projection and of the MLP (or the router): fp8 keeps them in one byte
+             "norm_outputs": (2 if fp8 else 4) * sb * h / sp,
+             "qkv": 2 * sb * (heads * qk + kv * (qk + v)) / t, "attention_output": 2 * sb * heads * v / t,
+             "scores": 5 * heads * s * s * b / t if par.recompute == "none" and not par.flash_attention else 0.0}
+    if "layernorm" in modules:  # output-discarding: the norms run again from their inputs
+        parts["norm_outputs"] = 0.0
+    if "mla_up_proj" in modules:  # the up projections run again from the low-rank latents, which stay
+        parts["qkv"] = 2 * sb * (spec.q_lora_rank + spec.kv_lora_rank + spec.qk_rope_head_dim) / t
+    if not moe_layer:
+        parts["mlp"] = 0.0 if "mlp" in modules else per_ffn * sb * spec.intermediate_size / t
+        return parts
+    whole = "moe" in modules  # the whole MoE layer runs again from its input
+    routed = spec.experts_per_token * sb * par.etp / t  # a rank's tokens' copies, gathered over ETP
+    act = per_ffn - (1 if fp8 else 2) if "moe_act" in modules else per_ffn  # moe_act: the activation's output
+    parts |= {"router": 0.0 if whole else 4 * sb * spec.num_experts / t,
+              "shared_experts": 0.0 if whole or "shared_experts" in modules else
+              per_ffn * sb * spec.num_shared_experts * spec.moe_intermediate_size / t,
+              "routed_tokens": 0.0 if whole else routed * (1 if fp8 else 2) * h,
+              "experts": 0.0 if whole else routed * act * spec.moe_intermediate_size / par.etp}
+    return parts
 
 
 def _stage_params(spec: TransformerSpec, par: ParallelConfig, stage: int, layers: list[int]):
     """(non-expert params per GPU, expert params per GPU, largest single unit per GPU) of a stage."""
-    tp, ep = par.tp, par.ep  # norms are replicated over TP, counted split like the rest (negligible)
-    units = [(spec.layer_params(i)[0] / tp, spec.layer_params(i)[1] / (ep * tp)) for i in layers]
+    tp, fold = par.tp, par.ep * par.etp  # norms are replicated over TP, counted split like the rest (negligible)
+    units = [(spec.layer_params(i)[0] / tp, spec.layer_params(i)[1] / fold) for i in layers]
     if stage == 0:
         units.append((spec.embedding_params() / tp, 0.0))
     if stage == par.pp - 1:
         # Megatron keeps a copy of a tied embedding on the last stage when the first is another GPU
         output = spec.output_params() or (spec.embedding_params() if par.pp > 1 else 0)
         units.append(((output + spec.hidden_size) / tp, 0.0))  # and the final norm
+        for _ in range(spec.mtp_layers):  # the multi-token prediction modules sit on the last stage
+            dense, expert = spec.layer_params(spec.num_layers - 1)
+            units.append(((spec.mtp_params() / spec.mtp_layers - expert) / tp, expert / fold))
     dense = sum(u[0] for u in units)
     expert = sum(u[1] for u in units)
     return dense, expert, max(sum(u) for u in units)
@@ -214,8 +248,8 @@ def _stage_params(spec: TransformerSpec, par: ParallelConfig, stage: int, layers
 def _stage_memory(spec: TransformerSpec, par: ParallelConfig, stage: int, layers: list[int],
                   shard_group: int = 0, grad_bytes: int = GRADIENT_BYTES) -> MemoryBreakdown:
     dense, expert, largest = _stage_params(spec, par, stage, layers)
-    replicas = par.dp * par.cp           # copies of a non-expert parameter
-    expert_replicas = replicas // par.ep  # copies of an expert parameter
+    replicas = par.dp * par.cp    # copies of a non-expert parameter
+    expert_replicas = par.edp      # copies of an expert parameter (its shard)
     if 0 < shard_group < replicas:  # HSDP: a parameter is sharded over its shard group only
         replicas = shard_group
 
@@ -226,21 +260,42 @@ def _stage_memory(spec: TransformerSpec, par: ParallelConfig, stage: int, layers
     if par.zero >= 3 and replicas > 1:
         weights += WEIGHT_BYTES * largest  # FSDP gathers one layer's full weights at a time
     in_flight = in_flight_microbatches(par, stage)
-    per_pass = sum(layer_activation_bytes(spec, par, spec.is_moe_layer(i)) for i in layers)
+    per_layer = [layer_activation_bytes(spec, par, spec.is_moe_layer(i)) for i in layers]
+    offloaded = [per_layer[k] for k in offloaded_layers(spec, par, layers)]
     s, b, h, sp = par.seq / par.cp, par.mbs, spec.hidden_size, par.tp if par.sequence_parallel else 1
+    per_pass = sum(per_layer) - sum(offloaded)
     if stage == 0:
         per_pass += s * b * h / sp  # the embedding's dropout mask
-    activations = in_flight * per_pass
+    # offloaded layers leave one layer's activations in flight between the GPU and its host
+    activations = in_flight * per_pass + max(offloaded, default=0.0)
     if par.recompute == "full":  # the layer whose forward the backward re-runs holds what it would store
         stored = replace(par, recompute="none")
         activations += max(layer_activation_bytes(spec, stored, spec.is_moe_layer(i)) for i in layers)
     if stage == par.pp - 1:
-        activations += 4 * s * b * h * (1 + spec.vocab_size / h) / par.tp  # output layer and fp32 logits
+        logits = 4 * s * b * h * (1 + spec.vocab_size / h) / par.tp  # output layer and fp32 logits
+        # each multi-token prediction module: its layer (like the last), its 2h input and the logits again
+        mtp = layer_activation_bytes(spec, par, spec.is_moe_layer(spec.num_layers - 1)) + 4 * s * b * h / sp + logits
+        activations += logits + spec.mtp_layers * mtp
     return MemoryBreakdown(weights_bytes=weights, gradients_bytes=held(grad_bytes, par.zero >= 2),
                            optimizer_bytes=held(OPTIMIZER_BYTES, par.zero >= 1), activations_bytes=activations,
                            stage=stage, num_params=dense + expert, num_expert_params=expert,
                            in_flight_microbatches=in_flight, zero=par.zero, recompute=par.recompute,
                            grad_bytes=grad_bytes)
+
+
+def offloaded_layers(spec: TransformerSpec, par: ParallelConfig, layers: list[int]) -> list[int]:
+    """Positions in `layers` (a stage's, `stage_layers`) whose activations go to host memory: the first
+    `par.offload_layers` transformer layers of each model chunk (`ParallelConfig.offload_layers`)."""
+    if not par.offload_layers:
+        return []
+    chunks = layers_of_chunks(spec.num_layers, par.pp * par.vp)
+    starts = {sum(chunks[:c]) for c in range(len(chunks))}
+    out, run = [], 0
+    for k, i in enumerate(layers):
+        run = 0 if i in starts else run + 1
+        if run < par.offload_layers:
+            out.append(k)
+    return out
 
 
 def memory_per_stage(spec: TransformerSpec, par: ParallelConfig, *, shard_group: int = 0,
@@ -291,11 +346,14 @@ def _tries(b: MemoryBreakdown) -> str:
 
 
 def check_fits(breakdown: MemoryBreakdown, gpu_memory_bytes: float, *,
-               reserve_bytes: float = DEFAULT_RESERVE_BYTES) -> MemoryFit:
+               reserve_bytes: float = DEFAULT_RESERVE_BYTES, advice=None) -> MemoryFit:
     """How `breakdown` fits a GPU of `gpu_memory_bytes` with `reserve_bytes` kept free: a ValueError that says
     what to change when even the low end of the model's range does not fit; a fit with a one-line warning
-    when the high end does not; a fit without one otherwise."""
+    when the high end does not; a fit without one otherwise. `advice`: a function giving the options that
+    free memory on this job (`workload/advice.memory_advice`), called only when one is needed; without it
+    the kinds of option that may."""
     b = breakdown
+    tries = advice or (lambda: _tries(b))
     need, spread = b.total_bytes + reserve_bytes, b.spread_bytes
     fit = MemoryFit(needed_bytes=need, spread_bytes=spread, reserve_bytes=reserve_bytes,
                     capacity_bytes=gpu_memory_bytes)
@@ -304,13 +362,13 @@ def check_fits(breakdown: MemoryBreakdown, gpu_memory_bytes: float, *,
              f"reserve {reserve_bytes / GB:.1f} GB")
     if need - spread > gpu_memory_bytes:
         raise ValueError(f"does not fit: needs {need / GB:.1f} +- {spread / GB:.1f} GB of {gpu_memory_bytes / GB:.1f} "
-                         f"GB per GPU (pipeline stage {b.stage}): {parts}; try {_tries(b)}")
+                         f"GB per GPU (pipeline stage {b.stage}): {parts}; try {tries()}")
     if need + spread > gpu_memory_bytes:
         short = need + spread - gpu_memory_bytes
         return replace(fit, warning=f"warning: memory is marginal: {need / GB:.1f} +- {spread / GB:.1f} GB of "
                                     f"{gpu_memory_bytes / GB:.1f} GB per GPU ({reserve_bytes / GB:.1f} GB reserve "
                                     f"included), up to {short / GB:.1f} GB short; to be sure free that much "
-                                    f"({_tries(b)}) or measure it")
+                                    f"({tries()}) or measure it")
     return fit
 
 

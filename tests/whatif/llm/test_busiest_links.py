@@ -32,9 +32,10 @@ def test_groups_partition_the_ranks_and_match_the_parallel_config(kw):
         assert len(set(coords["tp"][g])) == 1 and len(set(coords["pp"][g])) == 1
     edp = communicator_groups(par, "edp")
     _partition(edp, 64)
-    plane = coords["dp"] * par.cp + coords["cp"]
-    for g in edp:  # the same experts: one position in the EP group
-        assert len(set((plane[g] % par.ep).tolist())) == 1
+    expert = par.expert_coordinates()
+    for g in edp:  # the same expert shard: one position in the ETP and EP groups, one pipeline stage
+        assert all(len(set(expert[d][g].tolist())) == 1 for d in ("etp", "ep", "pp"))
+    assert edp.shape[1] == par.edp
     with pytest.raises(ValueError, match="communicator"):
         communicator_groups(par, "xx")
 

@@ -51,7 +51,7 @@ def test_fp8_casts_its_gemm_inputs_but_not_the_output_layer():
     assert len(fp8["output"]) == len(bf16["output"])
 
 
-def test_tp_overlap_chunks_the_gemms_beside_tps_collectives_and_costs_time():
+def test_tp_overlap_chunks_the_gemms_beside_tps_collectives_at_no_cost_to_them():
     spec = load_model("gpt3-175b")
     par = ParallelConfig(num_gpus=8, tp=4, gbs=8, seq=2048)
     plain, chunked = layer_kernels(spec, par), layer_kernels(spec, par, tp_overlap=True)
@@ -61,7 +61,22 @@ def test_tp_overlap_chunks_the_gemms_beside_tps_collectives_and_costs_time():
     assert [g.chunks for g in back] == [4, 1, 4, 1]  # data gradients chunked, weight gradients whole
     model, gpu = hopper_kernels(), gpu_preset("h100")
     t = [sum(model.time_s(k, gpu, "bf16") for k in x["mlp"]) for x in (plain, chunked)]
-    assert t[1] > t[0]
+    # the chunks go round Transformer Engine's compute streams, their tiles pooled: the overlap does not slow
+    # the GEMMs it hides TP's communication behind (it did, by each chunk's partial wave: issue 46)
+    assert t[1] == pytest.approx(t[0], rel=0.01)
+
+
+@pytest.mark.parametrize("cluster, gpus, tp, pp, vp, cp, precision", [
+    ("gb200-nvl72", 256, 4, 16, 4, 1, "fp8"), ("dgx-h100", 1024, 8, 8, 8, 2, "fp8"), ("dgx-h100", 128, 8, 8, 1, 1, "bf16")])
+def test_tp_overlap_never_slows_a_405b_step(cluster, gpus, tp, pp, vp, cp, precision):
+    """Issue 46: --tp-overlap made a 405B step slower (4.78 -> 5.15 s), the chunked GEMMs slowed by more than
+    the communication they hid."""
+    spec = load_model("llama3-405b")
+    par = ParallelConfig(num_gpus=gpus, tp=tp, pp=pp, vp=vp, cp=cp, gbs=gpus // (tp * pp * cp) * 16, seq=8192,
+                         precision=precision)
+    steps = [simulate_llm(spec, par, cluster_preset(cluster), options=StepOptions(tp_overlap=o),
+                          check_memory=False).step_time_s for o in (False, True)]
+    assert steps[1] <= steps[0]
 
 
 def test_flop_rates_never_exceed_the_kernels_so_a_plans_bound_stays_a_bound():

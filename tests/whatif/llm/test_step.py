@@ -73,8 +73,9 @@ def test_a_faster_network_never_slows_the_step_and_an_oversubscribed_one_slows_a
     a_slow, a_fast = (simulate_llm(mix, p, c, efficiency=0.5) for c in (slow, fast))
     assert a_fast.step_time_s <= a_slow.step_time_s
     thin = replace(H100, network=replace(H100.network, fabric="fat-tree", bisection=0.25))
-    # EP ranks 8 GPUs apart (PP before DP): one per server, 8 servers on two 32-port leaves of the fat tree
-    spread = replace(p, pp=4, order="tp-cp-pp-dp")
+    # EP ranks 8 GPUs apart (PP before DP; ETP = TP keeps the pipeline groups of both grids the same): one per
+    # server, 8 servers on two 32-port leaves of the fat tree
+    spread = replace(p, pp=4, order="tp-cp-pp-dp", etp=2)
     a_thin = simulate_llm(mix, spread, thin, efficiency=0.5)
     a_rail = simulate_llm(mix, spread, H100, efficiency=0.5)
     thin_ep, rail_ep = (next(e["time_s"] for e in a.result.comm if e["communicator"] == "ep") for a in (a_thin, a_rail))

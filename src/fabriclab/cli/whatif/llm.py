@@ -20,6 +20,8 @@ from rich.table import Table
 
 from fabriclab.cli.common import (FormatOption, JsonOption, Output, StoreOption, check_output_path,
                                   check_trace_prefix, user_errors)
+from fabriclab.cli.llm_options import EtpOption, MoeDispatcherOption, OffloadOption, RecomputeModulesOption
+from fabriclab.cli.llm_options import HostOption, MoeImbalanceOption, with_compute
 from fabriclab.cli.llm_options import (AttentionOption, BisectionOption, CpOption, EpOption, EpOverlapOption,
                                        CalibratedOption, DomainGpusOption, FabricOption, GpuSpreadOption,
                                        calibrated_cluster,
@@ -58,7 +60,7 @@ TraceStageOption = Annotated[str, typer.Option("--trace-stage", metavar="N|all|s
 ChakraOption = Annotated[Optional[Path], typer.Option(
     "--chakra", metavar="PREFIX", help="Write every rank's step as Chakra ET files PREFIX.<rank>.et (for ASTRA-sim).")]
 
-LABELS = {"compute": "compute", "tp": "TP exposed", "cp": "CP exposed", "ep": "EP exposed",
+LABELS = {"compute": "compute", "dispatch": "host dispatch", "tp": "TP exposed", "cp": "CP exposed", "ep": "EP exposed",
           "pp": "PP exposed", "dp": "DP exposed", "optimizer": "optimizer", "bubble": "pipeline bubble"}
 
 
@@ -189,8 +191,10 @@ def register(app: typer.Typer) -> None:
                 sequence_parallel: SpOption = True, zero: ZeroOption = "1", recompute: RecomputeOption = "none",
                 precision: PrecisionOption = "bf16", order: OrderOption = "tp-cp-dp-pp",
                 tp_overlap: TpOverlapOption = False, fsdp_unit: FsdpUnitOption = "1",
-                shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False,
-                attention: AttentionOption = "flash", gpu_spread: GpuSpreadOption = None,
+                shard_group: ShardGroupOption = "0", ep_overlap: EpOverlapOption = False, host: HostOption = "te",
+                attention: AttentionOption = "flash", gpu_spread: GpuSpreadOption = None, etp: EtpOption = "1",
+                moe_imbalance: MoeImbalanceOption = "1", moe_dispatcher: MoeDispatcherOption = "alltoall",
+                recompute_modules: RecomputeModulesOption = None, offload_activations: OffloadOption = None,
                 grad_dtype: GradDtypeOption = "fp32", memory_reserve: MemoryReserveOption = None,
                 fabric: FabricOption = None, bisection: BisectionOption = None, nic_rate: NicRateOption = None,
                 domain_gpus: DomainGpusOption = None, calibrated: CalibratedOption = None,
@@ -210,11 +214,12 @@ def register(app: typer.Typer) -> None:
         alone (--efficiency: one share of peak instead)."""
         out = _output(fmt, json_path, store, trace, chakra, seeds)
         job = LlmJob.from_options(model, gpus, tp, pp, vp, cp, ep, mbs, gbs, seq, sequence_parallel, zero,
-                                  recompute, precision, order, attention)
+                                  recompute, precision, order, attention, etp, recompute_modules, offload_activations)
         the_cluster = routed_cluster(calibrated_cluster(vary_cluster_options(load_cluster_option(
             cluster or "dgx-h100"), fabric, bisection, nic_rate, domain_gpus), calibrated), routing, qps, transport,
             placement, busy)
-        options = step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap, gpu_spread)
+        options = with_compute(step_options(tp_overlap, fsdp_unit, shard_group, ep_overlap, gpu_spread, moe_dispatcher),
+                               host, moe_imbalance, grad_dtype)
         kwargs = {"options": options, "efficiency": _share(efficiency),
                   "memory_options": memory_options(grad_dtype, memory_reserve)}
         stages = _trace_stages(trace_stage, job.par.pp)
@@ -289,7 +294,8 @@ def _over_draws(out: Output, job: LlmJob, cluster, answer, seeds: int, kwargs: d
 
 def _options_config(options) -> dict:
     """The step options a record keeps."""
-    return {"fsdp_unit": options.fsdp_unit, "shard_group": options.shard_group, "gpu_spread": options.gpu_spread}
+    return {"fsdp_unit": options.fsdp_unit, "shard_group": options.shard_group, "gpu_spread": options.gpu_spread,
+            "host": options.host, "moe_imbalance": options.moe_imbalance}
 
 
 def _save(out: Output, job, config: dict, answer, extra: dict) -> None:

@@ -395,7 +395,8 @@ def search(ev: Evaluator, fitted: list, request: LlmPlanRequest, progress=None) 
 
 def _config_row(answer, bound_s: float) -> dict:
     p = answer.par
-    return {"parallel": short(p), "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "dp": p.dp,
+    return {"parallel": short(p), "tp": p.tp, "pp": p.pp, "vp": p.vp, "cp": p.cp, "ep": p.ep, "etp": p.etp, "dp": p.dp,
+            "tp_overlap": answer.result.model.options.tp_overlap,
             "mbs": p.mbs, "zero": p.zero, "recompute": p.recompute, "step_time_s": answer.step_time_s,
             "tokens_per_s": answer.tokens_per_s, "mfu": answer.mfu, "memory_per_gpu_bytes": answer.memory.total_bytes,
             "lower_bound_s": bound_s}

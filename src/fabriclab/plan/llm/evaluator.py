@@ -9,6 +9,9 @@ agree), with three savings that matter at 16,384 GPUs:
 * **One `CommModel` per parallel shape.** A collective's time depends on the cluster, the communicator's
   group shape and the size only, so configurations with the same (TP, CP, PP, DP, EP) share one model and
   its cache of library predictions (`nccl.predict.collective_times`, ~1.5 ms each).
+* **TP overlap both ways.** A configuration with TP communication to hide (TP > 1 with sequence
+  parallelism, what Transformer Engine's userbuffers need) is simulated with TP overlap on and off, and keeps
+  the faster (its answer's `result.model.options` says which); counted as one simulation.
 * **A lower bound first.** `lower_bound_s` is the step time without any communication: the busiest stage's
   compute, plus the forwards its first micro-batch waits for and the backwards that follow its last one
   (a pass never runs shorter than its compute, and a stage runs one pass at a time). The plan simulates
@@ -22,6 +25,8 @@ print(e.simulate(P(num_gpus=1024, tp=8, pp=4, gbs=512, seq=8192)).step_time_s)"`
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
 from fabriclab.whatif.llm.comm import CommModel
@@ -55,14 +60,21 @@ class Evaluator:
 
     def comm(self, par: ParallelConfig) -> CommModel:
         """The CommModel of `par`'s parallel shape, built once."""
-        key = (par.tp, par.cp, par.pp, par.dp, par.ep, par.order)
+        key = (par.tp, par.cp, par.pp, par.dp, par.ep, par.etp, par.order)
         if key not in self._comms:
             self._comms[key] = CommModel(self.cluster, par, memo=self._memo)
         return self._comms[key]
 
-    def model(self, par: ParallelConfig) -> StepModel:
+    def variants(self, par: ParallelConfig) -> list[StepOptions]:
+        """The framework's switches `par` is tried with: TP overlap both ways where there is TP communication
+        it can hide (module doc), else the plan's own."""
+        if par.tp > 1 and par.sequence_parallel:
+            return [self.options, replace(self.options, tp_overlap=not self.options.tp_overlap)]
+        return [self.options]
+
+    def model(self, par: ParallelConfig, options: StepOptions | None = None) -> StepModel:
         """The StepModel of `par` (what `simulate_llm` builds) with the shared CommModel of its shape."""
-        return build_model(self.spec, par, self.cluster, self.efficiency(par.precision), self.options,
+        return build_model(self.spec, par, self.cluster, self.efficiency(par.precision), options or self.options,
                            comm=self.comm(par))  # the same shapes: share its cache of collective times
 
     def compute_bound_s(self, par: ParallelConfig) -> float:
@@ -76,19 +88,24 @@ class Evaluator:
     def lower_bound_s(self, par: ParallelConfig) -> float:
         """A step time no simulation of `par` can beat (module doc): every pass at its cost (compute and
         the communication it exposes), the pipeline's fill and drain, the optimizer; no idle time, no
-        activation sends, no DP tail."""
-        model = self.model(par)
-        cost = {(s, v, k): model.pass_cost(s, v, k).total_s for s in range(par.pp) for v in range(par.vp)
-                for k in (F, B)}
-        fwd = [[cost[(s, v, F)] for v in range(par.vp)] for s in range(par.pp)]
-        bwd = [[cost[(s, v, B)] for v in range(par.vp)] for s in range(par.pp)]
-        return _fill_drain_bound(fwd, bwd, par.num_microbatches) + model.optimizer_s()
+        activation sends, no DP tail; the lower of its `variants`."""
+        bounds = []
+        for options in self.variants(par):
+            model = self.model(par, options)
+            cost = {(s, v, k): model.pass_cost(s, v, k).total_s for s in range(par.pp) for v in range(par.vp)
+                    for k in (F, B)}
+            fwd = [[cost[(s, v, F)] for v in range(par.vp)] for s in range(par.pp)]
+            bwd = [[cost[(s, v, B)] for v in range(par.vp)] for s in range(par.pp)]
+            bounds.append(_fill_drain_bound(fwd, bwd, par.num_microbatches) + model.optimizer_s())
+        return min(bounds)
 
     def simulate(self, par: ParallelConfig, memory: MemoryBreakdown | None = None) -> LlmAnswer:
         """The step of `par` as `simulate_llm(..., check_memory=False)` answers it (the caller pruned by
-        memory; `memory`: its `memory_per_gpu` when known), with the shared CommModel of its shape."""
-        model = self.model(par)
-        par, eff, result = model.par, self.efficiency(par.precision), model.run()
+        memory; `memory`: its `memory_per_gpu` when known), with the shared CommModel of its shape; the faster of
+        its `variants`."""
+        runs = [(m, m.run()) for m in (self.model(par, options) for options in self.variants(par))]
+        model, result = min(runs, key=lambda mr: mr[1].step_time_s)
+        par, eff = model.par, self.efficiency(par.precision)
         self.num_simulated += 1
         return LlmAnswer(spec=self.spec, par=par, cluster=self.cluster, result=result,
                          memory=memory or memory_per_gpu(self.spec, par), efficiency=eff, gpu_name=self.gpu.name,

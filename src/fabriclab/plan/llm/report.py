@@ -33,6 +33,7 @@ def short(par) -> str:
     """A configuration in a table cell: `TP8 PP16 VP2 CP2 EP8 DP64 mbs1 Z1 sel`."""
     parts = [f"TP{par.tp}", f"PP{par.pp}"] + ([f"VP{par.vp}"] if par.vp > 1 else [])
     parts += ([f"CP{par.cp}"] if par.cp > 1 else []) + ([f"EP{par.ep}"] if par.ep > 1 else [])
+    parts += [f"ETP{par.etp}"] if par.etp > 1 else []
     recompute = {"none": "", "selective": " sel", "full": " full"}[par.recompute]
     return " ".join(parts) + f" DP{par.dp} mbs{par.mbs} Z{par.zero}{recompute}"
 

@@ -9,14 +9,21 @@ For a model on N GPUs in servers of g GPUs (`enumerate_configs`):
   sequence splits into 2 x CP equal chunks (Megatron's load-balanced causal split);
 * PP in 1 .. 32 dividing N / (TP x CP), with at least `MIN_LAYERS_PER_STAGE` layers per stage; an uneven
   split (126 layers on 16 stages, as Llama 3 405B was trained) is costed as it falls;
-* VP (interleaved 1F1B) in 2 .. 8 only when PP > 1, the layers divide into PP x VP whole chunks and the
-  micro-batches per pipeline are a multiple of PP (Megatron's conditions);
-* EP for MoE models: a divisor of the experts (at most `MAX_EP`) that divides DP x CP; 1 for dense models;
+* VP (interleaved 1F1B) in `VP_CHOICES` only when PP > 1, the layers divide into PP x VP whole chunks, or
+  do with the embedding and the loss counted as a layer each (Meta's uneven split of Llama 3 405B, as `whatif
+  llm` runs it: `workload/parallel.layers_of_chunks`), and the micro-batches per pipeline are a multiple of
+  PP (Megatron's conditions);
+* for MoE models the experts' grid folded over a stage's TP x CP x DP GPUs (`workload/parallel.py`): ETP 1
+  (Megatron-Bridge's) or TP (Megatron-LM's default), and EP a divisor of the experts (at most `MAX_EP`) with
+  ETP x EP dividing TP x CP x DP; 1 and 1 for dense models;
 * only configurations whose groups fill whole servers (domains) or stay in one (`ParallelConfig.uneven_group`);
 * MBS in {1, 2, 4} with the global batch a multiple of MBS x DP;
 * ZeRO-1 (Megatron's distributed optimizer), and ZeRO-3 (FSDP) too when PP = 1 and the model has at most
   `ZERO3_MAX_PARAMS` parameters;
 * recomputation none, selective or full; sequence parallelism whenever TP > 1.
+
+Each configuration with TP communication is simulated with TP overlap on and off, and keeps the faster
+(`plan/llm/evaluator.py`).
 
 `SearchBounds` (`plan --tp 4`, `--pp 2-8`, `--ep 8,16`, `--zero 1,3`) keeps TP, PP and EP to the values
 given among those choices, and replaces the ZeRO stages tried with those given (any of 0-3, with or
@@ -45,7 +52,7 @@ from fabriclab.workload.transformer import TransformerSpec
 TP_CHOICES = (1, 2, 4, 8, 16, 32, 64, 72)  # up to an NVL72 domain; the heads and the domain bound it
 CP_CHOICES = (1, 2, 4, 8)
 MAX_PP = 32
-VP_CHOICES = (2, 3, 4, 6, 8)
+VP_CHOICES = (2, 3, 4, 5, 6, 8, 12)  # Megatron-Bridge's recipes run 2, 3, 4, 5, 8 and 12
 MBS_CHOICES = (1, 2, 4)
 RECOMPUTE_CHOICES = ("none", "selective", "full")
 # A context-parallel rank keeps at least this many tokens: below it the ring's per-step exchange is too small
@@ -115,15 +122,21 @@ def _shapes(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, seq: int
 
 
 def _vps(spec: TransformerSpec, pp: int) -> list[int]:
+    """Interleaving when the chunks are whole layers, or are with the embedding and the loss counted as a
+    layer each (at least two a chunk, so the first and the last keep one)."""
     if pp == 1:
         return [1]
-    return [1] + [v for v in VP_CHOICES if spec.num_layers % (pp * v) == 0]
+    layers = spec.num_layers
+    return [1] + [v for v in VP_CHOICES if layers % (pp * v) == 0
+                  or (layers + 2) % (pp * v) == 0 and (layers + 2) // (pp * v) >= 2]
 
 
-def _eps(spec: TransformerSpec, dpcp: int) -> list[int]:
+def _folds(spec: TransformerSpec, tp: int, stage: int) -> list[tuple[int, int]]:
+    """(etp, ep) of the experts' grid over a stage of `stage` = TP x CP x DP GPUs (module doc)."""
     if not spec.is_moe:
-        return [1]
-    return [e for e in _divisors(spec.num_experts, MAX_EP) if dpcp % e == 0]
+        return [(1, 1)]
+    etps = sorted({1, tp} if spec.moe_intermediate_size % tp == 0 else {1})
+    return [(t, e) for t in etps for e in _divisors(spec.num_experts, MAX_EP) if stage % (t * e) == 0]
 
 
 def enumerate_configs(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, *, gbs: int, seq: int,
@@ -142,19 +155,22 @@ def enumerate_configs(spec: TransformerSpec, num_gpus: int, gpus_per_server: int
                     continue
                 if micro * pp * vp > MAX_PIPELINE_PASSES:
                     continue  # a step that long is refused by every command (workload/parallel.py)
-                for ep in bounds.keep("ep", _eps(spec, dp * cp)):
+                for etp, ep in _folds(spec, tp, tp * cp * dp):
+                    if bounds.ep is not None and ep not in bounds.ep:
+                        continue
                     zeros = bounds.zero or ((1, 3) if pp == 1 and small and dp * cp > 1 else (1,))
                     for zero in zeros:
                         for recompute in RECOMPUTE_CHOICES:
                             out.append(ParallelConfig(
-                                num_gpus=num_gpus, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, mbs=mbs, gbs=gbs, seq=seq,
-                                sequence_parallel=tp > 1, zero=zero, recompute=recompute, precision=precision))
+                                num_gpus=num_gpus, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, mbs=mbs, gbs=gbs,
+                                seq=seq, sequence_parallel=tp > 1, zero=zero, recompute=recompute,
+                                precision=precision))
     # the job's own check, as whatif llm and the trainer make it (the choices above already keep to it); and groups
     # the library model can cost server by server (on domains of 72, a DP group of 64 at 9 per domain is not)
     even: dict[tuple, bool] = {}
 
     def costable(par: ParallelConfig) -> bool:
-        key = (par.tp, par.cp, par.pp, par.ep)
+        key = (par.tp, par.cp, par.pp, par.ep, par.etp)
         if key not in even:
             even[key] = par.uneven_group(gpus_per_server) is None
         return even[key]
@@ -171,9 +187,11 @@ def divides(spec: TransformerSpec, num_gpus: int, gpus_per_server: int, *, gbs: 
         dp = num_gpus // (tp * cp * pp)
         if gbs % dp or gbs // dp * pp > MAX_PIPELINE_PASSES:
             continue
-        for ep in bounds.keep("ep", _eps(spec, dp * cp)):
-            par = ParallelConfig(num_gpus=num_gpus, tp=tp, pp=pp, vp=1, cp=cp, ep=ep, mbs=1, gbs=gbs, seq=seq,
-                                 sequence_parallel=tp > 1, zero=(bounds.zero or (1,))[0], recompute="full",
+        for etp, ep in _folds(spec, tp, tp * cp * dp):
+            if bounds.ep is not None and ep not in bounds.ep:
+                continue
+            par = ParallelConfig(num_gpus=num_gpus, tp=tp, pp=pp, vp=1, cp=cp, ep=ep, etp=etp, mbs=1, gbs=gbs,
+                                 seq=seq, sequence_parallel=tp > 1, zero=(bounds.zero or (1,))[0], recompute="full",
                                  precision=precision)
             if job_problem(spec, par) is None and par.uneven_group(gpus_per_server) is None:
                 return True

@@ -2,8 +2,8 @@
 place ranks identically.
 
 Communicators: `tp`, `pp`, `dp` (dense gradients), `ep` (experts' all-to-all) and `edp` (experts'
-gradients: the ranks holding the same experts, tp x dp x cp / ep of them). Every rank creates every group in
-the same order (torch.distributed's rule) and keeps the ones it belongs to.
+gradients: the ranks holding the same experts, tp x dp x cp / ep of them, on Megatron-Core's experts' grid).
+Every rank creates every group in the same order (torch.distributed's rule) and keeps the ones it belongs to.
 
 Try it: `fabriclab train --model moe-tiny --np 4 --ep 2 --steps 2`.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch.distributed as dist
 
 from fabriclab.workload.parallel import ParallelConfig
@@ -21,15 +20,10 @@ COMMUNICATORS = ("tp", "pp", "dp", "ep", "edp")
 
 
 def expert_dp_groups(par: ParallelConfig) -> list[list[int]]:
-    """Ranks that hold the same experts: same pipeline stage and position inside their EP group, over TP
-    and the EP groups (Megatron-Core's expert-data-parallel group with expert TP 1: an expert's gradient
-    is partial on every TP rank, as each routes its own slice of the sequence)."""
-    coords = par.coordinates()
-    plane = coords["dp"] * par.cp + coords["cp"]
-    keys = coords["pp"] + par.pp * (plane % par.ep)
-    ranks = np.arange(par.num_gpus)
-    order = np.lexsort((ranks, keys))
-    return ranks[order].reshape(-1, par.num_gpus // (par.pp * par.ep)).tolist()
+    """Ranks that hold the same experts: same pipeline stage and position inside their EP group, on the
+    experts' grid folded over the stage as Megatron-Core places it (`ParallelConfig.groups("edp")`, expert TP
+    1: an expert's gradient is partial on every rank that holds it, as each routes its own tokens)."""
+    return par.groups("edp")
 
 
 def all_groups(par: ParallelConfig) -> dict[str, list[list[int]]]:

@@ -84,6 +84,8 @@ def check_model(spec, par) -> None:
         raise ValueError(f"--seq {par.seq}: an MoE layer under TP splits the sequence; use a multiple of --tp")
     if par.cp > 1:
         raise ValueError("context parallelism (--cp) is simulated only; the trainer runs --cp 1")
+    if par.etp > 1:
+        raise ValueError(f"--etp {par.etp}: the trainer keeps each expert whole on its rank (expert TP 1)")
     if par.precision != "bf16":
         raise ValueError(f"--precision {par.precision}: the trainer computes in the --dtype it is given")
     if par.recompute != "none":

@@ -137,7 +137,9 @@ def _llama3() -> RateTable:
 
 
 def _llama3_rows(kind: str) -> str:
-    return " + ".join(str(count) for _, k, count in LLAMA3_TABLE5 if k == kind)
+    """`(148 + 19 + ...)`: Table 5's counts of a kind, in brackets where there are several."""
+    counts = [str(count) for _, k, count in LLAMA3_TABLE5 if k == kind]
+    return counts[0] if len(counts) == 1 else f"({' + '.join(counts)})"
 
 
 NODE_KINDS = ("gpu", "hbm", "host", "nic", "host_cable", "software")  # what fails per 8-GPU, 8-NIC server

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fabriclab.fabric.cluster import ClusterModel
+from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
 from fabriclab.fabric.domains import domain_view
 from fabriclab.whatif.llm.groups import RankGroups
 from fabriclab.workload.parallel import ParallelConfig
@@ -95,21 +95,31 @@ class CommModel:
         self.par = par
         groups = RankGroups(par=par, memo={} if memo is None else memo)
         g = cluster.server.gpus_per_server
-        self.shapes = {c: _shape(groups.groups(c)[0], g) for c in ("tp", "cp", "ep", "dp", "pp")}
+        self.shapes = {c: _shape(groups.groups(c)[0], g) for c in ("tp", "cp", "ep", "dp", "pp", "edp")}
         if par.cp > 1:  # Megatron's gradient group of the dense parameters spans dp x cp
             self.shapes["dpcp"] = _merged_shape(groups, g)
         else:
             self.shapes["dpcp"] = self.shapes["dp"]
-        self.shapes["edp"] = _expert_dp_shape(groups, g)
         for name in ("shard", "replica"):  # HSDP's groups (all of dp x cp, or one rank, without it)
             self.shapes[name] = _shape(groups.groups(name, shard_group)[0], g)
+        for name in ("etp", "etpep"):  # the experts' own groups, when they are split at all
+            self.shapes[name] = _shape(groups.groups(name)[0], g) if par.ep * par.etp > 1 else GroupShape(1, 1, 1)
+        for name in ("ep_inter", "ep_intra"):  # DeepEP's RDMA and NVLink steps of an ETP x EP group
+            self.shapes[name] = (_shape(groups.groups(name, gpus_per_server=g)[0], g) if par.ep * par.etp > 1
+                                 else GroupShape(1, 1, 1))
         self._clusters = {name: group_cluster(cluster, s) for name, s in self.shapes.items()}
+        # activation offloading's copies to and from host memory: one GPU's link to its host (`GpuSpec`)
+        self.shapes["host"] = GroupShape(1, 1, 1)
+        self.host_bandwidth_Bps = cluster_gpu(cluster).host_bandwidth_Bps
         self._cache: dict[tuple, float] = {}
         self._picks: dict[tuple, str] = {}
 
     def time(self, communicator: str, collective: str, size_bytes: float) -> float:
         """Seconds of one collective of `size_bytes` (nccl-tests' buffer convention) on every group of the
-        communicator at once; 0 for a group of one rank or an empty buffer. `sendrecv`: one pipeline hop."""
+        communicator at once; 0 for a group of one rank or an empty buffer. `sendrecv`: one pipeline hop;
+        `host`: a copy of `size_bytes` over the GPU's link to host memory."""
+        if communicator == "host":
+            return max(0.0, size_bytes) / self.host_bandwidth_Bps
         shape = self.shapes[communicator]
         if shape.num_gpus == 1 or size_bytes <= 0:
             return 0.0
@@ -128,6 +138,8 @@ class CommModel:
     def algorithm(self, communicator: str, collective: str, size_bytes: float) -> str:
         """The algorithm/protocol the library picks for it (for the report)."""
         shape = self.shapes[communicator]
+        if communicator == "host":
+            return "copy"
         if shape.num_gpus == 1 or size_bytes <= 0 or collective == "sendrecv":
             return "p2p/Simple" if collective == "sendrecv" else "-"
         self.time(communicator, collective, size_bytes)  # predicts and keeps the pick with the time
@@ -137,11 +149,3 @@ class CommModel:
 def _merged_shape(groups: RankGroups, g: int) -> GroupShape:
     coords = groups.coordinates()
     return _shape(np.flatnonzero((coords["tp"] == 0) & (coords["pp"] == 0)), g)
-
-
-def _expert_dp_shape(groups: RankGroups, g: int) -> GroupShape:
-    """The gradient group of the expert parameters: ranks of the dp x cp plane holding the same experts
-    (the same position in their EP group), (dp x cp) / ep of them."""
-    par, coords = groups.par, groups.coordinates()
-    plane = coords["dp"] * par.cp + coords["cp"]
-    return _shape(np.flatnonzero((coords["tp"] == 0) & (coords["pp"] == 0) & (plane % par.ep == 0)), g)

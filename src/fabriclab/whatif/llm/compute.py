@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabriclab.fabric.kernels import Attention, Gemm
+from fabriclab.fabric.kernels import Attention, Gemm, HostSync
 from fabriclab.whatif.llm.shapes import layer_kernels
 from fabriclab.workload.parallel import ParallelConfig, layers_of_chunks
 from fabriclab.workload.transformer import TransformerSpec
@@ -64,6 +64,7 @@ class LayerFlops:
     dense_mlp: float
     moe_mlp: float
     logits: float
+    """The output layer's, and the multi-token prediction modules' after it."""
 
 
 def layer_flops(spec: TransformerSpec, par: ParallelConfig) -> LayerFlops:
@@ -76,10 +77,12 @@ def layer_flops(spec: TransformerSpec, par: ParallelConfig) -> LayerFlops:
         moe_mlp = routed + 2 * (spec.shared_expert_params() + spec.router_params()) * tokens / tp
     else:
         moe_mlp = 0.0
+    mtp = spec.forward_flops_per_token(par.seq).get("mtp", 0.0)  # on the last stage, with the logits
     return LayerFlops(attention_linear=2 * spec.attention_params() * tokens / tp,
-                      attention_core=4 * par.seq * h * tokens / tp,  # QK^T and AV against all keys, heads over TP
+                      # QK^T and AV against all keys, heads over TP
+                      attention_core=spec.attention_core_flops_per_token(par.seq) * tokens / tp,
                       dense_mlp=2 * spec.mlp_params() * tokens / tp, moe_mlp=moe_mlp,
-                      logits=2 * spec.vocab_size * h * tokens / tp)
+                      logits=(2 * spec.vocab_size * h + mtp) * tokens / tp)
 
 
 def chunk_flops(spec: TransformerSpec, par: ParallelConfig) -> list[ChunkFlops]:
@@ -127,30 +130,56 @@ class Roofline:
         return work.linear_flops / self.linear_flops_per_s, work.attention_flops / self.attention_flops_per_s
 
 
+    def pieces(self, work) -> tuple[tuple[float, float], ...]:
+        """(GPU s, host s) of a compute op, in pieces the host cannot run ahead across (`fabric/host.py`);
+        a roofline has no host."""
+        return ((sum(self.work_s(work)), 0.0),)
+
+
 @dataclass(frozen=True)
 class ShapeRates(Roofline):
     """Compute timed kernel by kernel (`fabric/kernels.py`): every op of the step program at the rate its
     shapes reach, times `scale`, the share of the kernels' own speed a framework's step keeps (1: as
-    measured alone; `fabriclab calibrate step` fits it). The inherited rates are this job's average (for
-    estimates that see FLOPs only, such as a plan's bounds)."""
+    measured alone; `fabriclab calibrate step` fits it); the kernels' launch floors do not scale. The host
+    dispatches the kernels (`host`, `fabric/host.py`) at `host_scale` x its model's speed. The inherited
+    rates are this job's average (for estimates that see FLOPs only, such as a plan's bounds)."""
 
     kernels: object = None
     """A `fabric.kernels.KernelModel`."""
     gpu: object = None
     precision: str = "bf16"
     scale: float = 1.0
+    host: object = None
+    """A `fabric.host.HostModel`; None: the host keeps up with every kernel."""
+    host_scale: float = 1.0
+    """The host's speed over its model's (`fabriclab calibrate step` fits it where the step is host-bound)."""
 
     def work_s(self, work) -> tuple[float, float]:
         if not work.kernels:
             return super().work_s(work)
         linear = core = 0.0
         for k in work.kernels:
-            t = self.kernels.time_s(k, self.gpu, self.precision)
+            busy, fixed = self.kernels.parts_s(k, self.gpu, self.precision)
             if isinstance(k, Attention):
-                core += t
+                core += busy / self.scale + fixed
             else:
-                linear += t
-        return linear / self.scale, core / self.scale
+                linear += busy / self.scale + fixed
+        return linear, core
+
+    def pieces(self, work) -> tuple[tuple[float, float], ...]:
+        if not work.kernels or self.host is None:
+            return super().pieces(work)
+        out, gpu, host, graphed = [], 0.0, 0.0, self.host.graphed
+        for k in work.kernels:
+            if isinstance(k, HostSync):  # the host waits for the GPU to get here
+                out.append((gpu, host))
+                gpu = host = 0.0
+            busy, fixed = self.kernels.parts_s(k, self.gpu, self.precision)
+            gpu += busy / self.scale + fixed
+            host += self.host.kernel_s(k) / self.host_scale
+        host += (self.host.launch_s if graphed else 0.0) / self.host_scale  # a graph's launch per op
+        out.append((gpu, host))
+        return tuple(out)
 
 
 def roofline(peak_flops: dict[str, float], precision: str, efficiency: float) -> Roofline:
@@ -163,11 +192,15 @@ def roofline(peak_flops: dict[str, float], precision: str, efficiency: float) ->
                     attention_flops_per_s=peak_flops["bf16"] * efficiency)
 
 
-def shape_rates(spec: TransformerSpec, par: ParallelConfig, gpu, kernels, scale: float) -> ShapeRates:
-    """The kernel-by-kernel rates of a job. Its inherited FLOP rates are the fastest any of its GEMMs (and
-    its attention) reaches, so a time from FLOPs alone (`Roofline.forward_s`) never exceeds the kernels'."""
+def shape_rates(spec: TransformerSpec, par: ParallelConfig, gpu, kernels, scale: float, host=None,
+                host_scale: float = 1.0) -> ShapeRates:
+    """The kernel-by-kernel rates of a job, its kernels dispatched by `host` (a `fabric.host.HostModel`;
+    None: never waited for). Its inherited FLOP rates are the fastest any of its GEMMs (and its attention)
+    reaches, so a time from FLOPs alone (`Roofline.forward_s`) never exceeds the kernels'."""
     if not 0 < scale <= 2:
         raise ValueError(f"compute scale {scale}: the share of the kernels' own speed a step keeps, in (0, 2]")
+    if not 0 < host_scale <= 100:
+        raise ValueError(f"host scale {host_scale}: the host's speed over its model's, in (0, 100]")
     if par.precision not in gpu.peak_flops:
         raise ValueError(f"this GPU has no {par.precision} tensor cores in its data sheet: use --precision bf16")
     every = [k for name, ops in layer_kernels(spec, par).items() if name != "core" for k in ops]
@@ -177,4 +210,5 @@ def shape_rates(spec: TransformerSpec, par: ParallelConfig, gpu, kernels, scale:
     # the mask's saving, so its rate per counted FLOP is twice the kernel's
     return ShapeRates(linear_flops_per_s=scale * max(gemm, default=gpu.peak(par.precision)),
                       attention_flops_per_s=scale * 2 * max(core, default=gpu.peak("bf16")),
-                      kernels=kernels, gpu=gpu, precision=par.precision, scale=scale)
+                      kernels=kernels, gpu=gpu, precision=par.precision, scale=scale, host=host,
+                      host_scale=host_scale)

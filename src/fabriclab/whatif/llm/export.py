@@ -60,9 +60,13 @@ class _Stage:
         return i
 
     def comm(self, call: Call, tag: str, *, stream: str, deps=()) -> int:
-        """One collective (or a CP ring step as a send and a receive); returns the last op's id."""
+        """One collective (or a CP ring step as a send and a receive; an activation offload's copy to or from
+        host memory as a compute op of its stream); returns the last op's id."""
         shape = self.model.comm.shapes[call.communicator]
         t = self.model.call_s(call)
+        if call.communicator == "host":
+            return self.add(name=f"{call.name}.{tag}", kind="compute", duration_s=t, memory_bytes=call.size_bytes,
+                            stream=stream, deps=deps)
         if call.collective == "sendrecv":
             first = self.add(name=f"{call.name}.send.{tag}", kind="comm", communicator=call.communicator,
                              collective="send", size_bytes=int(call.size_bytes), group_size=shape.num_gpus,
@@ -168,15 +172,15 @@ def stage_program_ops(answer, stage: int) -> _Stage:
     return st
 
 
-def _group_rows(par, shard_group: int) -> dict[str, tuple]:
+def _group_rows(par, shard_group: int, gpus_per_server: int) -> dict[str, tuple]:
     """Communicator -> (every group, the row of each rank)."""
     import numpy as np
 
     from fabriclab.whatif.llm.groups import communicator_groups
 
     out = {}
-    for name in ("tp", "cp", "ep", "pp", "dpcp", "edp", "shard", "replica"):
-        groups = communicator_groups(par, name, shard_group)
+    for name in ("tp", "cp", "ep", "pp", "dpcp", "edp", "shard", "replica", "etp", "etpep", "ep_inter", "ep_intra"):
+        groups = communicator_groups(par, name, shard_group, gpus_per_server)
         row = np.empty(par.num_gpus, dtype=np.int64)
         row[groups.ravel()] = np.repeat(np.arange(groups.shape[0]), groups.shape[1])
         out[name] = (groups, row)
@@ -197,7 +201,7 @@ def rank_graphs(answer, ranks=None) -> list[RankGraph]:
     ranks = range(par.num_gpus) if ranks is None else ranks
     shard = answer.result.model.options.shard_group
     stage_of = par.coordinates()["pp"]
-    rows = _group_rows(par, shard)
+    rows = _group_rows(par, shard, answer.cluster.server.gpus_per_server)
     out = []
     for rank in ranks:
         s = int(stage_of[rank])

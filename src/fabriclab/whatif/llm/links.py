@@ -135,12 +135,13 @@ def stage_traffic(answer, stage: int, gpus_per_server: int, num_channels: int, m
 
     def groups_of(name: str) -> np.ndarray:
         if name not in memo:
-            memo[name] = communicator_groups(par, name, shard)
+            memo[name] = communicator_groups(par, name, shard, gpus_per_server)
         return memo[name]
 
     merged: dict[tuple, float] = {}
     for call, count in stage_calls(program, stage):
-        if call.communicator != "pp":  # the pipeline's messages go to the stage each names, below
+        # the pipeline's messages go to the stage each names, below; activation offloading stays on its GPU
+        if call.communicator not in ("pp", "host"):
             key = (call.communicator, call.collective, call.size_bytes)
             merged[key] = merged.get(key, 0.0) + count
     for send in program.sends.get(stage, ()):

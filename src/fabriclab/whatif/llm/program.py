@@ -50,7 +50,8 @@ from dataclasses import dataclass
 
 from fabriclab.whatif.llm.compute import layer_flops, layers_of_chunks
 from fabriclab.whatif.llm.schedule import B, F, order
-from fabriclab.whatif.llm.shapes import backward_kernels, layer_kernels
+from fabriclab.whatif.llm.shapes import backward_kernels, layer_kernels, recompute_kernels
+from fabriclab.workload.memory import layer_activation_bytes
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
@@ -61,6 +62,9 @@ PARAM_BYTES = 2  # bf16 parameters gathered, bf16 gradients reduced (Megatron's 
 BUCKET_MIN_PARAMS = 40_000_000
 BUCKET_PARAMS_PER_RANK = 1_000_000
 EMBEDDING, OUTPUT = -1, -2  # layer indices of the embedding and the output layer (with the loss)
+# Megatron-Core's token dispatchers (`--moe-token-dispatcher-type`): alltoall, allgather, and flex with
+# DeepEP's normal (training) kernels; DeepEP's low-latency kernels serve inference decoding, not training.
+DISPATCHERS = ("alltoall", "allgather", "deepep")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +83,15 @@ class ProgramOptions:
     per model chunk, as fabriclab's own trainer reduces its flat buffers."""
     tp_overlap: bool = False
     """TP overlap: the GEMMs beside TP's collectives run in chunks (`whatif/llm/shapes.tp_chunks`)."""
+    moe_dispatcher: str = "alltoall"
+    """How an MoE layer's tokens reach their experts and come back (DISPATCHERS, module doc)."""
+    ep_domains: int = 1
+    """NVLink domains an ETP x EP group spans: DeepEP's RDMA step runs between them, one copy of a token
+    per domain (the step model sets it from the cluster, `whatif/llm/comm.CommModel`)."""
+    moe_imbalance: float = 1.0
+    """The busiest expert rank's routed tokens over the mean (`whatif/llm/shapes.layer_kernels`)."""
+    grad_bytes: int = PARAM_BYTES
+    """Bytes per gradient element the DP reductions move (4: fp32, Megatron-LM's default with bf16; 2: bf16)."""
 
 
 @dataclass(frozen=True)
@@ -211,17 +224,23 @@ class _Layers:
         self.kv = 2 * self.tokens * spec.num_kv_heads * spec.head_dim * ACT_BYTES / tp
         self.dispatch = self.tokens * max(1, spec.experts_per_token) * h * ACT_BYTES / tp
         self.shard = options.shard_group if options.shard_group and options.shard_group < par.dp * par.cp else 0
-        self.kernels = layer_kernels(spec, par, options.tp_overlap)
+        self.kernels = layer_kernels(spec, par, options.tp_overlap, options.moe_imbalance)
+        self.again = recompute_kernels(spec, par, self.kernels)  # what selective recomputation runs again
         self._ops: dict[tuple, tuple] = {}
         self._units: dict[tuple, tuple] = {}
         self._params: dict = {}
 
-    def ops(self, layer: int, kind: int) -> tuple:
+    def ops(self, layer: int, kind: int, offload: bool = False) -> tuple:
         """`forward_ops` or `backward_ops` of `layer`, built once per kind of layer (dense, MoE, embedding,
-        output): the layers of one kind run the same ops."""
-        key = (layer if layer < 0 else self.spec.is_moe_layer(layer), kind)
+        output) and whether its activations go to host memory: the layers of one kind run the same ops."""
+        key = (layer if layer < 0 else self.spec.is_moe_layer(layer), kind, offload)
         if key not in self._ops:
-            self._ops[key] = tuple(self.forward_ops(layer) if kind == F else self.backward_ops(layer))
+            ops = self.forward_ops(layer) if kind == F else self.backward_ops(layer)
+            if offload:  # after the forward its activations go to the host, before the backward they come back
+                size = layer_activation_bytes(self.spec, self.par, self.spec.is_moe_layer(layer))
+                copy = Call(f"host.{'offload' if kind == F else 'reload'}", "host", "memcpy", size, "compute")
+                ops = [*ops, copy] if kind == F else [copy, *ops]
+            self._ops[key] = tuple(ops)
         return self._ops[key]
 
     def params(self, layer: int) -> tuple[float, float]:
@@ -238,7 +257,7 @@ class _Layers:
         if layer == OUTPUT:
             return spec.output_params() / par.tp, 0.0
         dense, experts = spec.layer_params(layer)
-        return dense / par.tp, experts / par.ep / par.tp
+        return dense / par.tp, experts / (par.ep * par.etp)
 
     def _tp(self, tag: str) -> tuple[list[Call], list[Call]]:
         """TP's calls (before, after) one block: sequence parallel gathers before and reduce-scatters
@@ -254,10 +273,26 @@ class _Layers:
         return [Call("cp.sendrecv.kv", "cp", "sendrecv", self.kv * scale, "attention")] * (self.par.cp - 1)
 
     def _ep(self, name: str) -> list[Call]:
-        if self.par.ep == 1:
+        """The MoE layer's `dispatch` (before the experts) or `combine` (after) by the dispatcher (module doc)."""
+        par, how = self.par, self.options.moe_dispatcher
+        if par.ep * par.etp == 1:
             return []
-        return [Call(f"ep.alltoall.{name}", "ep", "alltoall", self.dispatch, "compute" if self.options.ep_overlap
-                     else "")]
+        overlap = "compute" if self.options.ep_overlap else ""
+        token = self.dispatch / max(1, self.spec.experts_per_token)  # one copy of a rank's tokens
+        if how == "allgather":  # every token to every rank of the ETP x EP group, and back reduce-scattered
+            collective = "allgather" if name == "dispatch" else "reduce_scatter"
+            return [Call(f"ep.{collective}.{name}", "etpep", collective, token * par.etp * par.ep, overlap)]
+        if how == "deepep":
+            n = max(1, self.options.ep_domains)  # a token crosses to each domain holding one of its experts once
+            calls = [Call(f"ep.deepep.rdma.{name}", "ep_inter", "alltoall", n * token * _reached(self.spec, n),
+                          overlap),
+                     Call(f"ep.deepep.nvlink.{name}", "ep_intra", "alltoall", self.dispatch * par.etp, overlap)]
+            return calls if name == "dispatch" else calls[::-1]
+        calls = [Call(f"ep.alltoall.{name}", "ep", "alltoall", self.dispatch, overlap)] if par.ep > 1 else []
+        if par.etp > 1:  # the tokens an expert's shards received, gathered over ETP (and reduce-scattered back)
+            collective = "allgather" if name == "dispatch" else "reduce_scatter"
+            calls.append(Call(f"ep.etp.{collective}.{name}", "etp", collective, self.dispatch * par.etp, overlap))
+        return calls if name == "dispatch" else calls[::-1]
 
     def forward_ops(self, layer: int) -> list:
         """The ops of one layer's forward: attention block, then MLP or experts."""
@@ -278,6 +313,9 @@ class _Layers:
         before, after = self._tp("mlp")
         if not moe:
             return ops + [*before, mlp, *after]
+        if self.par.sequence_parallel and not self.spec.num_shared_experts:
+            before, after = [], []  # the router and the dispatcher take a rank's share of the sequence as it is;
+                                    # only shared experts gather it over TP (Megatron-Core)
         return ops + [*before, *self._ep("dispatch"), mlp, *self._ep("combine"), *after]
 
     def backward_ops(self, layer: int) -> list:
@@ -288,8 +326,7 @@ class _Layers:
         if layer >= 0 and recompute == "full":
             ops += [_renamed(op, "recompute.") for op in self.forward_ops(layer)]
         elif layer >= 0 and recompute == "selective":
-            ops.append(Work("recompute.attention_core", 0.0, self.attn_core, 2 * self.act,
-                            self.kernels["core"]))
+            ops += self._recomputed(layer)
         for op in reversed(self.forward_ops(layer)):
             if isinstance(op, Work):
                 ops.append(Work(op.name + ".backward", 2 * op.linear_flops, 2 * op.attention_flops,
@@ -300,6 +337,35 @@ class _Layers:
                 ops.append(op)
         return ops
 
+    def _recomputed(self, layer: int) -> list:
+        """What selective recomputation runs again before `layer`'s backward: its Megatron-Core modules that
+        the layer has (`ParallelConfig.recompute_modules`; default `core_attn`)."""
+        spec, par, tp, again = self.spec, self.par, self.par.tp, self.again
+        moe = spec.is_moe_layer(layer)
+        out: list = []
+        for module in par.recompute_modules or ("core_attn",):
+            if module == "core_attn":
+                out.append(Work("recompute.attention_core", 0.0, self.attn_core, 2 * self.act, again["core_attn"]))
+            elif module == "layernorm":
+                out.append(Work("recompute.layernorm", 0.0, 0.0, 4 * self.act / tp, again["layernorm"]))
+            elif module == "mla_up_proj" and spec.is_mla:
+                up = spec.q_lora_rank * spec.num_heads * spec.qk_head_dim + spec.kv_lora_rank * spec.num_heads * (
+                    spec.head_dim + spec.value_head_dim)
+                out.append(Work("recompute.mla_up_proj", 2 * self.tokens * up / tp, 0.0, 2 * self.act,
+                                again["mla_up_proj"]))
+            elif module == "mlp" and not moe:
+                out.append(Work("recompute.mlp", self.dense_mlp, 0.0, 2 * self.act, again["mlp"]))
+            elif module == "moe" and moe:  # the whole layer again, its dispatch and combine too
+                experts = Work("recompute.experts", self.moe_mlp, 0.0, 2 * self.act, again["moe"])
+                out += [*map(lambda c: _renamed(c, "recompute."), self._ep("dispatch")), experts,
+                        *map(lambda c: _renamed(c, "recompute."), self._ep("combine"))]
+            elif module == "moe_act" and moe:
+                out.append(Work("recompute.moe_act", 0.0, 0.0, 2 * self.act, again["moe_act"]))
+            elif module == "shared_experts" and moe and spec.num_shared_experts:
+                flops = 2 * spec.shared_expert_params() * self.tokens / tp
+                out.append(Work("recompute.shared_experts", flops, 0.0, 2 * self.act, again["shared_experts"]))
+        return out
+
     def unit_calls(self, layers: list[int], collective: str) -> tuple[Call, ...]:
         """ZeRO-3: one unit's parameter gather (or gradient reduce-scatter) on the dense and expert groups;
         built once per (kinds of its layers, collective): units of the same layers' kinds share it."""
@@ -308,8 +374,9 @@ class _Layers:
         hit = self._units.get(key)
         if hit is not None:
             return hit
-        dense = sum(self.params(i)[0] for i in layers) * PARAM_BYTES
-        expert = sum(self.params(i)[1] for i in layers) * PARAM_BYTES
+        width = PARAM_BYTES if collective == "allgather" else self.options.grad_bytes  # gradients reduced
+        dense = sum(self.params(i)[0] for i in layers) * width
+        expert = sum(self.params(i)[1] for i in layers) * width
         tag = f"{collective}.{'embedding' if layers[0] == EMBEDDING else 'output' if layers[0] == OUTPUT else 'unit'}"
         group = "shard" if self.shard else "dpcp"
         calls = [Call(f"dp.{tag}", group, collective, dense)] if dense > 0 else []
@@ -320,8 +387,20 @@ class _Layers:
 
     def _group(self, communicator: str) -> int:
         par = self.par
-        return {"dpcp": par.dp * par.cp, "edp": par.dp * par.cp // par.ep, "shard": self.shard,
+        return {"dpcp": par.dp * par.cp, "edp": par.edp, "shard": self.shard,
                 "replica": (par.dp * par.cp) // self.shard if self.shard else 1}[communicator]
+
+
+def _reached(spec: TransformerSpec, domains: int) -> float:
+    """The share of `domains` NVLink domains, holding the experts evenly, that a token's top-k distinct
+    experts reach: 1 less the chance that none of them lies in a given domain (DeepEP sends a token to each
+    such domain once, and forwards it inside over NVLink)."""
+    if domains <= 1 or not spec.is_moe:
+        return 1.0
+    e, k, miss = spec.num_experts, spec.experts_per_token, 1.0
+    for i in range(k):
+        miss *= max(0.0, (e - e / domains - i) / (e - i))
+    return 1.0 - miss
 
 
 def _renamed(op, prefix: str):
@@ -343,8 +422,9 @@ def _units(layers: list[int], size: int) -> list[list[int]]:
 
 def _chunk(pieces: _Layers, stage: int, chunk: int, layers: list[int]) -> ChunkProgram:
     par = pieces.par
-    fwd_ops = {i: pieces.ops(i, F) for i in layers}
-    bwd_ops = {i: pieces.ops(i, B) for i in layers}
+    offloaded = set([i for i in layers if i >= 0][:par.offload_layers])  # the chunk's first layers
+    fwd_ops = {i: pieces.ops(i, F, i in offloaded) for i in layers}
+    bwd_ops = {i: pieces.ops(i, B, i in offloaded) for i in layers}
     forward, backward = [], []
     fsdp = par.zero == 3
     units = _units(layers, pieces.options.fsdp_unit) if fsdp else [[i] for i in layers]
@@ -402,15 +482,22 @@ def _sends(pieces: _Layers, stage: int) -> list[Send]:
     return [Send(Call(f"pp.send.{what}", "pp", "sendrecv", size), peer, n) for (what, peer), n in counts.items()]
 
 
-def build_program(spec: TransformerSpec, par: ParallelConfig, options: ProgramOptions = ProgramOptions()
-                  ) -> StepProgram:
-    """The step's program for every stage (module doc)."""
+def check_options(par: ParallelConfig, options: ProgramOptions) -> None:
+    """A ValueError that says what to change when the framework's switches do not fit the job."""
     if options.fsdp_unit < 0:
         raise ValueError(f"--fsdp-unit {options.fsdp_unit}: give layers per FSDP unit, >= 1 (0: the whole chunk)")
+    if options.moe_dispatcher not in DISPATCHERS:
+        raise ValueError(f"--moe-dispatcher {options.moe_dispatcher!r}: use {', '.join(DISPATCHERS)}")
     if options.shard_group and (par.dp * par.cp) % options.shard_group:
         raise ValueError(f"--shard-group {options.shard_group} must divide dp x cp = {par.dp * par.cp}")
     if options.shard_group and par.zero != 3:
         raise ValueError("--shard-group (HSDP) shards the parameters: it needs --zero 3")
+
+
+def build_program(spec: TransformerSpec, par: ParallelConfig, options: ProgramOptions = ProgramOptions()
+                  ) -> StepProgram:
+    """The step's program for every stage (module doc)."""
+    check_options(par, options)
     pieces = _Layers(spec, par, options)
     per_chunk = layers_of_chunks(spec.num_layers, par.pp * par.vp)
     chunks, first = {}, 0
@@ -428,8 +515,8 @@ def build_program(spec: TransformerSpec, par: ParallelConfig, options: ProgramOp
         held = [chunks[(s, v)] for v in range(par.vp)]
         dense, expert = sum(c.dense_params for c in held), sum(c.expert_params for c in held)
         step_calls[s] = ([Call("replica.allreduce.shard", "replica", "allreduce",
-                               dense / pieces.shard * PARAM_BYTES)] if pieces.shard else [])
-        shards = (pieces.shard or par.dp * par.cp, max(1, (par.dp * par.cp) // par.ep)) if par.zero >= 1 else (1, 1)
+                               dense / pieces.shard * options.grad_bytes)] if pieces.shard else [])
+        shards = (pieces.shard or par.dp * par.cp, par.edp) if par.zero >= 1 else (1, 1)
         optimizer.append(dense / shards[0] + expert / shards[1])
     sends = {s: _sends(pieces, s) for s in range(par.pp)}
     return StepProgram(spec, par, options, chunks, sends, step_calls, optimizer)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from fabriclab.whatif.llm.program import StepProgram, stage_calls
 from fabriclab.whatif.llm.schedule import PipelineRun
 
-KINDS = ("compute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble")
+# dispatch: the GPU waiting for the host to dispatch its kernels (`fabric/host.py`)
+KINDS = ("compute", "dispatch", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble")
 
 
 @dataclass
@@ -36,8 +37,8 @@ class StepResult:
 
     step_time_s: float
     split_s: dict[str, float]
-    """The step on its slowest stage (the least bubble): compute, exposed TP / CP / EP / PP / DP,
-    optimizer, bubble (sums to the step time)."""
+    """The step on its slowest stage (the least bubble): compute, the GPU waiting for the host's dispatch,
+    exposed TP / CP / EP / PP / DP, optimizer, bubble (sums to the step time)."""
     pipeline: PipelineRun
     critical_stage: int
     """The stage that ends last."""
@@ -75,7 +76,7 @@ def comm_log(model, stage: int) -> list[dict]:
     log: dict[tuple, dict] = {}
     for call, count in stage_calls(model.program, stage):
         shape = model.comm.shapes[call.communicator]
-        if call.size_bytes <= 0 or shape.num_gpus == 1:
+        if call.size_bytes <= 0 or shape.num_gpus == 1 and call.communicator != "host":  # offloads are listed
             continue
         key = (call.communicator, call.collective, round(call.size_bytes))
         entry = log.get(key)

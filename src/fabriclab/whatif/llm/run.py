@@ -20,11 +20,13 @@ from dataclasses import dataclass, replace
 
 from fabriclab.fabric.cluster import ClusterModel, cluster_gpu
 from fabriclab.fabric.domains import domain_view, placement_note
+from fabriclab.fabric.host import host_model
 from fabriclab.fabric.kernel_defaults import default_kernels
 from fabriclab.whatif.llm.compute import roofline, shape_rates
 from fabriclab.whatif.llm.stragglers import GPU_SPREAD, slowest_factor
 from fabriclab.whatif.llm.result import StepResult
 from fabriclab.whatif.llm.step import StepModel, StepOptions
+from fabriclab.workload.advice import memory_advice
 from fabriclab.workload.memory import MemoryBreakdown, MemoryOptions, check_fits, memory_per_gpu
 from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
@@ -46,6 +48,8 @@ class Efficiency:
     model: str = "flat"
     kernels: object = None
     """The KernelModel ("kernels")."""
+    host_scale: float = 1.0
+    """The host's dispatch speed over its model's (`fabric/host.py`; `calibrate step` where host-bound)."""
 
     @property
     def error(self) -> float:
@@ -106,22 +110,26 @@ class LlmAnswer:
 
 
 def efficiency_of(cluster: ClusterModel, precision: str, override: float | None = None, *,
-                  scale: float | None = None) -> Efficiency:
-    """The compute a simulation uses: `override` (a flat share of peak), `scale` on the kernel model, the
-    cluster file's calibration (a scale, or a flat efficiency of older files), else the kernel model as
-    measured alone (its source and range said)."""
+                  scale: float | None = None, host_scale: float | None = None) -> Efficiency:
+    """The compute a simulation uses: `override` (a flat share of peak), `scale` (and `host_scale`) on the
+    kernel and host models, the cluster file's calibration (a scale, a host scale, or a flat efficiency of
+    older files), else the kernel model as measured alone (its source and range said)."""
     if override is not None:
         return Efficiency(override, "given (--efficiency): this share of peak for every matrix", True)
     compute = getattr(cluster, "compute", None)
     kernels = (compute.kernels if compute is not None and compute.kernels is not None
                else default_kernels(cluster_gpu(cluster)))
     where = f"kernels by shape ({kernels.source}; range {kernels.error:.0%})"
-    if scale is not None:
-        return Efficiency(scale, f"{where} x {scale:.4g}", True, "kernels", kernels)
-    if compute is not None and precision in compute.scale:
-        value = compute.scale[precision]
-        return Efficiency(value, f"{where} x {value:.4g} ({compute.efficiency_source or 'the cluster file'})", True,
-                          "kernels", kernels)
+    stored_host = (compute.host_scale.get(precision) if compute is not None else None)
+    host = host_scale if host_scale is not None else stored_host or 1.0
+    hosted = f", host x {host:.4g}" if host != 1.0 else ""
+    if scale is not None or host_scale is not None:
+        value = 1.0 if scale is None else scale
+        return Efficiency(value, f"{where} x {value:.4g}{hosted}", True, "kernels", kernels, host)
+    if compute is not None and (precision in compute.scale or stored_host):
+        value = compute.scale.get(precision, 1.0)
+        return Efficiency(value, f"{where} x {value:.4g}{hosted} ({compute.efficiency_source or 'the cluster file'})",
+                          True, "kernels", kernels, host)
     if compute is not None and precision in compute.efficiency:
         return Efficiency(compute.efficiency[precision], compute.efficiency_source or "the cluster file", True)
     return Efficiency(1.0, f"{where}; the step's own overheads not measured (`fabriclab calibrate step`)",
@@ -129,13 +137,15 @@ def efficiency_of(cluster: ClusterModel, precision: str, override: float | None 
 
 
 def compute_rates(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel,
-                  efficiency: Efficiency | float, gpu_spread: float = GPU_SPREAD):
+                  efficiency: Efficiency | float, gpu_spread: float = GPU_SPREAD, host: str = "te"):
     """The rates the step's compute runs at (`whatif/llm/compute.py`): a float is a flat share of peak. The
-    kernel model's rates are a typical GPU's: the step runs at its slowest GPU's (`stragglers.py`)."""
+    kernel model's rates are a typical GPU's: the step runs at its slowest GPU's (`stragglers.py`); its
+    kernels are dispatched by the `host` (`fabric/host.py`; a flat share has no host)."""
     gpu = cluster_gpu(cluster)
     if isinstance(efficiency, Efficiency) and efficiency.model == "kernels":
         slowest = slowest_factor(par.num_gpus, gpu_spread)
-        return shape_rates(spec, par, gpu, efficiency.kernels, efficiency.value / slowest)
+        return shape_rates(spec, par, gpu, efficiency.kernels, efficiency.value / slowest, host_model(host),
+                           efficiency.host_scale)
     value = efficiency.value if isinstance(efficiency, Efficiency) else efficiency
     return roofline(gpu.peak_flops, par.precision, value)
 
@@ -144,13 +154,13 @@ def build_model(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterMode
                 options: StepOptions = StepOptions(), *, comm=None) -> StepModel:
     """The step model; `comm`: a CommModel of the same cluster and parallel shape to share (its cache)."""
     gpu = cluster_gpu(cluster)
-    rate = compute_rates(spec, par, cluster, efficiency, options.gpu_spread)
+    rate = compute_rates(spec, par, cluster, efficiency, options.gpu_spread, options.host)
     return StepModel(spec, par, cluster, rate, options, memory_bandwidth_Bps=gpu.memory_bandwidth_Bps, comm=comm)
 
 
 def simulate_llm(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterModel, *,
                  options: StepOptions = StepOptions(), efficiency: float | None = None,
-                 scale: float | None = None, check_memory: bool = True,
+                 scale: float | None = None, host_scale: float | None = None, check_memory: bool = True,
                  memory_options: MemoryOptions = MemoryOptions()) -> LlmAnswer:
     """The step of `spec` trained as `par` on `cluster` (a ValueError when it does not fit in memory; its
     `memory.fit.warning` says when it may not)."""
@@ -160,8 +170,10 @@ def simulate_llm(spec: TransformerSpec, par: ParallelConfig, cluster: ClusterMod
     _check_servers(par, cluster)
     memory = memory_per_gpu(spec, par, shard_group=options.shard_group, options=memory_options)
     if check_memory:
-        memory = replace(memory, fit=check_fits(memory, gpu.memory_bytes, reserve_bytes=memory_options.reserve_bytes))
-    eff = efficiency_of(cluster, par.precision, efficiency, scale=scale)
+        advice = lambda: memory_advice(spec, par, shard_group=options.shard_group, options=memory_options)  # noqa: E731
+        memory = replace(memory, fit=check_fits(memory, gpu.memory_bytes, reserve_bytes=memory_options.reserve_bytes,
+                                                advice=advice))
+    eff = efficiency_of(cluster, par.precision, efficiency, scale=scale, host_scale=host_scale)
     model = build_model(spec, par, cluster, eff, options)
     result = model.run()
     return LlmAnswer(spec=spec, par=par, cluster=cluster, result=result, memory=memory, efficiency=eff,
@@ -200,48 +212,78 @@ def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: Cl
                          *, options: StepOptions = StepOptions(), tolerance: float = 1e-4,
                          flat: bool = False) -> tuple[float, LlmAnswer]:
     """The compute speed at which the simulated step lasts `step_time_s`, and that simulation: the scale on
-    the cluster's kernel model (`flat`: a share of peak for every matrix, the model before kernels)."""
+    the cluster's kernel model (`flat`: a share of peak for every matrix, the model before kernels).
+
+    The scale acts on what runs at the GPU's rates; the host's dispatch (`fabric/host.py`) and the kernels'
+    launch floors keep their models, so a scale measured on one GPU kind carries to another. A step the
+    kernels cannot explain (faster than kernels at twice their speed allow) or one where the GPU mostly
+    waits for the host tells the host's speed instead: then the host's scale is fitted, the kernels' kept
+    at the cluster's (`answer.efficiency.host_scale`, and its source, say which)."""
     if not step_time_s > 0 or not math.isfinite(step_time_s):
         raise ValueError(f"--step-time {step_time_s}: give the measured step time in seconds, > 0")
     cluster = domain_view(cluster, par.num_gpus)
     base = efficiency_of(cluster, par.precision)
     kernels = base.kernels if base.model == "kernels" else default_kernels(cluster_gpu(cluster))
+    host0 = base.host_scale if base.model == "kernels" else 1.0
 
-    def rate(e: float) -> Efficiency:
-        return Efficiency(e, "", True, "flat") if flat else Efficiency(e, "", True, "kernels", kernels)
+    def rate(e: float, h: float = host0) -> Efficiency:
+        return Efficiency(e, "", True, "flat") if flat else Efficiency(e, "", True, "kernels", kernels, h)
 
-    def step(e: float) -> float:
-        return build_model(spec, par, cluster, rate(e), options).run().step_time_s
+    def step(e: float, h: float = host0) -> float:
+        return build_model(spec, par, cluster, rate(e, h), options).run().step_time_s
 
     top = 1.0 if flat else 2.0
     fastest = step(top)
+    if step_time_s < fastest and not flat and step(1.0, HOST_SCALE_RANGE[1]) <= step_time_s:
+        return _calibrated_host(spec, par, cluster, step_time_s, options, step, tolerance)
     if step_time_s < fastest:
         raise ValueError(f"a step of {step_time_s:.4g} s is faster than this model allows "
                          f"({'100 % of the peak' if flat else 'kernels at twice their measured speed'}: "
                          f"{fastest:.4g} s): check --gpus, the parallel options, --precision and the cluster")
-    lo, hi = 1e-3, top
-    if step(lo) < step_time_s:
+    if step(1e-3) < step_time_s:
         raise ValueError(f"a step of {step_time_s:.4g} s is slower than 0.1 % of the compute's speed: check the "
                          f"options")
-    while hi - lo > tolerance * hi:
-        mid = math.sqrt(lo * hi)
-        if step(mid) > step_time_s:
-            lo = mid
-        else:
-            hi = mid
-    value = math.sqrt(lo * hi)
+    value = _bisect(lambda e: step(e) > step_time_s, 1e-3, top, tolerance)
     answer = simulate_llm(spec, par, cluster, options=options, efficiency=value if flat else None,
-                          scale=None if flat else value, check_memory=False)
-    what = "share of peak" if flat else "x the kernel model"
+                          scale=None if flat else value, host_scale=None if flat else host0, check_memory=False)
+    waiting = answer.result.split_s.get("dispatch", 0.0) / answer.step_time_s
+    if not flat and waiting > HOST_BOUND and step(1.0, HOST_SCALE_RANGE[0]) >= step_time_s >= step(
+            1.0, HOST_SCALE_RANGE[1]):
+        return _calibrated_host(spec, par, cluster, step_time_s, options, step, tolerance)
+    what = "share of peak" if flat else "x the kernel model (the host's dispatch as modelled)"
     answer.efficiency = replace(answer.efficiency, source=f"calibrated on this step ({step_time_s:g} s): "
                                                           f"{value:.4g} {what}")
     return value, answer
 
 
+# The host's speed over its model's that `calibrate_efficiency` may find, and the share of a step the GPU
+# spends waiting for the host above which the measurement tells the host's speed rather than the kernels'.
+HOST_SCALE_RANGE = (0.05, 20.0)
+HOST_BOUND = 0.5
+
+
+def _bisect(above, lo: float, hi: float, tolerance: float) -> float:
+    """The x in [lo, hi] where `above(x)` (true below it, false above) turns, geometrically to `tolerance`."""
+    while hi - lo > tolerance * hi:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if above(mid) else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def _calibrated_host(spec, par, cluster, step_time_s: float, options, step, tolerance: float):
+    """The host's scale that makes a host-bound step last `step_time_s`, the kernels as measured alone."""
+    host = _bisect(lambda h: step(1.0, h) > step_time_s, *HOST_SCALE_RANGE, tolerance)
+    answer = simulate_llm(spec, par, cluster, options=options, scale=1.0, host_scale=host, check_memory=False)
+    answer.efficiency = replace(answer.efficiency, source=f"calibrated on this step ({step_time_s:g} s), "
+                                                          f"host-bound: the host at {host:.4g} x its model, the "
+                                                          f"kernels as measured alone")
+    return 1.0, answer
+
+
 def with_efficiency(cluster: ClusterModel, precision: str, value: float, source: str, *,
-                    flat: bool = False) -> ClusterModel:
+                    flat: bool = False, host_scale: float = 1.0) -> ClusterModel:
     """The cluster with a measured compute speed for `precision` (other precisions kept): a scale on the
-    kernel model (`flat`: a share of peak)."""
+    kernel model and one on the host's dispatch (`flat`: a share of peak)."""
     from fabriclab.fabric.cluster import ComputeSpec
 
     compute = getattr(cluster, "compute", None) or ComputeSpec(gpu=cluster_gpu(cluster))
@@ -249,15 +291,18 @@ def with_efficiency(cluster: ClusterModel, precision: str, value: float, source:
         return replace(cluster, compute=replace(compute, efficiency={**compute.efficiency, precision: value},
                                                 efficiency_source=source))
     efficiency = {k: v for k, v in compute.efficiency.items() if k != precision}  # the scale supersedes it
+    hosts = {k: v for k, v in compute.host_scale.items() if k != precision}
+    hosts |= {precision: host_scale} if host_scale != 1.0 else {}
     return replace(cluster, compute=replace(compute, scale={**compute.scale, precision: value},
-                                            efficiency=efficiency, efficiency_source=source))
+                                            efficiency=efficiency, efficiency_source=source, host_scale=hosts))
 
 
 def carry_calibration(cluster: ClusterModel, calibrated: ClusterModel) -> ClusterModel:
     """`cluster` with the compute scales `calibrate step` stored in `calibrated`, a cluster file of another
     machine kind: the share of its kernels' own speed a framework's step keeps is taken to carry to this
-    cluster's GPUs, whose kernels keep their own model (`fabric/kernels.py`). A ValueError when `calibrated`
-    holds no such scale."""
+    cluster's GPUs, whose kernels keep their own model (`fabric/kernels.py`), and the host's dispatch speed
+    (the framework's, `fabric/host.py`) with it; the kernels' launch floors are this GPU's. A ValueError
+    when `calibrated` holds no such scale."""
     compute = calibrated.compute
     if compute is None or not compute.scale:
         raise ValueError(f"--calibrated {calibrated.name}: the file holds no compute scale; write one with "
@@ -265,7 +310,7 @@ def carry_calibration(cluster: ClusterModel, calibrated: ClusterModel) -> Cluste
                          f"across GPUs)")
     where = f"carried from {calibrated.name} ({compute.efficiency_source or 'its cluster file'})"
     for precision, value in compute.scale.items():
-        cluster = with_efficiency(cluster, precision, value, where)
+        cluster = with_efficiency(cluster, precision, value, where, host_scale=compute.host_scale.get(precision, 1.0))
     return cluster
 
 

@@ -22,12 +22,12 @@ Try it: `fabriclab whatif llm --model gpt3-175b --cluster dgx-h100 --gpus 128 --
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fabriclab.whatif.llm.account import account
 from fabriclab.whatif.llm.comm import CommModel
 from fabriclab.whatif.llm.compute import Roofline
-from fabriclab.whatif.llm.program import Call, LayerPass, ProgramOptions, Work, build_program
+from fabriclab.whatif.llm.program import Call, LayerPass, ProgramOptions, Work, build_program, check_options
 from fabriclab.whatif.llm.result import PassCost, StepResult
 from fabriclab.whatif.llm.stragglers import GPU_SPREAD
 from fabriclab.workload.parallel import ParallelConfig
@@ -37,7 +37,8 @@ from fabriclab.workload.transformer import TransformerSpec
 # the fp32 gradient read (4 B), the bf16 parameter written (2 B).
 OPTIMIZER_BYTES_PER_PARAM = 30
 SPLIT_KEY = {"tp": "tp", "cp": "cp", "ep": "ep", "pp": "pp", "dpcp": "dp", "edp": "dp", "shard": "dp",
-             "replica": "dp"}
+             "replica": "dp", "etp": "ep", "etpep": "ep", "ep_inter": "ep", "ep_intra": "ep",
+             "host": "compute"}  # an offload the compute cannot hide: the compute stream waits for the copy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,13 +59,25 @@ class StepOptions:
     """ZeRO-3: ranks that shard a parameter (HSDP); 0: all of dp x cp."""
     ep_overlap: bool = False
     """EP all-to-alls hidden behind the layer's compute."""
+    moe_dispatcher: str = "alltoall"
+    """How an MoE layer's tokens reach their experts (`whatif/llm/program.DISPATCHERS`): `alltoall`,
+    `allgather` or `deepep` (Megatron-Core's `--moe-token-dispatcher-type alltoall|allgather|flex`)."""
     gpu_spread: float = GPU_SPREAD
     """Standard deviation of the GPUs' speed over their mean: the step runs at the slowest GPU's pace
     (`whatif/llm/stragglers.py`; applied to compute timed by the kernel model)."""
+    host: str = "te"
+    """How the framework dispatches kernels (`fabric/host.HOSTS`: eager, te, cuda-graphs); each layer runs
+    at max(GPU time, host time) with compute timed by the kernel model."""
+    moe_imbalance: float = 1.0
+    """The busiest expert rank's routed tokens over the mean (1: balanced, as published benchmarks force)."""
+    grad_bytes: int = 2
+    """Bytes per gradient element the DP reductions move (`--grad-dtype`: 4 for fp32, 2 for bf16)."""
 
     def program(self) -> ProgramOptions:
         return ProgramOptions(fsdp_unit=self.fsdp_unit, shard_group=self.shard_group, ep_overlap=self.ep_overlap,
-                              bucket_params=self.bucket_params, tp_overlap=self.tp_overlap)
+                              bucket_params=self.bucket_params, tp_overlap=self.tp_overlap,
+                              moe_dispatcher=self.moe_dispatcher, moe_imbalance=self.moe_imbalance,
+                              grad_bytes=self.grad_bytes)
 
 
 class StepModel:
@@ -74,8 +87,11 @@ class StepModel:
                  options: StepOptions = StepOptions(), *, memory_bandwidth_Bps: float,
                  comm: CommModel | None = None) -> None:
         self.spec, self.par, self.rate, self.options = spec, par, rate, options
-        self.program = build_program(spec, par, options.program())
+        check_options(par, options.program())  # before the groups are cut by them
         self.comm = comm if comm is not None else CommModel(cluster, par, shard_group=options.shard_group)
+        # DeepEP's RDMA step runs between the NVLink domains an ETP x EP group spans (`program.ProgramOptions`)
+        self.program = build_program(spec, par, replace(options.program(),
+                                                        ep_domains=self.comm.shapes["ep_inter"].num_gpus))
         self.memory_bandwidth_Bps = memory_bandwidth_Bps
         self._layer_cache: dict = {}
         self._pass_cache: dict = {}
@@ -96,6 +112,7 @@ class StepModel:
         linear = core = 0.0
         exposed: dict[str, float] = {}
         hidden: dict[str, dict[str, float]] = {}
+        waits = self._host_waits(lp.ops)
         for op in lp.ops:
             if isinstance(op, Work):
                 a, b = self.work_s(op)
@@ -110,9 +127,31 @@ class StepModel:
         for where, by in hidden.items():
             for name, t in by.items():
                 exposed[name] = exposed.get(name, 0.0) + max(0.0, t - budget[where])
+        waits = max(0.0, waits - sum(exposed.values()))  # the host catches up while the GPU communicates
+        if waits > 0:
+            exposed["dispatch"] = waits
         out = (linear + core, exposed, sum(map(self.call_s, lp.gather)), sum(map(self.call_s, lp.reduce)))
         self._layer_cache[key] = out
         return out
+
+    def _host_waits(self, ops: tuple) -> float:
+        """Seconds the GPU waits for the host's dispatch in one layer pass: per run of kernels the host can
+        dispatch ahead of the GPU (up to a `HostSync`), max(GPU, host) less the GPU's time; a collective is
+        one launch on the host and its time on the GPU."""
+        waits = gpu = host = 0.0
+        launch = getattr(getattr(self.rate, "host", None), "launch_s", 0.0)
+        if not launch:
+            return 0.0
+        for op in ops:
+            if not isinstance(op, Work):
+                host += launch / self.rate.host_scale
+                continue
+            pieces = self.rate.pieces(op)
+            for i, (g, h) in enumerate(pieces):
+                gpu, host = gpu + g, host + h
+                if i + 1 < len(pieces):  # the host waits for the GPU here
+                    waits, gpu, host = waits + max(0.0, host - gpu), 0.0, 0.0
+        return waits + max(0.0, host - gpu)
 
     def pass_cost(self, stage: int, chunk: int, kind: int) -> PassCost:
         """One pass: its layers in order, with ZeRO-3's gather/reduce stream beside them (module doc)."""
