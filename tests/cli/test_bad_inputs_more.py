@@ -3,8 +3,8 @@ exit code 2, no traceback, nothing written; options given but ignored are one `w
 and a peer simulator's binary (ASTRA-sim, SimAI) leaves no process and no temporary folder behind however
 its run ends (the time limit, SIGTERM, Ctrl-C, a crash).
 
-Each case runs `python -m fabriclab` as a whole process. `{tmp}` in an argument is the module's folder of
-inputs (`files`).
+Each case runs `python -m fabriclab` as a whole process (the bad-input cases a few at a time, in an empty
+folder each: `outcomes`). `{tmp}` in an argument is the module's folder of inputs (`files`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from fabriclab.fabric.kernel_fit import shipped_table
 from fabriclab.record import make_record
 
 TIME_LIMIT_S = 120
+WORKERS = 3  # bad-input cases at a time
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "examples" / "nccl-corpus"
 A100, H100 = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"
@@ -117,16 +119,32 @@ def run_cli(args, cwd: Path, env: dict | None = None, timeout: float = TIME_LIMI
                           env={**os.environ, "FABRICLAB_STORE": "off", "COLUMNS": "100", **(env or {})})
 
 
+@pytest.fixture(scope="module")
+def outcomes(files, tmp_path_factory) -> dict[tuple[str, ...], tuple[subprocess.CompletedProcess | None, Path]]:
+    """Every bad-input case's process (None: it ran past TIME_LIMIT_S) and the empty folder it ran in,
+    WORKERS at a time."""
+    cases = {args: tmp_path_factory.mktemp("case") for args, _ in CASES}
+
+    def run(args):
+        try:
+            return args, (run_cli([a.replace("{tmp}", str(files)) for a in args], cwd=cases[args]), cases[args])
+        except subprocess.TimeoutExpired:
+            return args, (None, cases[args])
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        return dict(pool.map(run, cases))
+
+
 @pytest.mark.parametrize("args, fragment", CASES, ids=[" ".join(c[0]) for c in CASES])
-def test_bad_input_is_one_error_line(files, tmp_path, args, fragment):
-    argv = [a.replace("{tmp}", str(files)) for a in args]
-    done = run_cli(argv, cwd=tmp_path)
+def test_bad_input_is_one_error_line(files, outcomes, args, fragment):
+    done, cwd = outcomes[args]
+    assert done is not None, f"fabriclab {' '.join(args)} ran past {TIME_LIMIT_S} s"
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2, (done.returncode, done.stdout[-1000:], done.stderr[-2000:])
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
     assert fragment.replace("{tmp}", str(files)) in lines[0], lines[0]
     assert "Traceback" not in done.stdout + done.stderr
-    assert list(tmp_path.iterdir()) == [], "nothing is written where it runs (--chakra '' wrote .0.et, ...)"
+    assert list(cwd.iterdir()) == [], "nothing is written where it runs (--chakra '' wrote .0.et, ...)"
     assert not (files / "NODIR").exists() and not (files / "c.json").exists()
 
 

@@ -1,6 +1,7 @@
 """Bad input to the simulation and compare commands: one line `error: ...`, the right exit code, no
 traceback, no hang, and nothing too large started (each case runs `python -m fabriclab` with a time
-limit far below what a hang or an out-of-memory run would take).
+limit far below what a hang or an out-of-memory run would take). The cases run a few at a time in one fixture
+(`outcomes`), each with a results store of its own: a process is mostly Python starting and importing.
 
 `{tmp}` in an argument is the test's temporary folder, where `_files` has put the inputs named below.
 """
@@ -11,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ import pytest
 from fabriclab.record import make_record
 
 TIME_LIMIT_S = 30
+WORKERS = 3  # cases at a time
 SIM = ("simulate", "collective")
 STAR4 = (*SIM, "--topology", "star", "--hosts", "4", "--size", "1MB")
 
@@ -300,14 +303,32 @@ def run_cli(args: list[str], store: Path) -> subprocess.CompletedProcess:
                           timeout=TIME_LIMIT_S, env=env, stdin=subprocess.DEVNULL)
 
 
+@pytest.fixture(scope="module")
+def outcomes(files) -> dict[tuple[str, ...], subprocess.CompletedProcess | None]:
+    """Every case's process (None: it ran past TIME_LIMIT_S), WORKERS at a time."""
+    stores = files / "stores"
+    stores.mkdir()
+
+    def run(k_args):
+        k, args = k_args
+        argv = [a.replace("{tmp}", str(files)).replace("{logs}", str(LOGS)) for a in args]
+        try:
+            return args, run_cli(argv, stores / f"results-{k}.db")
+        except subprocess.TimeoutExpired:
+            return args, None
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        return dict(pool.map(run, enumerate(dict.fromkeys(args for args, _, _ in CASES))))
+
+
 def test_the_table_is_large_enough():
     assert len(CASES) >= 35
 
 
 @pytest.mark.parametrize("args, fragment, code", CASES, ids=[" ".join(c[0]) for c in CASES])
-def test_bad_input_is_one_line(files, args, fragment, code):
-    argv = [a.replace("{tmp}", str(files)).replace("{logs}", str(LOGS)) for a in args]
-    done = run_cli(argv, files / "results.db")
+def test_bad_input_is_one_line(files, outcomes, args, fragment, code):
+    done = outcomes[args]
+    assert done is not None, f"fabriclab {' '.join(args)} ran past {TIME_LIMIT_S} s"
     lines = done.stderr.strip().splitlines()
     assert done.returncode == code, (done.returncode, done.stdout[-1000:], done.stderr[-2000:])
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]

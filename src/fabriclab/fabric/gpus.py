@@ -33,6 +33,9 @@ a precision a GPU lacks is absent (no `fp8` before Hopper). Sources, per preset:
   with sparsity for 72 GPUs, "up to 20 TB" HBM3e at 576 TB/s, i.e. 278 GB at 8 TB/s per GPU; Verda's per-GPU
   table: 5 / 2.5 PFLOP/s dense, 279 GB). 160 SMs, as B300.
 
+Each GPU also copies to host memory at `host_bandwidth_Bps` (activation offloading, `HOST_LINKS`): PCIe, or
+NVLink-C2C to Grace on a GB200 / GB300.
+
 Capacities are the data sheets' decimal gigabytes; the devices report a little more (an H100 80GB shows
 81,559 MiB in nvidia-smi), so a fit check on them errs on the safe side.
 

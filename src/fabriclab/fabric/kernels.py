@@ -52,6 +52,7 @@ SMALL_KERNEL_S = 1.3e-6
 # (`general_grouped_gemm`, NVTE_... num_streams 4; Megatron-Core's --moe-grouped-gemm, "multi-stream + cuBLAS"
 # in NVIDIA's DeepSeek-V3 GB200 guide): the GPU pays a launch per round of 4.
 GROUPED_STREAMS = 4
+MEMO_SIZE = 200_000  # kernels a model remembers the time of (`KernelModel.parts_s`) before it starts afresh
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,20 @@ class KernelModel:
     def parts_s(self, kernel: Gemm | Attention | MemoryPass | HostSync, gpu: GpuSpec,
                 precision: str) -> tuple[float, float]:
         """(work, fixed) seconds of a kernel: what runs at the GPU's rates (a calibrated scale acts on it) and
-        the launches' floor (module doc)."""
+        the launches' floor (module doc). Remembered per model, by the kernel and the GPU's rates it reads: a
+        plan times the same shapes over thousands of configurations."""
+        memo = self.__dict__.get("_memo")
+        if memo is None or len(memo) > MEMO_SIZE:
+            memo = {}
+            object.__setattr__(self, "_memo", memo)  # a cache beside the fields, not one of them
+        key = (kernel, precision, gpu.num_sms, gpu.memory_bandwidth_Bps, gpu.peak_flops.get(precision),
+               gpu.peak_flops.get("bf16"))
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = self._parts(kernel, gpu, precision)
+        return hit
+
+    def _parts(self, kernel, gpu: GpuSpec, precision: str) -> tuple[float, float]:
         if isinstance(kernel, Gemm):
             return self.gemm_parts(kernel, gpu, precision)
         if isinstance(kernel, Attention):

@@ -117,7 +117,6 @@ class ParallelConfig:
         if self.num_gpus % (self.tp * self.cp * self.pp):
             raise ValueError(f"{self.num_gpus} GPUs are not a multiple of tp x cp x pp = "
                              f"{self.tp} x {self.cp} x {self.pp}: change --gpus, --tp, --cp or --pp")
-        self._check_experts()
         if self.gbs % (self.mbs * self.dp):
             raise ValueError(f"--gbs {self.gbs} is not a multiple of mbs x dp = {self.mbs} x {self.dp} = "
                              f"{self.mbs * self.dp}: give e.g. --gbs {self.mbs * self.dp * max(1, self.gbs // (self.mbs * self.dp))}")
@@ -140,6 +139,7 @@ class ParallelConfig:
         if sorted(dims) != sorted(DIMENSIONS):
             raise ValueError(f"--order {self.order!r}: name each of {', '.join(DIMENSIONS)} once, innermost "
                              f"first, e.g. {DEFAULT_ORDER}")
+        self._check_experts()
 
     def _check_experts(self) -> None:
         """The experts' grid folds over a stage's GPUs: etp x ep divides tp x cp x dp (module doc)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -147,9 +148,19 @@ class TransformerSpec:
     def is_moe_layer(self, index: int) -> bool:
         """Layer `index` (0-based) has experts: after the first dense layers, every moe_layer_freq-th.
         (DeepSeek's modelling code tests index % freq instead; the same for freq 1.)"""
+        if 0 <= index < self.num_layers:
+            return self._moe_flags[index]
+        return self._moe_rule(index)
+
+    def _moe_rule(self, index: int) -> bool:
         if not self.is_moe or index < self.first_dense_layers:
             return False
         return (index - self.first_dense_layers) % self.moe_layer_freq == 0
+
+    @cached_property
+    def _moe_flags(self) -> tuple[bool, ...]:
+        """`is_moe_layer` of every layer, worked out once (a plan asks millions of times)."""
+        return tuple(self._moe_rule(i) for i in range(self.num_layers))
 
     @property
     def num_moe_layers(self) -> int:
@@ -160,6 +171,10 @@ class TransformerSpec:
         return self.num_layers - self.num_moe_layers
 
     def attention_params(self) -> int:
+        return self._attention_params
+
+    @cached_property
+    def _attention_params(self) -> int:
         """Q, K, V and O projections of one layer (K and V have num_kv_heads heads of head_dim). MLA: the
         queries' down (h x q_lora_rank) and up (q_lora_rank x heads x qk_head_dim) projections, the keys' and
         values' down projection (h x (kv_lora_rank + qk_rope_head_dim)) and up projection (kv_lora_rank x
@@ -211,11 +226,17 @@ class TransformerSpec:
 
     def layer_params(self, index: int) -> tuple[int, int]:
         """(non-expert, routed-expert) parameters of layer `index`: how parallelism splits them differs."""
+        return self._layer_params[self.is_moe_layer(index)]
+
+    @cached_property
+    def _layer_params(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """`layer_params` of a dense and of an MoE layer, worked out once."""
         common = self.attention_params() + self.norm_params()
-        if not self.is_moe_layer(index):
-            return common + self.mlp_params(), 0
-        return (common + self.shared_expert_params() + self.router_params(),
-                self.num_experts * self.expert_params())
+        dense = common + self.mlp_params(), 0
+        if not self.is_moe:
+            return dense, dense
+        return dense, (common + self.shared_expert_params() + self.router_params(),
+                       self.num_experts * self.expert_params())
 
     def mtp_params(self) -> int:
         """The multi-token prediction modules (not in `num_params`, as DeepSeek's 671e9 leaves them out):

@@ -295,7 +295,7 @@ def _over_draws(out: Output, job: LlmJob, cluster, answer, seeds: int, kwargs: d
 def _options_config(options) -> dict:
     """The step options a record keeps."""
     return {"fsdp_unit": options.fsdp_unit, "shard_group": options.shard_group, "gpu_spread": options.gpu_spread,
-            "host": options.host, "moe_imbalance": options.moe_imbalance}
+            "host": options.host, "moe_imbalance": options.moe_imbalance, "moe_dispatcher": options.moe_dispatcher}
 
 
 def _save(out: Output, job, config: dict, answer, extra: dict) -> None:

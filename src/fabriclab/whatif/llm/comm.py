@@ -1,7 +1,8 @@
 """What one communicator's collective costs on the cluster: its groups' placement, the library model, the flows.
 
-A communicator (TP, CP, EP, DP, PP) is many groups that run the same collective at the same time: every
-TP group of the job all-gathers at once, every DP group reduce-scatters at once. Placement decides what a
+A communicator (TP, CP, EP, DP, PP, the experts' ETP and ETP x EP, DeepEP's two steps) is many groups that
+run the same collective at the same time: every TP group of the job all-gathers at once, every DP group
+reduce-scatters at once. Placement decides what a
 group is made of: with TP innermost, a TP group of 4 is 4 GPUs of one server (NVLink only); a DP group of
 the same job has 2 GPUs in each of DP/2 servers; a PP group has one GPU in each of PP servers. The cost of
 a group's collective is the cluster's library model (`nccl/predict.py`: NCCL's algorithm and protocol

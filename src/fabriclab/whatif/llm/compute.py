@@ -157,29 +157,51 @@ class ShapeRates(Roofline):
     def work_s(self, work) -> tuple[float, float]:
         if not work.kernels:
             return super().work_s(work)
-        linear = core = 0.0
-        for k in work.kernels:
-            busy, fixed = self.kernels.parts_s(k, self.gpu, self.precision)
-            if isinstance(k, Attention):
-                core += busy / self.scale + fixed
-            else:
-                linear += busy / self.scale + fixed
-        return linear, core
+        (busy_linear, fixed_linear, busy_core, fixed_core), _ = self._sums(work.kernels)
+        return busy_linear / self.scale + fixed_linear, busy_core / self.scale + fixed_core
 
     def pieces(self, work) -> tuple[tuple[float, float], ...]:
         if not work.kernels or self.host is None:
             return super().pieces(work)
-        out, gpu, host, graphed = [], 0.0, 0.0, self.host.graphed
-        for k in work.kernels:
-            if isinstance(k, HostSync):  # the host waits for the GPU to get here
-                out.append((gpu, host))
-                gpu = host = 0.0
-            busy, fixed = self.kernels.parts_s(k, self.gpu, self.precision)
-            gpu += busy / self.scale + fixed
-            host += self.host.kernel_s(k) / self.host_scale
-        host += (self.host.launch_s if graphed else 0.0) / self.host_scale  # a graph's launch per op
-        out.append((gpu, host))
+        _, pieces = self._sums(work.kernels)
+        out = [(busy / self.scale + fixed, host / self.host_scale) for busy, fixed, host in pieces]
+        if self.host.graphed:  # a graph's launch per op
+            gpu, host = out[-1]
+            out[-1] = (gpu, host + self.host.launch_s / self.host_scale)
         return tuple(out)
+
+    def _sums(self, kernels: tuple) -> tuple:
+        """((linear busy, linear fixed, core busy, core fixed), ((busy, fixed, host) per piece split at a
+        `HostSync`)) of a compute op's kernels, unscaled; remembered per tuple of kernels (the program
+        shares them between like layers, and `layer_kernels` between a plan's configurations)."""
+        key = (id(kernels), id(self.kernels), self.precision, self.gpu.num_sms, self.gpu.memory_bandwidth_Bps,
+               self.gpu.peak_flops.get(self.precision), self.gpu.peak_flops.get("bf16"),
+               self.host.kind if self.host is not None else "")
+        hit = _SUMS.get(key)
+        if hit is not None and hit[0] is kernels and hit[1] is self.kernels:
+            return hit[2]
+        if len(_SUMS) > SUMS_SIZE:
+            _SUMS.clear()
+        totals, pieces, piece = [0.0, 0.0, 0.0, 0.0], [], [0.0, 0.0, 0.0]
+        for k in kernels:
+            if isinstance(k, HostSync):  # the host waits for the GPU to get here
+                pieces.append(tuple(piece))
+                piece = [0.0, 0.0, 0.0]
+            busy, fixed = self.kernels.parts_s(k, self.gpu, self.precision)
+            at = 2 if isinstance(k, Attention) else 0
+            totals[at] += busy
+            totals[at + 1] += fixed
+            piece[0] += busy
+            piece[1] += fixed
+            piece[2] += self.host.kernel_s(k) if self.host is not None else 0.0
+        pieces.append(tuple(piece))
+        value = (tuple(totals), tuple(pieces))
+        _SUMS[key] = (kernels, self.kernels, value)  # the tuple held: its id is not reused while here
+        return value
+
+
+_SUMS: dict = {}
+SUMS_SIZE = 100_000
 
 
 def roofline(peak_flops: dict[str, float], precision: str, efficiency: float) -> Roofline:

@@ -14,11 +14,20 @@ one micro-batch as a list of `LayerPass`es in the order the pass runs them, each
     Engine's userbuffers) hides them behind the layer's linear layers.
   - CP: the ring exchange of keys and values, cp - 1 steps (backward: their gradients too, twice the
     bytes), `overlap="attention"`: hidden behind the attention core where it can.
-  - EP: per MoE layer the dispatch and the combine all-to-all (top-k copies of the tokens), forward and
-    backward; exposed unless `ep_overlap` (`overlap="compute"`: behind the layer's compute, as DeepSeek's
-    DualPipe overlaps one micro-batch's all-to-all with another's compute).
+  - EP: per MoE layer the dispatch and the combine of the tokens a rank routes (its share of the sequence),
+    forward and backward, by the dispatcher (DISPATCHERS, `moe_dispatcher`): `alltoall` the top-k copies
+    over EP, with ETP > 1 gathered over ETP before the experts and reduce-scattered after; `allgather`
+    every token to the ETP x EP group and reduce-scattered back; `deepep` an RDMA step between the
+    NVLink domains the ETP x EP group spans (`ep_inter`: one copy of a token per domain its experts reach)
+    and an NVLink step inside one (`ep_intra`). Exposed unless `ep_overlap` (`overlap="compute"`: behind the
+    layer's compute, as DeepSeek's DualPipe overlaps one micro-batch's all-to-all with another's compute).
+    Without shared experts an MoE layer under sequence parallelism has no TP collectives (Megatron-Core).
   - Recompute: `full` runs the layer's forward again (compute, TP, CP and the EP all-to-alls: 6 per MoE
-    layer and micro-batch, not 4) before its backward; `selective` the attention core only.
+    layer and micro-batch, not 4) before its backward; `selective` the layer's recompute modules
+    (`ParallelConfig.recompute_modules`, default the attention core; `moe` runs the dispatch and combine
+    again too).
+  - Offload (`ParallelConfig.offload_layers`): the first layers of each chunk copy their activations to
+    host memory after their forward and back before their backward (`host`, behind the layer's compute).
 * `gather` / `reduce` (ZeRO-3, FSDP): the unit's parameters all-gathered before its ops (prefetched one
   unit ahead on the DP stream) and its gradients reduce-scattered after its backward, a unit being
   `fsdp_unit` layers (the embedding and the output layer are units of their own, as torchtitan wraps
@@ -35,8 +44,9 @@ other stages (1F1B or interleaved), and the optimizer's shard.
 
 Sizes follow nccl-tests' buffer convention (all-reduce: the buffer; all-gather: the gathered output;
 reduce-scatter: the input; all-to-all: the send buffer; sendrecv: one message). Communicators: `tp`,
-`cp`, `ep`, `pp`, `dpcp` (the dense gradients' group: dp x cp), `edp` (the experts': (dp x cp)/ep),
-`shard` and `replica` (HSDP's two groups of the dense parameters).
+`cp`, `ep`, `etp`, `etpep`, `ep_inter`, `ep_intra`, `pp`, `dpcp` (the dense gradients' group: dp x cp),
+`edp` (the experts': tp x cp x dp / (etp x ep)), `shard` and `replica` (HSDP's two groups of the dense
+parameters), `host` (an offload's copy over the GPU's link to host memory).
 
 Try it: `python -c "from fabriclab.whatif.llm.program import build_program; from fabriclab.workload.transformer
 import load_model; from fabriclab.workload.parallel import ParallelConfig as P;
@@ -47,6 +57,7 @@ print(len(p.chunks[(0, 0)].forward), p.chunks[(0, 0)].forward[1].ops)"`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from fabriclab.whatif.llm.compute import layer_flops, layers_of_chunks
 from fabriclab.whatif.llm.schedule import B, F, order
@@ -470,16 +481,24 @@ def _sends(pieces: _Layers, stage: int) -> list[Send]:
     if par.pp == 1:
         return []
     size = pieces.act / (par.tp if par.sequence_parallel else 1)  # Megatron's scatter-gather of activations
+    counts = _send_counts(par.pp, par.vp, par.num_microbatches, stage)
+    return [Send(Call(f"pp.send.{what}", "pp", "sendrecv", size), peer, n) for (what, peer), n in counts]
+
+
+@lru_cache(maxsize=4096)
+def _send_counts(pp: int, vp: int, num_microbatches: int, stage: int) -> tuple:
+    """((what, peer stage), count) of a stage's pipeline messages per step, from its schedule (`_sends`); the
+    same for every configuration of the pipeline's shape (a plan asks thousands of times)."""
     counts: dict[tuple[str, int], int] = {}
-    for kind, chunk, _ in order(par.pp, par.vp, par.num_microbatches, stage):
-        if kind == F and not (stage == par.pp - 1 and chunk == par.vp - 1):
-            key = ("activation", (stage + 1) % par.pp)
+    for kind, chunk, _ in order(pp, vp, num_microbatches, stage):
+        if kind == F and not (stage == pp - 1 and chunk == vp - 1):
+            key = ("activation", (stage + 1) % pp)
         elif kind == B and not (stage == 0 and chunk == 0):
-            key = ("gradient", (stage - 1) % par.pp)
+            key = ("gradient", (stage - 1) % pp)
         else:
             continue
         counts[key] = counts.get(key, 0) + 1
-    return [Send(Call(f"pp.send.{what}", "pp", "sendrecv", size), peer, n) for (what, peer), n in counts.items()]
+    return tuple(counts.items())
 
 
 def check_options(par: ParallelConfig, options: ProgramOptions) -> None:

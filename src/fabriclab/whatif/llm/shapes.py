@@ -65,6 +65,21 @@ def layer_kernels(spec: TransformerSpec, par: ParallelConfig, tp_overlap: bool =
     if not 1 <= moe_imbalance <= 64:
         raise ValueError(f"--moe-imbalance {moe_imbalance}: give the busiest expert rank's tokens over the mean, "
                          f"from 1 (balanced) to 64")
+    # the kernels read only these of the job (a plan builds thousands of jobs of few such shapes)
+    key = (spec, par.tp, par.cp, par.mbs, par.seq, par.sequence_parallel, par.flash_attention, par.ep, par.etp,
+           par.precision, tp_overlap, moe_imbalance)
+    hit = _KERNELS.get(key)
+    if hit is None:
+        if len(_KERNELS) > 4096:
+            _KERNELS.clear()
+        hit = _KERNELS[key] = _layer_kernels(spec, par, tp_overlap, moe_imbalance)
+    return dict(hit)
+
+
+_KERNELS: dict = {}
+
+
+def _layer_kernels(spec: TransformerSpec, par: ParallelConfig, tp_overlap: bool, moe_imbalance: float) -> dict:
     tp, h = par.tp, spec.hidden_size
     tokens = par.mbs * par.seq / par.cp
     sp = tokens / tp if par.sequence_parallel and tp > 1 else tokens
@@ -163,7 +178,22 @@ def _mtp(spec: TransformerSpec, out: dict, tokens: float, tp: int) -> tuple:
 
 
 def backward_kernels(kernels: tuple) -> tuple:
-    """The backward of forward kernels (module doc)."""
+    """The backward of forward kernels (module doc); the same tuple for the same forward tuple (`layer_kernels`
+    hands a plan's like configurations the same ones), so their times are looked up once."""
+    hit = _BACKWARD.get(id(kernels))
+    if hit is not None and hit[0] is kernels:
+        return hit[1]
+    if len(_BACKWARD) > 16384:
+        _BACKWARD.clear()
+    out = _backward(kernels)
+    _BACKWARD[id(kernels)] = (kernels, out)  # the forward tuple held: its id is not reused while here
+    return out
+
+
+_BACKWARD: dict = {}
+
+
+def _backward(kernels: tuple) -> tuple:
     out: list = []
     for k in reversed(kernels):
         if isinstance(k, Gemm):  # the data gradient keeps TP overlap's chunks, the weight gradient runs whole
