@@ -337,3 +337,19 @@ def test_published_rows(tmp_path):
     assert "(before " + " / ".join(f"{r['baseline']:.3f}" for r in r50) + ")" in prose
     samsi = rows["samsi-25gbe-vs-opa"]
     assert f"{samsi['mechanisms']:.2f} % fewer images/sec" in prose and f"(before {samsi['baseline']:.2f} %" in prose
+
+
+# --- docs/moe.md: the validation of the expert kernels and host time ---------------------------------------------
+
+
+@pytest.mark.parametrize("first_cell, args, published", [
+    ("DeepSeek-V3, 256 GB200, FP8, TP1 PP4 VP4 EP64, mbs 1, gbs 4096",
+     "--model deepseek-v3 --cluster gb200-nvl72 --gpus 256 --tp 1 --pp 4 --vp 4 --ep 64 --mbs 1 --gbs 4096", 4032),
+    ("Qwen3-235B-A22B, 256 GB300, FP8, TP1 PP4 EP32, mbs 2, gbs 8192",
+     "--model qwen3-235b-a22b --cluster gb300-nvl72 --gpus 256 --tp 1 --pp 4 --ep 32 --mbs 2 --gbs 8192", 6583)])
+def test_moe_validation_rows(first_cell, args, published, tmp_path):
+    text = section((DOCS / "moe.md").read_text(), "## Expert kernels, host time and calibrations")
+    r = results(tmp_path, ["whatif", "llm", *args.split(), "--seq", "4096", "--precision", "fp8",
+                           "--grad-dtype", "bf16"])
+    ours = r["tokens_per_s"] / r["num_gpus"]
+    assert table_row(text, first_cell)[2] == f"{ours:,.0f} ({ours / published - 1:+.1%})".replace("%", " %")

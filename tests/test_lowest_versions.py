@@ -12,7 +12,8 @@ lies on this machine's disk are multi-GB CUDA wheels, too big to fetch per test 
 release of the newest torch API the code calls, and the torch tested is the one installed. The four pins are
 installed into the venv itself, so they shadow the newer copies outside it (checked below).
 
-Run it alone: `python -m pytest -q -m lowest`; leave it out: `-m "not lowest"`.
+Marked `slow` (CI runs it, `.ci/run` sets FABRICLAB_SLOW=1): run it alone with
+`FABRICLAB_SLOW=1 python -m pytest -q -m lowest`; leave it out: `-m "not lowest"`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PINNED = ("numpy", "typer", "rich", "matplotlib")
+# What checks the same CLI in a quick run, where these slow tests skip (tests/conftest.py).
+ON_INSTALLED = "tests/cli/test_cli_smoke.py and test_cli_help.py run the same CLI tests on the installed versions"
 
 
 def lower_bounds() -> dict[str, str]:
@@ -106,6 +109,7 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 @pytest.mark.lowest
+@pytest.mark.slow(ON_INSTALLED)
 @pytest.mark.timeout(1200)
 def test_the_venv_holds_exactly_the_lowest_versions(lowest_python, tmp_path):
     shown = _run([lowest_python, "-c", "import importlib.metadata as m, sys; "
@@ -114,6 +118,7 @@ def test_the_venv_holds_exactly_the_lowest_versions(lowest_python, tmp_path):
 
 
 @pytest.mark.lowest
+@pytest.mark.slow(ON_INSTALLED)
 @pytest.mark.timeout(1200)
 def test_the_venv_sees_the_torch_and_pytest_of_the_running_environment(lowest_python, tmp_path):
     import pytest as outer_pytest
@@ -127,6 +132,7 @@ def test_the_venv_sees_the_torch_and_pytest_of_the_running_environment(lowest_py
 
 
 @pytest.mark.lowest
+@pytest.mark.slow(ON_INSTALLED)
 @pytest.mark.timeout(1200)
 def test_the_cli_smoke_tests_pass_on_the_lowest_versions(lowest_python, tmp_path):
     # The bad-input table too: its one-line errors go through the parser's error classes, which moved
@@ -140,6 +146,7 @@ def test_the_cli_smoke_tests_pass_on_the_lowest_versions(lowest_python, tmp_path
 
 
 @pytest.mark.lowest
+@pytest.mark.slow(ON_INSTALLED)
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize(("args", "code", "expected"), [
     (["--help"], 0, "Usage: fabriclab"),

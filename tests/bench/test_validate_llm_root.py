@@ -12,7 +12,9 @@ import pytest
 
 from fabriclab.bench.validate.llm import LlmValidateConfig, run_llm_validation
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.slow(
+    "tests/bench/test_validate_root.py validates on an emulated star, tests/bench/test_validate_llm.py predicts this "
+    "layout and compares")]
 
 
 def test_gpt_mini_pp2_dp2_step_on_an_emulated_star_meets_the_goals(emu_root):

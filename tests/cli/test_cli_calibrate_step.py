@@ -91,3 +91,21 @@ def test_memory_is_checked_with_the_reserve(tmp_path):
                      "20GB", "--out", str(tmp_path / "refused.json"))
     assert done.returncode == 2 and "does not fit: needs" in done.stderr and "reserve 21.5 GB" in done.stderr
     assert not (tmp_path / "refused.json").exists()
+
+
+def test_a_published_throughput_calibrates_as_its_step_time(tmp_path):
+    """--tokens-per-s-per-gpu, as published tables give a run: tokens/s/GPU = gbs x seq / step time / GPUs."""
+    rate = 256 * 2048 / 8.309 / 128
+    records = []
+    for given in (["--step-time", "8.309s"], ["--tokens-per-s-per-gpu", f"{rate!r}"]):
+        out = tmp_path / f"r{len(records)}.json"
+        done = fabriclab("calibrate", "step", *GPT3, "--gbs", "256", *given, "--out", str(tmp_path / "c.json"),
+                         "--json", str(out))
+        assert done.returncode == 0, done.stderr
+        records.append(json.loads(out.read_text()))
+    assert records[1]["config"]["step_time_s"] == pytest.approx(8.309, rel=1e-9)
+    assert records[1]["results"]["efficiency"] == pytest.approx(records[0]["results"]["efficiency"], rel=1e-6)
+    assert records[0]["results"]["host_scale"] == 1.0 and records[0]["config"]["host"] == "te"
+    for wrong in ([], ["--step-time", "8.3s", "--tokens-per-s-per-gpu", "500"]):
+        done = fabriclab("calibrate", "step", *GPT3, "--gbs", "256", *wrong, "--out", str(tmp_path / "c.json"))
+        assert done.returncode != 0 and "one of --step-time" in done.stderr + done.stdout

@@ -87,8 +87,8 @@ SKIPS: dict[str, str] = {
     "bench cluster": "plans 500 points three times and starts a Dask cluster (~1 min); tests/report/points covers "
                      "the cluster",
     "bench plan": "plans 375 options (~10 s, the benchmark's own budget)",
-    "bench plan-llm": "plans llama3-405b on 16,384 GPUs twice and runs its peer (~25 s); tests/plan/test_plan_llm.py "
-                      "covers the search",
+    "bench plan-llm": "plans llama3-405b on 16,384 GPUs twice, runs its peer and plans deepseek-v3 (~70 s); "
+                      "tests/plan/test_plan_llm.py covers the search",
     "bench train": "trains 15 modes with torch ranks for minutes",
     "bench fabrics": "needs root and trains in the emulated cluster for minutes",
     "bench astra-sim": "needs ASTRA-sim's binary (../shared/tools/astra-sim); tests/cli/test_cli_bench_astra.py "

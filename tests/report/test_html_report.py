@@ -60,8 +60,15 @@ class Page(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def page_text():
-    return report_html.build_html(as_stored(sample_records()), store="/tmp/test.db")
+def sample_build() -> tuple[list, str]:
+    """Every figure the sample records' page draws, and the page: drawn once, read by several tests."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return drawn_figures(as_stored(sample_records()), monkeypatch, store="/tmp/test.db")
+
+
+@pytest.fixture(scope="module")
+def page_text(sample_build) -> str:
+    return sample_build[1]
 
 
 def _png_size(data: bytes) -> tuple[int, int]:
@@ -119,8 +126,8 @@ FIGURE_MODULES = ("sim", "train", "hpc", "collectives", "plan", "calibrate", "ll
 UNIT = re.compile(r"\(.+\)|/")  # `time per step (ms)`, `busbw (GB/s)`, `images/sec`
 
 
-def drawn_figures(records, monkeypatch) -> list:
-    """Every matplotlib figure the report draws for `records`, with its alt text."""
+def drawn_figures(records, monkeypatch, store: str = "x.db") -> tuple[list, str]:
+    """Every matplotlib figure the report draws for `records`, with its alt text; and the page."""
     drawn = []
     original = html_parts.figure
 
@@ -131,8 +138,8 @@ def drawn_figures(records, monkeypatch) -> list:
     monkeypatch.setattr(html_parts, "figure", keep)
     for module in FIGURE_MODULES:
         monkeypatch.setattr(f"fabriclab.report.html.{module}.figure", keep)
-    report_html.build_html(records, store="x.db")
-    return drawn
+    text = report_html.build_html(records, store=store)
+    return drawn, text
 
 
 def check_figure(fig, alt: str) -> None:
@@ -156,8 +163,8 @@ def check_figure(fig, alt: str) -> None:
             assert high - low >= 0.099, (ax.get_ylim(), alt)  # 0.001 differences are not magnified
 
 
-def test_figures_have_titles_labelled_axes_and_legends(monkeypatch):
-    drawn = drawn_figures(as_stored(sample_records()), monkeypatch)
+def test_figures_have_titles_labelled_axes_and_legends(sample_build):
+    drawn = sample_build[0]
     assert len(drawn) >= 15
     for fig, alt in drawn:
         check_figure(fig, alt)
@@ -263,8 +270,15 @@ def test_the_realistic_store_is_real_runs_of_every_drawn_kind():
     assert len(realistic_records()) >= 18
 
 
-def test_realistic_figures_are_readable_on_their_own(monkeypatch):
-    drawn = drawn_figures(realistic_records(), monkeypatch)
+@pytest.fixture(scope="module")
+def realistic_build() -> tuple[list, str]:
+    """The realistic store's figures and page, drawn once (two tests read them)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return drawn_figures(realistic_records(), monkeypatch, store="realistic.db")
+
+
+def test_realistic_figures_are_readable_on_their_own(realistic_build):
+    drawn = realistic_build[0]
     assert len(drawn) >= 14
     for fig, alt in drawn:
         check_figure(fig, alt)
@@ -321,8 +335,8 @@ def test_chromium_every_section_of_a_realistic_report(tmp_path):
     assert "Worst errors" in summary and "not predicted" in summary
 
 
-def test_the_summary_and_the_published_counts_say_what_the_commands_say():
-    text = report_html.build_html(realistic_records(), store="realistic.db")
+def test_the_summary_and_the_published_counts_say_what_the_commands_say(realistic_build):
+    text = realistic_build[1]
     assert "could not be drawn" not in text  # every real record is drawn as its command writes it
     summary = text.split('id="summary"', 1)[1].split("</section>", 1)[0]
     assert "<b>Measured</b>: 2 <code>calibrate.nccl-tests</code>" in summary

@@ -121,7 +121,8 @@ def check_rank(ctx) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("num_ranks", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("num_ranks", [1, 2, 3, 4, 5, pytest.param(8, marks=pytest.mark.slow(
+    "4 ranks (a power of two, two groups of 2) and 3 and 5 run every case"))])
 def test_executor_matches_reference(num_ranks):
     results = spawn(check_rank, config=LaunchConfig(num_ranks=num_ranks, timeout_s=60))
     mismatches = [m for rank in sorted(results) for m in results[rank]]

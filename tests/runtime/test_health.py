@@ -89,6 +89,7 @@ def test_diagnose_without_a_store_blames_its_host():
     assert "the rendezvous store is unreachable" in str(error) and error.ranks == (0,)
 
 
+@pytest.mark.xdist_group("timing")  # a bound of 1-2 s on its wait (tests/conftest.py)
 def test_arrive_waits_a_bounded_time_and_names_the_absent():
     store = DictStore()
     for r in (0, 2):
@@ -100,6 +101,7 @@ def test_arrive_waits_a_bounded_time_and_names_the_absent():
     assert time.monotonic() - start < 2 and info.value.ranks == (3, 4)
 
 
+@pytest.mark.xdist_group("timing")  # a bound of 1-2 s on its wait (tests/conftest.py)
 def test_settle_returns_once_the_pending_peers_go_silent():
     store = DictStore()
     store.set("arrived/0", "1")

@@ -82,6 +82,7 @@ def test_a_corrupt_shard_is_named_by_the_reader(tmp_path):
             reader.next()
 
 
+@pytest.mark.xdist_group("timing")  # times a 0.2 s sleep to 0.1 s (tests/conftest.py)
 def test_replay_splits_the_profile_and_sleeps_it_out():
     profile = Profile(model="toy", device="V100", batch_size=32, iteration_s=0.1,
                       grads=(GradReady(name="c", size_bytes=40, ready_s=0.01),

@@ -95,7 +95,7 @@ def _llm_row(spec: TransformerSpec) -> dict:
 def _print_llms(out: Output, rows: list[dict]) -> None:
     table = Table(title="LLMs (params in B, M, k; GFLOPs: model FLOPs per token at seq, 3 x forward)",
                   title_justify="left")
-    for column in ("model", "layers", "hidden", "heads", "experts", "params", "active", "GFLOPs", "seq"):
+    for column in ("model", "L", "hidden", "heads", "experts", "params", "active", "GFLOPs", "seq"):
         table.add_column(column, justify="left" if column == "model" else "right")
     for r in rows:
         experts = f"{r['num_experts']}/{r['experts_per_token']}/{r['num_shared_experts']}" if r["num_experts"] else "-"
@@ -104,7 +104,7 @@ def _print_llms(out: Output, rows: list[dict]) -> None:
                       count_text(r["num_active_params"]), _gflops(r["model_flops_per_token"]),
                       str(r["seq_length"]))
     out.table(table)
-    out.note("heads: query/key-value; experts: routed/top-k/shared.\n"
+    out.note("L: layers; heads: query/key-value; experts: routed/top-k/shared.\n"
              "`fabriclab models NAME` (or a HuggingFace config.json) breaks one LLM down.")
 
 

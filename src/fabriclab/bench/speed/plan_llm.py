@@ -16,6 +16,12 @@ configuration, the memory check inside), against `plan/llm/evaluator.Evaluator` 
 (fresh, so it pays for its shared models); the step times must agree (relative 1e-9). The ratio is the
 peer's seconds per configuration over ours.
 
+An MoE plan beside it (`moe_plan`): DeepSeek-V3 (global batch 4,096 x 4,096, bf16) on 1,024 and 2,048 GPUs of
+gb200-nvl72 and dgx-h100, the plan's default search, `fabriclab plan --model deepseek-v3 --gpus 1024,2048
+--clusters gb200-nvl72,dgx-h100`: its wall time and the process's peak memory against `MOE_TARGET_S` and
+`MOE_TARGET_BYTES` (issue 46: 2 min 32 s and 1.4 GB before the kernels' times, the backward kernels and the
+pipeline's sends were remembered across configurations).
+
 Try it: `python -m fabriclab.bench.speed.plan_llm` (the CLI registers it as `fabriclab bench plan-llm`).
 """
 
@@ -37,6 +43,8 @@ NIC_RATES_BPS = (50e9, 100e9)  # 400 and 800 Gb/s per GPU
 FABRICS = ("rail", "fat-tree")
 TARGET_S = 60.0  # fabriclab's bound for 1,000 configurations at 16,384 GPUs on the project's 2-core machine
 PEER_CONFIGS = 8
+MOE_MODEL, MOE_GPUS, MOE_CLUSTERS = "deepseek-v3", (1024, 2048), ("gb200-nvl72", "dgx-h100")
+MOE_TARGET_S, MOE_TARGET_BYTES = 30.0, 1e9  # issue 46's bound for that plan on the project's 2-core machine
 
 
 def request(*, exhaustive: bool, gpus: int = GPUS, clusters: tuple[str, ...] = CLUSTERS) -> LlmPlanRequest:
@@ -75,6 +83,21 @@ def peer(num: int = PEER_CONFIGS, gpus: int = GPUS) -> dict:
             "ours_s_per_config": (t2 - t1) / len(subset), "ratio": (t1 - t0) / (t2 - t1), "agree": agree}
 
 
+def moe_plan() -> dict:
+    """The MoE plan (module doc): its counts, wall time and the process's peak resident memory so far (an upper
+    bound on the plan's: Linux's ru_maxrss, in KiB)."""
+    import resource
+
+    t0 = time.perf_counter()
+    result = run_llm_plan(LlmPlanRequest(model=MOE_MODEL, gpus=MOE_GPUS,
+                                         clusters=tuple((c, cluster_preset(c)) for c in MOE_CLUSTERS)))
+    wall, s = time.perf_counter() - t0, result.stats
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"model": MOE_MODEL, "gpus": list(MOE_GPUS), "clusters": list(MOE_CLUSTERS), "enumerated": s["num_enumerated"],
+            "fit": s["num_fit"], "simulated": s["num_simulated"], "wall_s": wall, "peak_bytes": peak,
+            "within_target": wall < MOE_TARGET_S and peak < MOE_TARGET_BYTES}
+
+
 def run(*, gpus: int = GPUS, clusters: tuple[str, ...] = CLUSTERS, peer_configs: int = PEER_CONFIGS) -> dict:
     """Both runs, the agreement of their best steps, the peer, and the verdict against the target."""
     default, best_default = _run(False, gpus=gpus, clusters=clusters)
@@ -82,7 +105,7 @@ def run(*, gpus: int = GPUS, clusters: tuple[str, ...] = CLUSTERS, peer_configs:
     same = best_default.keys() == best_exhaustive.keys() and all(
         abs(best_default[k] - best_exhaustive[k]) <= 1e-12 * best_exhaustive[k] for k in best_default)
     return {"model": MODEL, "gpus": gpus, "gbs": GBS, "seq": SEQ, "clusters": list(clusters),
-            "runs": [default, exhaustive],
+            "runs": [default, exhaustive], "moe": moe_plan(),
             "same_best": same, "peer": peer(peer_configs, gpus), "target_s": TARGET_S,
             "within_target": exhaustive["wall_s"] < TARGET_S and exhaustive["fit"] >= 1000}
 
@@ -100,6 +123,11 @@ def report(r: dict) -> str:
                  f"agree: {p['agree']}")
     lines.append(f"  same best in both runs: {r['same_best']}; target < {r['target_s']:g} s for >= 1,000: "
                  f"{'within' if r['within_target'] else 'OVER'}")
+    m = r["moe"]
+    lines.append(f"  MoE plan, {m['model']} on {'/'.join(map(str, m['gpus']))} GPUs of {', '.join(m['clusters'])}: "
+                 f"{m['enumerated']:,} enumerated, {m['fit']:,} fit, {m['simulated']:,} simulated in {m['wall_s']:.1f} s, "
+                 f"peak {m['peak_bytes'] / 1e9:.2f} GB; target < {MOE_TARGET_S:g} s and "
+                 f"{MOE_TARGET_BYTES / 1e9:g} GB: {'within' if m['within_target'] else 'OVER'}")
     return "\n".join(lines)
 
 

@@ -280,7 +280,10 @@ class LlmPlanWork:
         if k not in self.evaluators:
             from fabriclab.nccl.routing import draws
 
-            evs = [Evaluator(self.spec, c, memo=self.memo, efficiency=self.request.efficiency)
+            from fabriclab.whatif.llm.step import StepOptions
+
+            options = StepOptions(grad_bytes=self.request.memory.grad_bytes)  # the DP reductions' bytes too
+            evs = [Evaluator(self.spec, c, options=options, memo=self.memo, efficiency=self.request.efficiency)
                    for c in draws(self.options[k].cluster, self.request.seeds)]
             self.evaluators[k] = evs[0] if len(evs) == 1 else DrawnEvaluator(evs)
         return self.evaluators[k]

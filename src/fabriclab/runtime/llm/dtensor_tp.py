@@ -29,7 +29,8 @@ class PlainBlock(nn.Module):
         self.hd, self.group = hd, spec.num_heads // kv
         self.ln1 = nn.Parameter(torch.ones(h, dtype=dtype))
         self.ln2 = nn.Parameter(torch.ones(h, dtype=dtype))
-        self.q, self.o = _linear(seed, f"{p}.q", h, h, dtype), _linear(seed, f"{p}.o", h, h, dtype)
+        q = spec.num_heads * hd  # h unless config.json's head_dim says otherwise (Qwen3: twice h)
+        self.q, self.o = _linear(seed, f"{p}.q", q, h, dtype), _linear(seed, f"{p}.o", h, q, dtype)
         self.k, self.v = _linear(seed, f"{p}.k", kv * hd, h, dtype), _linear(seed, f"{p}.v", kv * hd, h, dtype)
         self.up, self.down = _linear(seed, f"{p}.up", f, h, dtype), _linear(seed, f"{p}.down", h, f, dtype)
         self.gate = _linear(seed, f"{p}.gate", f, h, dtype) if spec.gated_mlp else None

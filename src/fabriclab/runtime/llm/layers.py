@@ -62,10 +62,11 @@ class Attention(nn.Module):
         self.tp, self.sp, self.hd = b.tp, sp, hd
         self.heads, self.kv_heads = spec.num_heads // b.tp.size, kv // b.tp.size
         self.norm = b.param(f"{prefix}.ln1", (h,), ones=True, tp_partial=sp and b.tp.size > 1)
-        self.q = b.param(f"{prefix}.q", (h, h), split=0)
+        q = spec.num_heads * hd  # h unless config.json's head_dim says otherwise (Qwen3: twice h)
+        self.q = b.param(f"{prefix}.q", (q, h), split=0)
         self.k = b.param(f"{prefix}.k", (kv * hd, h), split=0)
         self.v = b.param(f"{prefix}.v", (kv * hd, h), split=0)
-        self.o = b.param(f"{prefix}.o", (h, h), split=1)
+        self.o = b.param(f"{prefix}.o", (h, q), split=1)
 
     def forward(self, x):
         a = rms_norm(x, self.norm)

@@ -13,7 +13,9 @@ Time is a roofline of the GPU: FLOPs / (peak of the precision x achieved efficie
 multiplications of the linear layers run at the fp8 peak, the attention core (scores, softmax x values)
 stays in bf16 as Transformer Engine runs it. The efficiency is the share of peak the model's math reaches;
 it comes from a measured step (`fabriclab calibrate step`), is stored in the cluster file, and every
-output says where it came from.
+output says where it came from. With the kernel model (`ShapeRates`) every op is timed kernel by kernel,
+a calibrated scale acting on the kernels' work and not their launch floors, and each op also says what the
+host pays to dispatch it (`pieces`, `fabric/host.py`).
 
 Try it: `python -c "from fabriclab.workload.transformer import load_model; from fabriclab.workload.parallel
 import ParallelConfig as P; from fabriclab.whatif.llm.compute import stage_flops;

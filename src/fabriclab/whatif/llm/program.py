@@ -67,7 +67,7 @@ from fabriclab.workload.parallel import ParallelConfig
 from fabriclab.workload.transformer import TransformerSpec
 
 ACT_BYTES = 2  # bf16 activations and gradients on the wire
-PARAM_BYTES = 2  # bf16 parameters gathered, bf16 gradients reduced (Megatron's default grad_reduce_in_fp32 off)
+PARAM_BYTES = 2  # bf16 parameters gathered (the gradients' bytes: `ProgramOptions.grad_bytes`)
 # Megatron-Core's default DDP bucket: max(40M, 1M x data-parallel size) parameters
 # (megatron/core/distributed/distributed_data_parallel.py).
 BUCKET_MIN_PARAMS = 40_000_000
@@ -101,7 +101,7 @@ class ProgramOptions:
     per domain (the step model sets it from the cluster, `whatif/llm/comm.CommModel`)."""
     moe_imbalance: float = 1.0
     """The busiest expert rank's routed tokens over the mean (`whatif/llm/shapes.layer_kernels`)."""
-    grad_bytes: int = PARAM_BYTES
+    grad_bytes: int = 4
     """Bytes per gradient element the DP reductions move (4: fp32, Megatron-LM's default with bf16; 2: bf16)."""
 
 

@@ -90,11 +90,17 @@ class LlmAnswer:
     def mfu(self) -> float:
         return self.model_flops_per_step / self.step_time_s / self.par.num_gpus / self.peak_flops
 
+    @property
+    def host(self) -> str:
+        """How the framework dispatched the kernels (`fabric/host.py`)."""
+        model = getattr(self.result, "model", None)
+        return getattr(getattr(model, "options", None), "host", "te")
+
     def compute_line(self) -> str:
         """Where the compute's speed comes from, in words."""
         e = self.efficiency
         if e.model == "kernels":
-            return f"{self.par.precision}, {e.source}"
+            return f"{self.par.precision}, {e.source}; host: {self.host}"
         return f"{e.value:.1%} of {self.par.precision} peak, {e.source}"
 
     def summary(self) -> dict:
@@ -104,7 +110,7 @@ class LlmAnswer:
                 "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
                 "efficiency": self.efficiency.value, "efficiency_source": self.efficiency.source,
                 "efficiency_measured": self.efficiency.measured, "compute_model": self.efficiency.model,
-                "compute_range": self.efficiency.error,
+                "compute_range": self.efficiency.error, "host": self.host, "host_scale": self.efficiency.host_scale,
                 "memory_per_gpu_bytes": self.memory.total_bytes,
                 **{f"{k}_s": v for k, v in self.result.split_s.items()}}
 
@@ -215,10 +221,10 @@ def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: Cl
     the cluster's kernel model (`flat`: a share of peak for every matrix, the model before kernels).
 
     The scale acts on what runs at the GPU's rates; the host's dispatch (`fabric/host.py`) and the kernels'
-    launch floors keep their models, so a scale measured on one GPU kind carries to another. A step the
-    kernels cannot explain (faster than kernels at twice their speed allow) or one where the GPU mostly
-    waits for the host tells the host's speed instead: then the host's scale is fitted, the kernels' kept
-    at the cluster's (`answer.efficiency.host_scale`, and its source, say which)."""
+    launch floors keep their models, so a scale measured on one GPU kind carries to another. A step where
+    the GPU mostly waits for the host (more than HOST_BOUND of it, the kernels as measured alone) tells the
+    host's speed instead: then the host's scale is fitted and the kernels kept as measured alone
+    (`answer.efficiency.host_scale`, and its source, say which)."""
     if not step_time_s > 0 or not math.isfinite(step_time_s):
         raise ValueError(f"--step-time {step_time_s}: give the measured step time in seconds, > 0")
     cluster = domain_view(cluster, par.num_gpus)
@@ -234,7 +240,8 @@ def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: Cl
 
     top = 1.0 if flat else 2.0
     fastest = step(top)
-    if step_time_s < fastest and not flat and step(1.0, HOST_SCALE_RANGE[1]) <= step_time_s:
+    if not flat and _host_bound(spec, par, cluster, options, rate(1.0)) and \
+            step(1.0, HOST_SCALE_RANGE[0]) >= step_time_s >= step(1.0, HOST_SCALE_RANGE[1]):
         return _calibrated_host(spec, par, cluster, step_time_s, options, step, tolerance)
     if step_time_s < fastest:
         raise ValueError(f"a step of {step_time_s:.4g} s is faster than this model allows "
@@ -246,10 +253,6 @@ def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: Cl
     value = _bisect(lambda e: step(e) > step_time_s, 1e-3, top, tolerance)
     answer = simulate_llm(spec, par, cluster, options=options, efficiency=value if flat else None,
                           scale=None if flat else value, host_scale=None if flat else host0, check_memory=False)
-    waiting = answer.result.split_s.get("dispatch", 0.0) / answer.step_time_s
-    if not flat and waiting > HOST_BOUND and step(1.0, HOST_SCALE_RANGE[0]) >= step_time_s >= step(
-            1.0, HOST_SCALE_RANGE[1]):
-        return _calibrated_host(spec, par, cluster, step_time_s, options, step, tolerance)
     what = "share of peak" if flat else "x the kernel model (the host's dispatch as modelled)"
     answer.efficiency = replace(answer.efficiency, source=f"calibrated on this step ({step_time_s:g} s): "
                                                           f"{value:.4g} {what}")
@@ -260,6 +263,13 @@ def calibrate_efficiency(spec: TransformerSpec, par: ParallelConfig, cluster: Cl
 # spends waiting for the host above which the measurement tells the host's speed rather than the kernels'.
 HOST_SCALE_RANGE = (0.05, 20.0)
 HOST_BOUND = 0.5
+
+
+def _host_bound(spec, par, cluster, options, efficiency) -> bool:
+    """Whether the step, its kernels as measured alone, spends more than HOST_BOUND of its time with the GPU
+    waiting for the host: then a measurement of it tells the host's speed."""
+    result = build_model(spec, par, cluster, efficiency, options).run()
+    return result.split_s.get("dispatch", 0.0) > HOST_BOUND * result.step_time_s
 
 
 def _bisect(above, lo: float, hi: float, tolerance: float) -> float:

@@ -4,8 +4,10 @@ Every operation of the program gets its time: compute on the GPU's roofline (`wh
 every collective by the cluster's library model on its groups' shape (`whatif/llm/comm.py`). A pass (the
 forward or backward of one model chunk for one micro-batch) runs its layers in order on the compute
 stream; a communication op delays it by what its overlap leaves exposed, per layer: TP behind the layer's
-linear math when TP overlap is on, the CP ring behind the attention core, EP behind the layer's compute
-only with `ep_overlap`. ZeRO-3 (FSDP) runs a second stream per pass: the next unit's parameters are
+linear math when TP overlap is on, the CP ring behind the attention core, EP behind the layer's compute only with `ep_overlap`. The host
+dispatches each layer's kernels beside the GPU (`fabric/host.py`): the layer takes the slower of the two,
+the host's run cut where it waits for the GPU (an MoE layer's tokens per expert), and the GPU's wait is the
+`dispatch` part of the step. ZeRO-3 (FSDP) runs a second stream per pass: the next unit's parameters are
 gathered while the current one computes (prefetch of one unit), a unit's gradients reduce-scattered
 after its backward; what the stream adds beyond the compute stream is the pass's exposed DP time.
 
@@ -70,8 +72,9 @@ class StepOptions:
     at max(GPU time, host time) with compute timed by the kernel model."""
     moe_imbalance: float = 1.0
     """The busiest expert rank's routed tokens over the mean (1: balanced, as published benchmarks force)."""
-    grad_bytes: int = 2
-    """Bytes per gradient element the DP reductions move (`--grad-dtype`: 4 for fp32, 2 for bf16)."""
+    grad_bytes: int = 4
+    """Bytes per gradient element the DP reductions move (`--grad-dtype`: 4 for fp32, Megatron-LM's default
+    with bf16 and the memory model's, `workload/memory.MemoryOptions`; 2 for bf16)."""
 
     def program(self) -> ProgramOptions:
         return ProgramOptions(fsdp_unit=self.fsdp_unit, shard_group=self.shard_group, ep_overlap=self.ep_overlap,
@@ -162,6 +165,8 @@ class StepModel:
 
     def _pass(self, layer_passes: tuple[LayerPass, ...]) -> PassCost:
         costs = [self.layer_cost(lp) for lp in layer_passes]
+        if not any(c[2] or c[3] for c in costs):  # no ZeRO-3 stream beside the layers: they run back to back
+            return _back_to_back(layer_passes, costs)
         exposed: dict[str, float] = {}
         layers, t, stream = [], 0.0, 0.0
         ready = costs[0][2] if costs else 0.0  # the first unit's gather: nothing to hide it behind
@@ -200,3 +205,16 @@ class StepModel:
     def run(self, *, p2p: bool = True) -> StepResult:
         return account(self, p2p=p2p)
 
+
+def _back_to_back(layer_passes: tuple[LayerPass, ...], costs: list) -> PassCost:
+    """A pass whose layers neither gather nor reduce on a DP stream (`StepModel._pass` without ZeRO-3)."""
+    exposed: dict[str, float] = {}
+    layers, t, compute_s = [], 0.0, 0.0
+    for lp, (compute, exp, _, _) in zip(layer_passes, costs):
+        layers.append((lp.layer, t, compute, exp))
+        t += compute
+        compute_s += compute
+        for name, v in exp.items():
+            exposed[name] = exposed.get(name, 0.0) + v
+            t += v
+    return PassCost(compute_s=compute_s, exposed_s=exposed, layers=layers)
