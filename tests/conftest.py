@@ -9,8 +9,9 @@ with a reason: the marker's argument, which names the faster test that checks th
 
 The suite runs on two pytest-xdist workers (pyproject.toml's addopts: `-n 2 --dist loadgroup`; `-n 0` runs it in
 this process). `FileOrGroup` hands out whole files, so a module's fixtures are computed once and its tests run in
-file order, and whole groups (`xdist_group`): every test that needs root is in group `root`, since they share the
-machine's emulated cluster and its lock, and the few whose checks time a sleep to a tight bound are in `timing`.
+file order, but the tests of the long files in `SPREAD` (no costly fixture shared) one by one; and whole groups
+(`xdist_group`): every test that needs root is in group `root`, since they share the machine's emulated cluster
+and its lock, and the few whose checks time a sleep to a tight bound are in `timing`.
 """
 
 import functools
@@ -45,12 +46,19 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.xdist_group("root"))
 
 
+# Long files whose tests share no costly fixture (the golden set's cluster file takes seconds on each worker):
+# their tests go to the workers one by one, so that neither waits for the other at the end.
+SPREAD = frozenset({"tests/golden/test_golden.py", "tests/collectives/test_verify_all.py",
+                    "tests/test_docs_figures.py", "tests/runtime/test_executor.py"})
+
+
 def xdist_scope(nodeid: str) -> str:
     """A test's unit of work on the workers: its `xdist_group` (which `--dist loadgroup` writes after an `@`
-    at the end of its id), else its file."""
+    at the end of its id), else its file, or itself in a file of `SPREAD`."""
     if nodeid.rfind("@") > nodeid.rfind("]"):
         return nodeid.rsplit("@", 1)[1]
-    return nodeid.split("::", 1)[0]
+    path = nodeid.split("::", 1)[0]
+    return nodeid if path in SPREAD else path
 
 
 @pytest.hookimpl(optionalhook=True)

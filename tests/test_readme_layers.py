@@ -4,8 +4,6 @@ order (top first)."""
 import re
 from pathlib import Path
 
-import pytest
-
 import fabriclab
 from test_import_rules import LAYERS
 
@@ -52,7 +50,6 @@ def test_ci_runs_it_in_a_fresh_venv_it_removes():
     assert made < active < len(ci) - 1 and removed
 
 
-
 def test_ci_runs_the_slow_tests():
     """A plain `python -m pytest -q` skips the tests marked `slow` (tests/conftest.py); `.ci/run` exports
     FABRICLAB_SLOW=1 before the README's command, so CI runs them."""
@@ -61,47 +58,3 @@ def test_ci_runs_the_slow_tests():
     exported = [i for i, line in enumerate(ci) if line == "export FABRICLAB_SLOW=1"]
     assert exported and exported[0] < len(ci) - 1, ".ci/run must `export FABRICLAB_SLOW=1` before the test command"
     assert not any("FABRICLAB_SLOW=" in line for line in ci if line != "export FABRICLAB_SLOW=1")  # none unsets it
-
-
-class _Item:
-    """What tests/conftest.py's hook reads and writes of a collected test."""
-
-    def __init__(self, *marks):
-        self.marks = [m.mark for m in marks]
-
-    def get_closest_marker(self, name):
-        return next((m for m in self.marks if m.name == name), None)
-
-    def add_marker(self, mark):
-        self.marks.append(mark.mark)
-
-
-def test_slow_tests_skip_with_what_covers_them_unless_asked(pytestconfig, monkeypatch):
-    """Without FABRICLAB_SLOW=1 a `slow` test skips, saying what checks its mechanism here; with it, it runs."""
-    here = Path(__file__).resolve().parent / "conftest.py"
-    conftest = next(p for p in pytestconfig.pluginmanager.get_plugins()
-                    if getattr(p, "__file__", None) and Path(p.__file__).resolve() == here)
-    for env, skipped in ((None, True), ("0", True), ("1", False)):
-        if env is None:
-            monkeypatch.delenv("FABRICLAB_SLOW", raising=False)
-        else:
-            monkeypatch.setenv("FABRICLAB_SLOW", env)
-        slow, quick = _Item(pytest.mark.slow("test_quick checks it")), _Item()
-        conftest.pytest_collection_modifyitems(pytestconfig, [slow, quick])
-        assert quick.get_closest_marker("skip") is None
-        skip = slow.get_closest_marker("skip")
-        assert (skip is not None) == skipped, env
-        if skipped:
-            assert skip.kwargs["reason"] == ("slow: runs where FABRICLAB_SLOW=1 (.ci/run sets it); "
-                                             "here test_quick checks it")
-
-
-def test_the_plugins_the_test_options_load_are_in_the_test_extras():
-    """pyproject.toml's pytest addopts load pytest-xdist (`-p xdist -n 2`): the README's `.[test]` installs it."""
-    import tomllib
-
-    config = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
-    addopts = config["tool"]["pytest"]["ini_options"].get("addopts", "").split()
-    plugins = [addopts[i + 1] for i, opt in enumerate(addopts[:-1]) if opt == "-p"]
-    extras = {re.split(r"[<>=\[ ]", dep, maxsplit=1)[0] for dep in config["project"]["optional-dependencies"]["test"]}
-    assert plugins == ["xdist"] and {f"pytest-{p}" for p in plugins} <= extras, (plugins, extras)

@@ -82,8 +82,9 @@ EpOverlapOption = Annotated[bool, typer.Option("--ep-overlap/--no-ep-overlap",
 
 
 GradDtypeOption = Annotated[str, typer.Option(
-    "--grad-dtype", metavar="fp32|bf16", help="The gradient buffer: fp32 (Megatron-LM's default with bf16) or bf16 "
-                                              "(--grad-reduce-in-bf16; NeMo's distributed fused Adam).")]
+    "--grad-dtype", metavar="fp32|bf16", help="The gradient buffer and what the DP reductions move: fp32 "
+                                              "(Megatron-LM's default with bf16) or bf16 (--grad-reduce-in-bf16; "
+                                              "NeMo's distributed fused Adam).")]
 HostOption = Annotated[str, typer.Option(
     "--host", metavar="eager|te|cuda-graphs",
     help="How the framework dispatches kernels: eager (PyTorch, HuggingFace, fabriclab's trainer), te "

@@ -58,7 +58,7 @@ NOMINAL_PEAK_FLOPS = 1e12
 # step's last backward, ZeRO gathers after the optimizer (before the next step's first forward), ZeRO-3
 # gathers and reduces a whole chunk per pass (runtime/llm/dp.py).
 TRAINER_OPTIONS = StepOptions(tp_overlap=False, overlap_grad_reduce=False, overlap_param_gather=False,
-                              bucket_params=0, fsdp_unit=0)
+                              bucket_params=0, fsdp_unit=0, grad_bytes=2)  # bf16 bytes at half the bandwidth (3.)
 
 
 @dataclass(frozen=True, kw_only=True)
