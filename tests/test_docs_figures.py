@@ -100,8 +100,8 @@ def test_quick_start_which_cluster_and_network(tmp_path):
     h100, h100_quarter = rows["dgx-h100 fat-tree 400G"], rows["dgx-h100 fat-tree 400G 1/4"]
     b200 = rows["hgx-b200 rail 800G 1/4"]
     prose = flat(text)
-    assert {r["parallel"] for o, r in rows.items() if o.startswith("dgx-h100")} == {"TP2 PP1 CP2 DP256 mbs1 Z3"}
-    assert "TP2 CP2 ZeRO-3" in prose
+    (layout,) = {r["parallel"] for o, r in rows.items() if o.startswith("dgx-h100")}
+    assert f"({layout.rsplit(' mbs', 1)[0]})" in prose
     assert f"{h100['tokens_per_s']:,.0f} tokens/s" in prose
     split = h100["split_s"]
     exposed = sum(v for k, v in split.items() if k != "compute") / h100["step_time_s"]
@@ -116,7 +116,7 @@ def test_quick_start_the_fabric_as_it_runs(tmp_path):
     rows = {r["option"]: r for r in results(tmp_path, commands[1])["rows"]}
     prose = flat(text)
     full, quarter = rows["roce-h100 fat-tree 400G ecmp"], rows["roce-h100 fat-tree 400G 1/4 ecmp"]
-    assert (f"drops to {full['tokens_per_s']:,.0f} tokens/s at full bisection and "
+    assert (f"ECMP and DCQCN give {full['tokens_per_s']:,.0f} tokens/s at full bisection and "
             f"{quarter['tokens_per_s']:,.0f} at 1/4") in prose
     adaptive = {round(r["tokens_per_s"]) for o, r in rows.items() if o.endswith("adaptive")}
     assert len(adaptive) == 1 and f"both stay at {adaptive.pop():,}" in prose

@@ -297,7 +297,10 @@ def test_astra_sim_stopped_by_a_signal_leaves_nothing(sandbox, tmp_path, signum,
     proc = subprocess.Popen([sys.executable, "-m", "fabriclab", *ASTRA, "--astra-sim", str(fake), "--timeout",
                              "60s"], cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "FABRICLAB_STORE": "off", **env})
+                            env={**os.environ, "FABRICLAB_STORE": "off", **env},
+                            # a pytest-xdist worker ignores SIGINT, and a child keeps an ignored SIGINT (Python
+                            # then installs no KeyboardInterrupt): give the command Ctrl-C as a shell would
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         pids = _pids(pid_file, at_least=2, wait_s=60)
         assert len(pids) == 2, "the fake binary did not start"

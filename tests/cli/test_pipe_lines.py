@@ -21,7 +21,7 @@ MATRIX = (
                   "400Gbps,800Gbps"]),
     ("results-show-plan-llm", ["results", "show", "1"]),
     ("whatif-llm", ["whatif", "llm", "--model", "llama3-70b", "--gpus", "1024", "--tp", "8", "--pp", "4"]),
-    ("whatif-llm-markdown", ["whatif", "llm", "--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--ep", "4",
+    ("whatif-llm-markdown", ["whatif", "llm", "--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--etp", "2", "--ep", "4",
                              "--format", "markdown"]),
     ("simulate-cluster", ["simulate", "collective", "--cluster", "dgx-h100", "--gpus", "1024", "--sizes", "1MB,1GB"]),
     ("simulate-nccl-tests", ["simulate", "collective", "--cluster", "dgx-h100", "--gpus", "1024", "--sizes",

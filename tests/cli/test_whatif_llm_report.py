@@ -29,7 +29,8 @@ def _record(tmp_path, *extra):
 def test_a_record_with_its_trace_shows_the_lanes_and_the_trace_to_download(tmp_path):
     record = _record(tmp_path, "--trace", str(tmp_path / "t.json"))
     html = render(as_stored([record]))
-    assert html.count("<img") == 2 and "Stacked bar chart of the step: compute" in html and "lanes per thread" in html
+    # the step's bars, the trace's lanes, and goodput against GPU count
+    assert html.count("<img") == 3 and "goodput against GPU count" in html and "Stacked bar chart of the step: compute" in html and "lanes per thread" in html
     data = re.search(r'href="data:application/json;base64,([^"]+)"', html).group(1)
     trace = json.loads(base64.b64decode(data))
     assert trace["traceEvents"] == json.loads((tmp_path / "t.json").read_text())["traceEvents"]
@@ -40,7 +41,7 @@ def test_a_record_with_its_trace_shows_the_lanes_and_the_trace_to_download(tmp_p
 def test_a_record_without_a_trace_says_how_to_get_one_and_the_page_places_it(tmp_path):
     stored = as_stored([_record(tmp_path)])
     html = render(stored)
-    assert html.count("<img") == 1 and "No trace in this record (<code>--trace FILE</code> stores one)" in html
+    assert html.count("<img") == 2 and "goodput against GPU count" in html and "No trace in this record (<code>--trace FILE</code> stores one)" in html
     per, other = report_html.assign(stored)
     assert [s.kind for s in per["llm"]] == ["whatif.llm"] and not other and not per["whatif"]
 
