@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from fabriclab.fabric.kernel_fit import read_kernel_table
+from tests.cli.test_cli_whatif_llm import fabriclab as in_process
 
 H100_TABLE = Path(__file__).resolve().parents[2] / "docs" / "measurements" / "h100-2026-11-27" / "kernels.csv"
 
 
 def fabriclab(*argv):
+    """A whole process: `profile kernels` sets torch's threads, which must not leak into the test process."""
     return subprocess.run([sys.executable, "-m", "fabriclab", *argv], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "FABRICLAB_STORE": "off"})
 
@@ -37,7 +39,7 @@ def test_profile_kernels_bad_options_are_one_line(tmp_path, argv, words):
 
 def test_calibrate_kernels_writes_a_cluster_whatif_then_times_by(tmp_path):
     out = tmp_path / "c.json"
-    done = fabriclab("calibrate", "kernels", "--table", str(H100_TABLE), "--cluster", "dgx-h100", "--out", str(out),
+    done = in_process("calibrate", "kernels", "--table", str(H100_TABLE), "--cluster", "dgx-h100", "--out", str(out),
                      "--json", str(tmp_path / "r.json"))
     assert done.returncode == 0, done.stderr
     assert "GEMM bf16: share of peak" in done.stdout
@@ -46,7 +48,7 @@ def test_calibrate_kernels_writes_a_cluster_whatif_then_times_by(tmp_path):
     record = json.loads((tmp_path / "r.json").read_text())
     spread = {r["kernels"]: r for r in record["results"]["spread"]}
     assert spread["gemm bf16"]["rms_large"] < 0.08
-    again = fabriclab("whatif", "llm", "--cluster", str(out), "--model", "llama3-8b", "--gpus", "8", "--tp", "2",
+    again = in_process("whatif", "llm", "--cluster", str(out), "--model", "llama3-8b", "--gpus", "8", "--tp", "2",
                       "--gbs", "16", "--seq", "2048")
     assert again.returncode == 0, again.stderr
     assert "fit of kernels.csv on H100" in " ".join(again.stdout.split())
@@ -55,7 +57,7 @@ def test_calibrate_kernels_writes_a_cluster_whatif_then_times_by(tmp_path):
 def test_calibrate_kernels_of_a_bad_table_is_one_line(tmp_path):
     bad = tmp_path / "k.csv"
     bad.write_text("op,dtype\n")
-    done = fabriclab("calibrate", "kernels", "--table", str(bad))
+    done = in_process("calibrate", "kernels", "--table", str(bad))
     assert done.returncode == 2 and "needs the columns" in done.stderr
 
 
@@ -65,7 +67,7 @@ def test_attention_and_gpu_spread_options_reach_the_step(tmp_path):
     steps = {}
     for extra in ([], ["--attention", "unfused"], ["--gpu-spread", "0"]):
         out = tmp_path / f"r{len(steps)}.json"
-        done = fabriclab(*args, *extra, "--json", str(out))
+        done = in_process(*args, *extra, "--json", str(out))
         assert done.returncode == 0, done.stderr
         record = json.loads(out.read_text())
         steps[tuple(extra)] = record["step_time_s"]

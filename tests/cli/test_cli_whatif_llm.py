@@ -1,15 +1,34 @@
 """`fabriclab whatif llm` and `calibrate step` end to end: record, files, errors."""
 
 import json
+import os
 import subprocess
-import sys
+import traceback
+
+from typer.testing import CliRunner
+
+from fabriclab.cli.main import app
 
 ARGS = ["--gpus", "16", "--tp", "2", "--pp", "2", "--gbs", "32", "--seq", "2048"]
 
 
-def fabriclab(*argv, cwd=None):
-    return subprocess.run([sys.executable, "-m", "fabriclab", *argv], capture_output=True, text=True, cwd=cwd,
-                          timeout=300, env={**__import__("os").environ, "FABRICLAB_STORE": "off"})
+def fabriclab(*argv, cwd=None) -> subprocess.CompletedProcess:
+    """`fabriclab *argv` in `cwd` with the results store off, as a finished process: its exit code, stdout and
+    stderr (an exception's traceback on stderr, exit code 1). Run in this process (CliRunner), as the tests that
+    use it check what a command answers and prints, not how a process ends (test_bad_inputs_*.py and
+    test_no_torch.py run whole processes); 80 columns, what a command in a pipe gets."""
+    here = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, [str(a) for a in argv], env={"FABRICLAB_STORE": "off", "COLUMNS": "80"},
+                                    prog_name="fabriclab")
+    finally:
+        os.chdir(here)
+    err = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        err += "".join(traceback.format_exception(*result.exc_info))
+    return subprocess.CompletedProcess(["fabriclab", *argv], result.exit_code, result.stdout, err)
 
 
 def test_whatif_llm_prints_the_step_and_records_it_with_its_files(tmp_path):
