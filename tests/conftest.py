@@ -11,7 +11,9 @@ The suite runs on two pytest-xdist workers (pyproject.toml's addopts: `-n 2 --di
 this process). `FileOrGroup` hands out whole files, so a module's fixtures are computed once and its tests run in
 file order, but the tests of the long files in `SPREAD` (no costly fixture shared) one by one; and whole groups
 (`xdist_group`): every test that needs root is in group `root`, since they share the machine's emulated cluster
-and its lock, and the few whose checks time a sleep to a tight bound are in `timing`.
+and its lock, and the few whose checks time a sleep to a tight bound are in `timing`. A worker ignores SIGINT and
+its child processes inherit that: a test that sends a child Ctrl-C starts it with SIGINT at its default
+(`sigint_as_default` in tests/runtime/test_launch.py).
 """
 
 import functools
